@@ -1,0 +1,394 @@
+//! Typed configuration, loaded from TOML. Every field has a default; unknown keys are refused.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// Where the configuration file lives unless `--config` says otherwise.
+pub const DEFAULT_CONFIG_PATH: &str = "/etc/swapcri/config.toml";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("invalid config file {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("invalid config value for `{key}`: {message}")]
+    Invalid { key: String, message: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Unix socket that serves the CRI API.
+    pub socket: PathBuf,
+    /// Group (numeric gid) that owns the socket; the socket mode is 0660.
+    pub socket_gid: Option<u32>,
+    /// Persistent state: images, layers, container metadata.
+    pub state_root: PathBuf,
+    /// Volatile state: sockets, runtime directories.
+    pub run_root: PathBuf,
+    /// tracing filter, e.g. "info" or "swapcri=debug"; RUST_LOG overrides it.
+    pub log_level: String,
+    pub runtime: RuntimeConfig,
+    pub image: ImageConfig,
+    /// Per-registry settings, keyed by host[:port] (e.g. "registry.local:5000").
+    pub registries: BTreeMap<String, RegistryConfig>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RuntimeConfig {
+    /// Handler used when a request names none.
+    pub default_handler: String,
+    /// The runtime handlers offered to kubelet (RuntimeClass handler names).
+    pub handlers: BTreeMap<String, HandlerConfig>,
+    /// Cgroup driver reported to kubelet through RuntimeConfig.
+    pub cgroup_driver: CgroupDriver,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HandlerConfig {
+    /// Path of the OCI runtime binary (runc).
+    pub binary: PathBuf,
+    /// runc's own state directory (`runc --root`).
+    pub root: PathBuf,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CgroupDriver {
+    Cgroupfs,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ImageConfig {
+    /// A pull that receives no bytes for this long is cancelled.
+    pub pull_progress_timeout_secs: u64,
+    /// Layers downloaded at once within one pull.
+    pub max_concurrent_downloads: usize,
+    /// Images reported as pinned (never garbage-collected by kubelet).
+    pub pinned: Vec<String>,
+    /// Registries on loopback addresses (localhost, 127.0.0.0/8, ::1) are reached over
+    /// plain HTTP unless they have an entry of their own.
+    pub loopback_plain_http: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RegistryConfig {
+    /// Reach this registry over plain HTTP.
+    pub plain_http: bool,
+    /// Accept any TLS certificate from this registry.
+    pub insecure_skip_verify: bool,
+    /// Registries tried, in order, before this one (host[:port]); each mirror's own
+    /// entry decides its protocol.
+    pub mirrors: Vec<String>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            socket: PathBuf::from("/run/swapcri/swapcri.sock"),
+            socket_gid: None,
+            state_root: PathBuf::from("/var/lib/swapcri"),
+            run_root: PathBuf::from("/run/swapcri"),
+            log_level: "info".to_string(),
+            runtime: RuntimeConfig::default(),
+            image: ImageConfig::default(),
+            registries: BTreeMap::new(),
+        }
+    }
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        let mut handlers = BTreeMap::new();
+        handlers.insert("runc".to_string(), HandlerConfig::default());
+        Self {
+            default_handler: "runc".to_string(),
+            handlers,
+            cgroup_driver: CgroupDriver::Cgroupfs,
+        }
+    }
+}
+
+impl Default for HandlerConfig {
+    fn default() -> Self {
+        Self {
+            binary: PathBuf::from("/usr/sbin/runc"),
+            root: PathBuf::from("/run/swapcri/runc"),
+        }
+    }
+}
+
+impl Default for ImageConfig {
+    fn default() -> Self {
+        Self {
+            pull_progress_timeout_secs: 60,
+            max_concurrent_downloads: 3,
+            pinned: Vec::new(),
+            loopback_plain_http: true,
+        }
+    }
+}
+
+/// The default configuration as a commented TOML document (`swapcri config default`).
+pub const DEFAULT_TOML: &str = include_str!("config_default.toml");
+
+/// Overrides given on the command line; each replaces the file's value when set.
+#[derive(Debug, Default, Clone)]
+pub struct Overrides {
+    pub socket: Option<PathBuf>,
+    pub state_root: Option<PathBuf>,
+    pub run_root: Option<PathBuf>,
+    pub log_level: Option<String>,
+}
+
+impl Config {
+    /// Reads `path`; a missing file at the default path means all defaults.
+    pub fn load(path: &Path, must_exist: bool) -> Result<Self, ConfigError> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => Self::parse(&text, path),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !must_exist => {
+                let config = Self::default();
+                config.validate()?;
+                Ok(config)
+            }
+            Err(source) => Err(ConfigError::Read {
+                path: path.to_path_buf(),
+                source,
+            }),
+        }
+    }
+
+    pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        let config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    pub fn apply(&mut self, overrides: Overrides) -> Result<(), ConfigError> {
+        if let Some(v) = overrides.socket {
+            self.socket = v;
+        }
+        if let Some(v) = overrides.state_root {
+            self.state_root = v;
+        }
+        if let Some(v) = overrides.run_root {
+            self.run_root = v;
+        }
+        if let Some(v) = overrides.log_level {
+            self.log_level = v;
+        }
+        self.validate()
+    }
+
+    /// Checks what serde cannot: absolute paths, known handler, sane numbers.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |key: &str, message: String| ConfigError::Invalid {
+            key: key.to_string(),
+            message,
+        };
+        for (key, path) in [
+            ("socket", &self.socket),
+            ("state_root", &self.state_root),
+            ("run_root", &self.run_root),
+        ] {
+            if !path.is_absolute() {
+                return Err(invalid(
+                    key,
+                    format!("{} is not an absolute path", path.display()),
+                ));
+            }
+        }
+        tracing_subscriber::EnvFilter::try_new(&self.log_level)
+            .map_err(|e| invalid("log_level", format!("{:?}: {e}", self.log_level)))?;
+        if !self
+            .runtime
+            .handlers
+            .contains_key(&self.runtime.default_handler)
+        {
+            return Err(invalid(
+                "runtime.default_handler",
+                format!(
+                    "{:?} is not one of runtime.handlers",
+                    self.runtime.default_handler
+                ),
+            ));
+        }
+        for (name, handler) in &self.runtime.handlers {
+            if name.is_empty() {
+                return Err(invalid(
+                    "runtime.handlers",
+                    "a handler name is empty".into(),
+                ));
+            }
+            for (field, path) in [("binary", &handler.binary), ("root", &handler.root)] {
+                if !path.is_absolute() {
+                    return Err(invalid(
+                        &format!("runtime.handlers.{name}.{field}"),
+                        format!("{} is not an absolute path", path.display()),
+                    ));
+                }
+            }
+        }
+        if self.image.pull_progress_timeout_secs == 0 {
+            return Err(invalid(
+                "image.pull_progress_timeout_secs",
+                "must be at least 1".into(),
+            ));
+        }
+        if self.image.max_concurrent_downloads == 0 {
+            return Err(invalid(
+                "image.max_concurrent_downloads",
+                "must be at least 1".into(),
+            ));
+        }
+        for (host, registry) in &self.registries {
+            if host.is_empty() || host.contains('/') {
+                return Err(invalid(
+                    &format!("registries.{host:?}"),
+                    "a registry key is host[:port], without scheme or path".into(),
+                ));
+            }
+            for mirror in &registry.mirrors {
+                if mirror.is_empty() || mirror.contains('/') {
+                    return Err(invalid(
+                        &format!("registries.{host:?}.mirrors"),
+                        format!("{mirror:?} is not host[:port]"),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Where the image store keeps its content.
+    pub fn image_root(&self) -> PathBuf {
+        self.state_root.join("images")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, Path::new("test.toml"))
+    }
+
+    #[test]
+    fn default_document_matches_defaults() {
+        assert_eq!(parse(DEFAULT_TOML).unwrap(), Config::default());
+    }
+
+    #[test]
+    fn empty_file_is_all_defaults() {
+        assert_eq!(parse("").unwrap(), Config::default());
+    }
+
+    #[test]
+    fn values_and_errors() {
+        struct Case {
+            text: &'static str,
+            error_mentions: Option<&'static str>,
+        }
+        let cases = [
+            Case {
+                text: "socket = \"/tmp/x.sock\"",
+                error_mentions: None,
+            },
+            Case {
+                text: "sockett = \"/tmp/x.sock\"",
+                error_mentions: Some("sockett"),
+            },
+            Case {
+                text: "[image]\npull_timeout = 3",
+                error_mentions: Some("pull_timeout"),
+            },
+            Case {
+                text: "socket = \"relative.sock\"",
+                error_mentions: Some("socket"),
+            },
+            Case {
+                text: "state_root = 7",
+                error_mentions: Some("state_root"),
+            },
+            Case {
+                text: "log_level = \"info,=[\"",
+                error_mentions: Some("log_level"),
+            },
+            Case {
+                text: "[runtime]\ncgroup_driver = \"systemd\"",
+                error_mentions: Some("cgroup_driver"),
+            },
+            Case {
+                text: "[runtime]\ndefault_handler = \"crun\"",
+                error_mentions: Some("runtime.default_handler"),
+            },
+            Case {
+                text: "[image]\npull_progress_timeout_secs = 0",
+                error_mentions: Some("pull_progress_timeout_secs"),
+            },
+            Case {
+                text: "[registries.\"r.local:5000\"]\nplain_http = true\nmirrors = [\"m.local\"]",
+                error_mentions: None,
+            },
+            Case {
+                text: "[registries.\"http://r.local\"]\nplain_http = true",
+                error_mentions: Some("registries"),
+            },
+            Case {
+                text: "[registries.\"r.local\"]\nplain = true",
+                error_mentions: Some("plain"),
+            },
+            Case {
+                text: "[runtime.handlers.runc]\nbinary = \"runc\"",
+                error_mentions: Some("runtime.handlers.runc.binary"),
+            },
+        ];
+        for case in cases {
+            match (parse(case.text), case.error_mentions) {
+                (Ok(_), None) => {}
+                (Err(e), Some(word)) => {
+                    assert!(
+                        e.to_string().contains(word),
+                        "{:?}: error {e} does not name {word}",
+                        case.text
+                    )
+                }
+                (Ok(_), Some(word)) => {
+                    panic!("{:?} accepted, expected an error naming {word}", case.text)
+                }
+                (Err(e), None) => panic!("{:?} rejected: {e}", case.text),
+            }
+        }
+    }
+
+    #[test]
+    fn overrides_replace_file_values() {
+        let mut config = parse("socket = \"/a.sock\"").unwrap();
+        config
+            .apply(Overrides {
+                socket: Some("/b.sock".into()),
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(config.socket, PathBuf::from("/b.sock"));
+        let bad = config.apply(Overrides {
+            run_root: Some("rel".into()),
+            ..Default::default()
+        });
+        assert!(bad.unwrap_err().to_string().contains("run_root"));
+    }
+}

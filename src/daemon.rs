@@ -1,0 +1,148 @@
+//! Wiring: directories, stores, services, the unix socket, and shutdown on signals.
+
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use k8s_cri::v1::image_service_server::ImageServiceServer;
+use k8s_cri::v1::runtime_service_server::RuntimeServiceServer;
+use tokio::net::UnixListener;
+use tokio_stream::wrappers::UnixListenerStream;
+
+use crate::config::Config;
+use crate::grpc::{ImageApi, RuntimeApi};
+use crate::image::{ImageError, ImageLookup, ImageStore, Puller, Registries};
+use crate::service::{ImageService, RuntimeService};
+
+/// kubelet sends and accepts messages up to 16 MiB.
+const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+/// How long in-flight calls may run after SIGTERM.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("cannot prepare {path}: {source}")]
+    Prepare {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("another process is serving on {0}; stop it or choose another socket")]
+    SocketInUse(PathBuf),
+    #[error("{0} exists and is not a socket")]
+    NotASocket(PathBuf),
+    #[error("invalid config value for `image.pinned`: {0}")]
+    Pinned(ImageError),
+    #[error("image store: {0}")]
+    Images(#[from] ImageError),
+    #[error("gRPC server failed: {0}")]
+    Serve(#[from] tonic::transport::Error),
+}
+
+fn prepare(path: &Path, mode: u32) -> Result<(), DaemonError> {
+    let err = |source| DaemonError::Prepare {
+        path: path.to_path_buf(),
+        source,
+    };
+    std::fs::create_dir_all(path).map_err(err)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(err)
+}
+
+/// Builds the services from the configuration.
+pub fn build(config: Arc<Config>) -> Result<(Arc<RuntimeService>, Arc<ImageService>), DaemonError> {
+    prepare(&config.state_root, 0o711)?;
+    prepare(&config.run_root, 0o711)?;
+    let store = Arc::new(ImageStore::open(&config.image_root())?);
+    store.collect_garbage()?;
+    let pinned = config
+        .image
+        .pinned
+        .iter()
+        .map(|p| ImageLookup::parse(p))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(DaemonError::Pinned)?;
+    let registries = Arc::new(Registries::new(&config));
+    let puller = Arc::new(Puller::new(
+        store.clone(),
+        registries,
+        config.image.max_concurrent_downloads,
+    ));
+    let images = Arc::new(ImageService::new(store, puller, pinned));
+    let runtime = Arc::new(RuntimeService::new(config));
+    Ok((runtime, images))
+}
+
+/// Runs the daemon until SIGTERM or SIGINT.
+pub async fn run(config: Config) -> Result<(), DaemonError> {
+    let config = Arc::new(config);
+    let (runtime, images) = build(config.clone())?;
+    let listener = bind_socket(&config.socket, config.socket_gid)?;
+    tracing::info!(socket = %config.socket.display(), version = env!("CARGO_PKG_VERSION"), "swapcri serving the CRI");
+    let stopping = Arc::new(tokio::sync::Notify::new());
+    let signalled = stopping.clone();
+    let shutdown = async move {
+        shutdown_signal().await;
+        signalled.notify_one();
+    };
+    let server = tonic::transport::Server::builder()
+        .add_service(
+            RuntimeServiceServer::new(RuntimeApi::new(runtime))
+                .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(MAX_MESSAGE_BYTES),
+        )
+        .add_service(
+            ImageServiceServer::new(ImageApi::new(images))
+                .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(MAX_MESSAGE_BYTES),
+        )
+        .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown);
+    // Clients such as kubelet keep connections open; in-flight calls get a grace period.
+    let result = tokio::select! {
+        result = server => result,
+        _ = async { stopping.notified().await; tokio::time::sleep(SHUTDOWN_GRACE).await } => {
+            tracing::info!(grace_secs = SHUTDOWN_GRACE.as_secs(), "closing connections still open after the grace period");
+            Ok(())
+        }
+    };
+    let _ = std::fs::remove_file(&config.socket);
+    tracing::info!("swapcri stopped");
+    Ok(result?)
+}
+
+/// Binds the socket: a stale one is replaced, a live one refused; mode 0660.
+fn bind_socket(path: &Path, gid: Option<u32>) -> Result<UnixListener, DaemonError> {
+    let err = |source| DaemonError::Prepare {
+        path: path.to_path_buf(),
+        source,
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(err)?;
+    }
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_socket() => {
+            if std::os::unix::net::UnixStream::connect(path).is_ok() {
+                return Err(DaemonError::SocketInUse(path.to_path_buf()));
+            }
+            tracing::info!(socket = %path.display(), "replacing stale socket");
+            std::fs::remove_file(path).map_err(err)?;
+        }
+        Ok(_) => return Err(DaemonError::NotASocket(path.to_path_buf())),
+        Err(_) => {}
+    }
+    let listener = std::os::unix::net::UnixListener::bind(path).map_err(err)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660)).map_err(err)?;
+    if let Some(gid) = gid {
+        std::os::unix::fs::chown(path, None, Some(gid)).map_err(err)?;
+    }
+    listener.set_nonblocking(true).map_err(err)?;
+    UnixListener::from_std(listener).map_err(err)
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM received, shutting down"),
+        _ = int.recv() => tracing::info!("SIGINT received, shutting down"),
+    }
+}

@@ -1,0 +1,114 @@
+//! The service-level error and the one place where error kinds become gRPC status codes.
+
+use crate::image::ImageError;
+use crate::store::StoreError;
+
+/// What kind of failure an error is; decides the gRPC status code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    InvalidArgument,
+    NotFound,
+    AlreadyExists,
+    FailedPrecondition,
+    PermissionDenied,
+    Unauthenticated,
+    DeadlineExceeded,
+    Unavailable,
+    DataLoss,
+    Unimplemented,
+    Internal,
+}
+
+impl ErrorKind {
+    pub fn code(self) -> tonic::Code {
+        match self {
+            ErrorKind::InvalidArgument => tonic::Code::InvalidArgument,
+            ErrorKind::NotFound => tonic::Code::NotFound,
+            ErrorKind::AlreadyExists => tonic::Code::AlreadyExists,
+            ErrorKind::FailedPrecondition => tonic::Code::FailedPrecondition,
+            ErrorKind::PermissionDenied => tonic::Code::PermissionDenied,
+            ErrorKind::Unauthenticated => tonic::Code::Unauthenticated,
+            ErrorKind::DeadlineExceeded => tonic::Code::DeadlineExceeded,
+            ErrorKind::Unavailable => tonic::Code::Unavailable,
+            ErrorKind::DataLoss => tonic::Code::DataLoss,
+            ErrorKind::Unimplemented => tonic::Code::Unimplemented,
+            ErrorKind::Internal => tonic::Code::Internal,
+        }
+    }
+}
+
+/// Errors returned by the service layer.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{0}")]
+    InvalidArgument(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    FailedPrecondition(String),
+    #[error("{0} is not implemented by swapcri yet")]
+    Unimplemented(&'static str),
+    #[error(transparent)]
+    Image(#[from] ImageError),
+    #[error(transparent)]
+    Pull(std::sync::Arc<ImageError>),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl Error {
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::InvalidArgument(_) => ErrorKind::InvalidArgument,
+            Error::NotFound(_) => ErrorKind::NotFound,
+            Error::FailedPrecondition(_) => ErrorKind::FailedPrecondition,
+            Error::Unimplemented(_) => ErrorKind::Unimplemented,
+            Error::Image(e) => e.kind(),
+            Error::Pull(e) => e.kind(),
+            Error::Store(_) | Error::Internal(_) => ErrorKind::Internal,
+        }
+    }
+}
+
+impl From<Error> for tonic::Status {
+    fn from(e: Error) -> Self {
+        tonic::Status::new(e.kind().code(), e.to_string())
+    }
+}
+
+impl From<tokio::task::JoinError> for Error {
+    fn from(e: tokio::task::JoinError) -> Self {
+        Error::Internal(format!("background task failed: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_map_to_codes() {
+        let cases = [
+            (
+                Error::InvalidArgument("x".into()),
+                tonic::Code::InvalidArgument,
+            ),
+            (Error::NotFound("x".into()), tonic::Code::NotFound),
+            (
+                Error::FailedPrecondition("x".into()),
+                tonic::Code::FailedPrecondition,
+            ),
+            (Error::Unimplemented("Exec"), tonic::Code::Unimplemented),
+            (Error::Internal("x".into()), tonic::Code::Internal),
+            (
+                Error::Image(ImageError::NotFound("busybox".into())),
+                tonic::Code::NotFound,
+            ),
+        ];
+        for (error, code) in cases {
+            assert_eq!(tonic::Status::from(error).code(), code);
+        }
+    }
+}

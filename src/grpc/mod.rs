@@ -1,0 +1,8 @@
+//! gRPC adapters: convert, delegate to the services, convert back.
+
+pub mod convert;
+mod image;
+mod runtime;
+
+pub use image::ImageApi;
+pub use runtime::RuntimeApi;

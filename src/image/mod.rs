@@ -1,0 +1,15 @@
+//! Images: references, registry pulls, OCI layout imports, the content store, layer unpacking.
+
+mod error;
+pub mod import;
+mod pull;
+pub mod reference;
+mod registry;
+mod store;
+pub mod unpack;
+
+pub use error::ImageError;
+pub use pull::{ImageSource, Puller};
+pub use reference::{ImageLookup, ImageName};
+pub use registry::Registries;
+pub use store::{FsUsage, ImageStore};

@@ -1,0 +1,444 @@
+//! Registry access over the OCI distribution protocol: one client per registry host with
+//! that host's settings, mirrors tried in order, and a watchdog on every transfer.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use oci_client::client::{ClientConfig, ClientProtocol};
+use oci_client::errors::{DigestError, OciDistributionError, OciErrorCode};
+use oci_client::manifest::OciDescriptor;
+use oci_client::secrets::RegistryAuth;
+use oci_client::{Client, Reference};
+use sha2::Digest as _;
+use tokio::io::AsyncWriteExt;
+
+use crate::config::{Config, RegistryConfig};
+use crate::model::image::Digest;
+
+use super::pull::{BlobRef, ImageSource, MANIFEST_MEDIA_TYPES};
+use super::{ImageError, ImageName};
+
+/// Registry settings and the clients built from them.
+pub struct Registries {
+    settings: BTreeMap<String, RegistryConfig>,
+    loopback_plain_http: bool,
+    progress_timeout: Duration,
+    clients: Mutex<HashMap<String, Arc<Client>>>,
+}
+
+impl Registries {
+    pub fn new(config: &Config) -> Self {
+        Registries {
+            settings: config.registries.clone(),
+            loopback_plain_http: config.image.loopback_plain_http,
+            progress_timeout: Duration::from_secs(config.image.pull_progress_timeout_secs),
+            clients: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn settings_for(&self, host: &str) -> RegistryConfig {
+        self.settings
+            .get(host)
+            .cloned()
+            .unwrap_or_else(|| RegistryConfig {
+                plain_http: self.loopback_plain_http && is_loopback(host),
+                ..Default::default()
+            })
+    }
+
+    fn client_for(&self, host: &str) -> Arc<Client> {
+        let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        clients
+            .entry(host.to_string())
+            .or_insert_with(|| {
+                let settings = self.settings_for(host);
+                Arc::new(Client::new(ClientConfig {
+                    protocol: if settings.plain_http {
+                        ClientProtocol::Http
+                    } else {
+                        ClientProtocol::Https
+                    },
+                    accept_invalid_certificates: settings.insecure_skip_verify,
+                    platform_resolver: None,
+                    read_timeout: Some(self.progress_timeout),
+                    connect_timeout: Some(Duration::from_secs(30)),
+                    user_agent: concat!("swapcri/", env!("CARGO_PKG_VERSION")),
+                    ..Default::default()
+                }))
+            })
+            .clone()
+    }
+
+    /// Connects to the first endpoint (mirrors, then the registry) that has the image's
+    /// manifest; blobs then come from that same endpoint.
+    pub async fn open(
+        self: &Arc<Self>,
+        name: &ImageName,
+        auth: RegistryAuth,
+    ) -> Result<(RegistrySource, Vec<u8>, Digest), ImageError> {
+        let mirrors = self
+            .settings
+            .get(name.registry())
+            .map(|s| s.mirrors.clone())
+            .unwrap_or_default();
+        let mut last_error = None;
+        for mirror in mirrors.iter().map(Some).chain([None]) {
+            let mut reference = name.to_reference();
+            if let Some(m) = mirror {
+                reference.set_mirror_registry(m.clone());
+            }
+            let source = RegistrySource {
+                registries: self.clone(),
+                name: name.clone(),
+                reference,
+                auth: if mirror.is_some() {
+                    RegistryAuth::Anonymous
+                } else {
+                    auth.clone()
+                },
+            };
+            match source.fetch_manifest(None).await {
+                Ok((bytes, digest)) => return Ok((source, bytes, digest)),
+                Err(e) => {
+                    if let Some(m) = mirror {
+                        tracing::warn!(image = %name, mirror = %m, error = %e, "mirror failed, trying the next endpoint");
+                    }
+                    last_error = Some(e);
+                }
+            }
+        }
+        Err(last_error.expect("the registry itself is always tried"))
+    }
+}
+
+/// A registry endpoint serving one image.
+pub struct RegistrySource {
+    registries: Arc<Registries>,
+    name: ImageName,
+    reference: Reference,
+    auth: RegistryAuth,
+}
+
+impl RegistrySource {
+    fn host(&self) -> &str {
+        self.reference.resolve_registry()
+    }
+
+    fn client(&self) -> Arc<Client> {
+        self.registries.client_for(self.host())
+    }
+
+    fn timeout(&self) -> Duration {
+        self.registries.progress_timeout
+    }
+
+    fn stalled(&self, what: &str) -> ImageError {
+        ImageError::Stalled {
+            image: self.name.to_string(),
+            what: what.to_string(),
+            secs: self.timeout().as_secs(),
+        }
+    }
+
+    fn map_error(&self, e: OciDistributionError) -> ImageError {
+        map_oci_error(e, self.host(), &self.name.to_string())
+    }
+}
+
+#[async_trait]
+impl ImageSource for RegistrySource {
+    fn describe(&self) -> String {
+        format!("registry {}", self.host())
+    }
+
+    async fn fetch_manifest(
+        &self,
+        digest: Option<&Digest>,
+    ) -> Result<(Vec<u8>, Digest), ImageError> {
+        let reference = match digest {
+            Some(d) => {
+                let mut r = self.name.with_digest(d);
+                if let Some(ns) = self.reference.namespace() {
+                    debug_assert_eq!(ns, self.name.registry());
+                    r.set_mirror_registry(self.host().to_string());
+                }
+                r
+            }
+            None => self.reference.clone(),
+        };
+        let client = self.client();
+        let fetch = client.pull_manifest_raw(&reference, &self.auth, MANIFEST_MEDIA_TYPES);
+        let (bytes, _) = tokio::time::timeout(self.timeout(), fetch)
+            .await
+            .map_err(|_| self.stalled("the manifest"))?
+            .map_err(|e| self.map_error(e))?;
+        let actual = Digest::of(&bytes);
+        if let Some(expected) = digest.or(self.name.digest()) {
+            if &actual != expected {
+                return Err(ImageError::DigestMismatch {
+                    image: self.name.to_string(),
+                    what: "manifest".into(),
+                    expected: expected.to_string(),
+                    actual: actual.to_string(),
+                });
+            }
+        }
+        Ok((bytes.to_vec(), actual))
+    }
+
+    async fn open_blob(&self, blob: &BlobRef, scratch: &Path) -> Result<PathBuf, ImageError> {
+        let descriptor = OciDescriptor {
+            media_type: blob.media_type.clone(),
+            digest: blob.digest.to_string(),
+            size: blob.size as i64,
+            urls: None,
+            annotations: None,
+            artifact_type: None,
+        };
+        let what = format!("blob {}", blob.digest);
+        let client = self.client();
+        let stream = tokio::time::timeout(
+            self.timeout(),
+            client.pull_blob_stream(&self.reference, &descriptor),
+        )
+        .await
+        .map_err(|_| self.stalled(&what))?
+        .map_err(|e| self.map_error(e))?;
+        let mut stream = stream.stream;
+        let path = scratch.join(blob.digest.hex());
+        let mut file = tokio::io::BufWriter::new(
+            tokio::fs::File::create(&path)
+                .await
+                .map_err(ImageError::io(&path))?,
+        );
+        let mut hasher = sha2::Sha256::new();
+        loop {
+            let chunk = match tokio::time::timeout(self.timeout(), stream.next()).await {
+                Err(_) => return Err(self.stalled(&what)),
+                Ok(None) => break,
+                Ok(Some(chunk)) => {
+                    chunk.map_err(|e| self.map_error(OciDistributionError::IoError(e)))?
+                }
+            };
+            hasher.update(&chunk);
+            file.write_all(&chunk)
+                .await
+                .map_err(ImageError::io(&path))?;
+        }
+        file.flush().await.map_err(ImageError::io(&path))?;
+        let actual = Digest::from_sha256(hasher);
+        if actual != blob.digest {
+            return Err(ImageError::DigestMismatch {
+                image: self.name.to_string(),
+                what,
+                expected: blob.digest.to_string(),
+                actual: actual.to_string(),
+            });
+        }
+        Ok(path)
+    }
+}
+
+/// Registry answers mapped to what they mean for the caller.
+fn map_oci_error(e: OciDistributionError, registry: &str, image: &str) -> ImageError {
+    let registry_error = |message: String| ImageError::Registry {
+        registry: registry.into(),
+        image: image.into(),
+        message,
+    };
+    let unauthorized = |message: String| ImageError::Unauthorized {
+        registry: registry.into(),
+        image: image.into(),
+        message,
+    };
+    match e {
+        OciDistributionError::ImageManifestNotFoundError(_) => ImageError::NotFound(image.into()),
+        OciDistributionError::RegistryError { envelope, .. } => {
+            let codes: Vec<&OciErrorCode> = envelope.errors.iter().map(|e| &e.code).collect();
+            let message = envelope
+                .errors
+                .iter()
+                .map(|e| e.message.clone())
+                .collect::<Vec<_>>()
+                .join("; ");
+            if codes.iter().any(|c| {
+                matches!(
+                    c,
+                    OciErrorCode::ManifestUnknown
+                        | OciErrorCode::NameUnknown
+                        | OciErrorCode::BlobUnknown
+                        | OciErrorCode::NotFound
+                )
+            }) {
+                ImageError::NotFound(image.into())
+            } else if codes
+                .iter()
+                .any(|c| matches!(c, OciErrorCode::Unauthorized | OciErrorCode::Denied))
+            {
+                unauthorized(message)
+            } else {
+                registry_error(message)
+            }
+        }
+        OciDistributionError::ServerError { code: 404, .. } => ImageError::NotFound(image.into()),
+        OciDistributionError::ServerError {
+            code: 401 | 403,
+            message,
+            ..
+        } => unauthorized(message),
+        OciDistributionError::UnauthorizedError { url } => {
+            unauthorized(format!("unauthorized at {url}"))
+        }
+        OciDistributionError::AuthenticationFailure(message) => unauthorized(message),
+        OciDistributionError::DigestError(DigestError::VerificationError { expected, actual }) => {
+            ImageError::DigestMismatch {
+                image: image.into(),
+                what: "content".into(),
+                expected,
+                actual,
+            }
+        }
+        OciDistributionError::IoError(io) => {
+            match io
+                .get_ref()
+                .and_then(|inner| inner.downcast_ref::<DigestError>())
+            {
+                Some(DigestError::VerificationError { expected, actual }) => {
+                    ImageError::DigestMismatch {
+                        image: image.into(),
+                        what: "content".into(),
+                        expected: expected.clone(),
+                        actual: actual.clone(),
+                    }
+                }
+                _ => registry_error(io.to_string()),
+            }
+        }
+        other => registry_error(error_chain(&other)),
+    }
+}
+
+/// The error and its sources, so "connection refused" is not hidden behind "request failed".
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+/// `localhost`, `127.x.y.z` or `[::1]`, with or without a port.
+fn is_loopback(host: &str) -> bool {
+    let bare = if let Some(rest) = host.strip_prefix('[') {
+        rest.split(']').next().unwrap_or("")
+    } else {
+        host.rsplit_once(':').map(|(h, _)| h).unwrap_or(host)
+    };
+    bare == "localhost"
+        || bare
+            .parse::<IpAddr>()
+            .map(|ip| ip.is_loopback())
+            .unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_hosts() {
+        for (host, expected) in [
+            ("localhost", true),
+            ("localhost:5000", true),
+            ("127.0.0.1:5000", true),
+            ("127.3.2.1", true),
+            ("[::1]:5000", true),
+            ("registry.local:5000", false),
+            ("10.0.0.1:5000", false),
+            ("docker.io", false),
+        ] {
+            assert_eq!(is_loopback(host), expected, "{host}");
+        }
+    }
+
+    #[test]
+    fn settings_fall_back_to_loopback_rule() {
+        let mut config = Config::default();
+        config.registries.insert(
+            "127.0.0.1:6000".into(),
+            RegistryConfig {
+                plain_http: false,
+                insecure_skip_verify: true,
+                mirrors: vec![],
+            },
+        );
+        let registries = Registries::new(&config);
+        assert!(registries.settings_for("127.0.0.1:5000").plain_http);
+        assert!(
+            !registries.settings_for("127.0.0.1:6000").plain_http,
+            "an explicit entry wins"
+        );
+        assert!(!registries.settings_for("quay.io").plain_http);
+        config.image.loopback_plain_http = false;
+        assert!(
+            !Registries::new(&config)
+                .settings_for("127.0.0.1:5000")
+                .plain_http
+        );
+    }
+
+    #[test]
+    fn registry_errors_map_to_kinds() {
+        use crate::error::ErrorKind;
+        let cases = [
+            (
+                OciDistributionError::ImageManifestNotFoundError("x".into()),
+                ErrorKind::NotFound,
+            ),
+            (
+                OciDistributionError::ServerError {
+                    code: 404,
+                    url: "u".into(),
+                    message: "m".into(),
+                },
+                ErrorKind::NotFound,
+            ),
+            (
+                OciDistributionError::ServerError {
+                    code: 401,
+                    url: "u".into(),
+                    message: "m".into(),
+                },
+                ErrorKind::Unauthenticated,
+            ),
+            (
+                OciDistributionError::ServerError {
+                    code: 500,
+                    url: "u".into(),
+                    message: "m".into(),
+                },
+                ErrorKind::Unavailable,
+            ),
+            (
+                OciDistributionError::IoError(std::io::Error::other(
+                    DigestError::VerificationError {
+                        expected: "a".into(),
+                        actual: "b".into(),
+                    },
+                )),
+                ErrorKind::DataLoss,
+            ),
+        ];
+        for (error, kind) in cases {
+            assert_eq!(map_oci_error(error, "r", "i").kind(), kind);
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! Store bookkeeping against a temporary root.
+
+use super::*;
+
+fn digest(n: u8) -> Digest {
+    Digest::of(&[n])
+}
+
+fn record(config: u8, layers: &[u8], tags: &[&str]) -> ImageRecord {
+    ImageRecord {
+        id: ImageId::from_config_digest(&digest(config)),
+        repo_tags: tags.iter().map(|t| t.to_string()).collect(),
+        repo_digests: BTreeSet::new(),
+        manifest: digest(config + 100),
+        layers: layers.iter().map(|&l| digest(l)).collect(),
+        user: String::new(),
+        created_at: 0,
+    }
+}
+
+/// Installs fake unpacked layers and commits the image.
+fn add(store: &ImageStore, image: &ImageRecord) {
+    let mut records = Vec::new();
+    for layer in &image.layers {
+        if !store.has_layer(layer) {
+            let work = store.scratch_dir().unwrap();
+            let dir = work.path().join("fs");
+            fs::create_dir(&dir).unwrap();
+            fs::write(dir.join("file"), layer.as_str()).unwrap();
+            store.install_layer(&dir, layer).unwrap();
+        }
+        records.push(LayerRecord {
+            diff_id: layer.clone(),
+            disk_bytes: 4096,
+            inodes: 2,
+        });
+    }
+    let blobs = [image.id.digest(), image.manifest.clone()].map(|d| {
+        let bytes = one_byte_blob(&d);
+        (d, bytes)
+    });
+    store.commit(image.clone(), records, &blobs).unwrap();
+}
+
+/// Fixture digests are digests of one byte; find it.
+fn one_byte_blob(digest: &Digest) -> Vec<u8> {
+    (0..=255u8)
+        .map(|n| vec![n])
+        .find(|b| &Digest::of(b) == digest)
+        .expect("a fixture digest")
+}
+
+fn no_users(_: &ImageId) -> Result<(), ImageError> {
+    Ok(())
+}
+
+#[test]
+fn shared_layers_live_until_the_last_image_goes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = ImageStore::open(dir.path()).unwrap();
+    let a = record(1, &[10, 11], &["r/a:1"]);
+    let b = record(2, &[10, 12], &["r/b:1"]);
+    add(&store, &a);
+    add(&store, &b);
+    assert_eq!(store.list().unwrap().len(), 2);
+    assert_eq!(store.usage().unwrap().inodes >= 6, true);
+
+    let removed = store
+        .remove(&ImageLookup::Tag("r/a:1".into()), no_users)
+        .unwrap();
+    assert_eq!(removed, Some(a.id.clone()));
+    assert!(store.has_layer(&digest(10)), "shared layer kept");
+    assert!(!store.has_layer(&digest(11)), "private layer removed");
+
+    // Idempotent: removing again finds nothing and succeeds.
+    assert_eq!(
+        store
+            .remove(&ImageLookup::Tag("r/a:1".into()), no_users)
+            .unwrap(),
+        None
+    );
+
+    store
+        .remove(&ImageLookup::Id(b.id.clone()), no_users)
+        .unwrap();
+    assert!(!store.has_layer(&digest(10)));
+    assert_eq!(fs::read_dir(store.layers_dir()).unwrap().count(), 0);
+    assert_eq!(fs::read_dir(dir.path().join("tmp")).unwrap().count(), 0);
+}
+
+#[test]
+fn tags_move_to_the_newest_image_and_lookups_resolve() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = ImageStore::open(dir.path()).unwrap();
+    let old = record(1, &[10], &["r/app:latest", "r/app:v1"]);
+    let mut new = record(2, &[11], &["r/app:latest"]);
+    new.repo_digests.insert(format!("r/app@{}", digest(102)));
+    add(&store, &old);
+    add(&store, &new);
+    let old_now = store
+        .find(&ImageLookup::Id(old.id.clone()))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        old_now.repo_tags.iter().collect::<Vec<_>>(),
+        vec!["r/app:v1"]
+    );
+    let by_tag = store
+        .find(&ImageLookup::Tag("r/app:latest".into()))
+        .unwrap()
+        .unwrap();
+    assert_eq!(by_tag.id, new.id);
+    let by_digest = store
+        .find(&ImageLookup::Digest(format!("r/app@{}", digest(102))))
+        .unwrap()
+        .unwrap();
+    assert_eq!(by_digest.id, new.id);
+    assert!(store
+        .find(&ImageLookup::Tag("r/other:1".into()))
+        .unwrap()
+        .is_none());
+}
+
+#[test]
+fn removal_vetoed_by_users_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = ImageStore::open(dir.path()).unwrap();
+    let a = record(1, &[10], &["r/a:1"]);
+    add(&store, &a);
+    let veto = |id: &ImageId| {
+        Err(ImageError::InUse {
+            image: id.to_string(),
+            containers: "c1".into(),
+        })
+    };
+    let err = store
+        .remove(&ImageLookup::Tag("r/a:1".into()), veto)
+        .unwrap_err();
+    assert!(matches!(err, ImageError::InUse { .. }));
+    assert!(store
+        .find(&ImageLookup::Id(a.id.clone()))
+        .unwrap()
+        .is_some());
+    assert!(store.has_layer(&digest(10)));
+}
+
+#[test]
+fn a_second_handle_sees_changes_and_state_survives_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = ImageStore::open(dir.path()).unwrap();
+    let importer = ImageStore::open(dir.path()).unwrap();
+    assert!(daemon.list().unwrap().is_empty());
+    add(&importer, &record(1, &[10], &["r/a:1"]));
+    assert_eq!(
+        daemon.list().unwrap().len(),
+        1,
+        "the daemon sees the import"
+    );
+    drop(daemon);
+    let reopened = ImageStore::open(dir.path()).unwrap();
+    assert_eq!(reopened.list().unwrap()[0].repo_tags.len(), 1);
+}
+
+#[test]
+fn commit_fails_when_a_layer_vanished() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = ImageStore::open(dir.path()).unwrap();
+    let err = store
+        .commit(record(1, &[10], &["r/a:1"]), Vec::new(), &[])
+        .unwrap_err();
+    assert!(matches!(err, ImageError::LayerVanished(_)));
+    assert!(store.list().unwrap().is_empty());
+}
+
+#[test]
+fn garbage_collection_at_start_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = ImageStore::open(dir.path()).unwrap();
+    add(&store, &record(1, &[10], &["r/a:1"]));
+    add(&store, &record(2, &[11], &["r/b:1"]));
+    // Leftovers of a crash: work in progress, a stray layer, a stray blob.
+    let work = dir.path().join("tmp/work-crashed");
+    fs::create_dir_all(work.join("fs")).unwrap();
+    fs::create_dir(store.layer_path(&digest(99))).unwrap();
+    fs::write(store.blob_path(&digest(98)), b"x").unwrap();
+    // A layer of image 2 disappears: the image is dropped rather than half-listed.
+    fs::remove_dir_all(store.layer_path(&digest(11))).unwrap();
+    store.collect_garbage().unwrap();
+    let images = store.list().unwrap();
+    assert_eq!(images.len(), 1);
+    assert!(images[0].repo_tags.contains("r/a:1"));
+    assert!(!work.exists());
+    assert!(!store.layer_path(&digest(99)).exists());
+    assert!(!store.blob_path(&digest(98)).exists());
+    assert!(store.has_layer(&digest(10)));
+}

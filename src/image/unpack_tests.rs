@@ -1,0 +1,277 @@
+//! Layer unpacking. These tests create device nodes, trusted xattrs and foreign owners,
+//! so they need root (hack/test.sh runs them as root).
+
+use std::io::Write;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+
+use super::*;
+
+/// Builds a tar archive in memory, entry by entry.
+struct Layer {
+    builder: tar::Builder<Vec<u8>>,
+}
+
+impl Layer {
+    fn new() -> Self {
+        Layer {
+            builder: tar::Builder::new(Vec::new()),
+        }
+    }
+
+    fn header(kind: tar::EntryType, mode: u32) -> tar::Header {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(kind);
+        h.set_mode(mode);
+        h.set_uid(0);
+        h.set_gid(0);
+        h.set_mtime(1_700_000_000);
+        h.set_size(0);
+        h
+    }
+
+    /// Writes the name bytes directly, so hostile paths the tar crate would refuse get in.
+    fn raw(mut self, mut h: tar::Header, name: &str, data: &[u8]) -> Self {
+        let old = h.as_old_mut();
+        old.name = [0; 100];
+        old.name[..name.len()].copy_from_slice(name.as_bytes());
+        h.set_size(data.len() as u64);
+        h.set_cksum();
+        self.builder.append(&h, data).unwrap();
+        self
+    }
+
+    fn file(self, name: &str, data: &[u8]) -> Self {
+        self.raw(Self::header(tar::EntryType::Regular, 0o644), name, data)
+    }
+
+    fn owned_file(self, name: &str, mode: u32, uid: u64, data: &[u8]) -> Self {
+        let mut h = Self::header(tar::EntryType::Regular, mode);
+        h.set_uid(uid);
+        h.set_gid(uid);
+        self.raw(h, name, data)
+    }
+
+    fn dir(self, name: &str) -> Self {
+        self.raw(Self::header(tar::EntryType::Directory, 0o755), name, b"")
+    }
+
+    fn link(self, kind: tar::EntryType, name: &str, target: &str) -> Self {
+        let mut h = Self::header(kind, 0o777);
+        h.set_link_name(target).unwrap();
+        self.raw(h, name, b"")
+    }
+
+    fn device(self, name: &str, major: u32, minor: u32) -> Self {
+        let mut h = Self::header(tar::EntryType::Char, 0o666);
+        h.set_device_major(major).unwrap();
+        h.set_device_minor(minor).unwrap();
+        self.raw(h, name, b"")
+    }
+
+    fn finish(self) -> Vec<u8> {
+        self.builder.into_inner().unwrap()
+    }
+}
+
+struct Fixture {
+    dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        Fixture {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn dest(&self) -> PathBuf {
+        self.dir.path().join("layer")
+    }
+
+    /// Writes the blob, unpacks it and returns the result.
+    fn unpack(&self, tar: &[u8], compression: Compression) -> Result<LayerStats, UnpackError> {
+        let blob = self.dir.path().join("blob");
+        let bytes = match compression {
+            Compression::None => tar.to_vec(),
+            Compression::Gzip => {
+                let mut enc =
+                    flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+                enc.write_all(tar).unwrap();
+                enc.finish().unwrap()
+            }
+            Compression::Zstd => zstd::encode_all(tar, 3).unwrap(),
+        };
+        fs::write(&blob, bytes).unwrap();
+        unpack_layer(&blob, &self.dest(), &Digest::of(tar))
+    }
+}
+
+#[test]
+fn compression_is_detected_from_magic_bytes() {
+    let cases: [(&[u8], Compression); 4] = [
+        (&[0x1f, 0x8b, 8, 0], Compression::Gzip),
+        (&[0x28, 0xb5, 0x2f, 0xfd], Compression::Zstd),
+        (b"etc/", Compression::None),
+        (b"", Compression::None),
+    ];
+    for (prefix, expected) in cases {
+        assert_eq!(detect_compression(prefix), expected);
+    }
+}
+
+#[test]
+fn clean_path_rejects_parent_components() {
+    let cases = [
+        ("etc/passwd", Some("etc/passwd")),
+        ("./etc/./passwd", Some("etc/passwd")),
+        ("/abs/file", Some("abs/file")),
+        ("../evil", None),
+        ("a/../../evil", None),
+        ("./", Some("")),
+    ];
+    for (input, expected) in cases {
+        assert_eq!(
+            clean_path(Path::new(input)),
+            expected.map(PathBuf::from),
+            "{input}"
+        );
+    }
+}
+
+#[test]
+fn root_unpacks_files_links_and_metadata_for_every_compression() {
+    for compression in [Compression::None, Compression::Gzip, Compression::Zstd] {
+        let fx = Fixture::new();
+        let tar = Layer::new()
+            .dir("./")
+            .dir("./bin/")
+            .owned_file("./bin/tool", 0o4755, 1000, b"#!/bin/sh\n")
+            .link(tar::EntryType::Symlink, "./bin/sh", "tool")
+            .link(tar::EntryType::Link, "./bin/tool2", "bin/tool")
+            .device("./dev-null", 1, 3)
+            .finish();
+        let stats = fx.unpack(&tar, compression).unwrap();
+        let dest = fx.dest();
+        let tool = fs::metadata(dest.join("bin/tool")).unwrap();
+        assert_eq!(tool.mode() & 0o7777, 0o4755, "{compression:?}");
+        assert_eq!((tool.uid(), tool.gid()), (1000, 1000));
+        assert_eq!(fs::read(dest.join("bin/tool")).unwrap(), b"#!/bin/sh\n");
+        assert_eq!(
+            fs::read_link(dest.join("bin/sh")).unwrap(),
+            PathBuf::from("tool")
+        );
+        assert_eq!(
+            fs::metadata(dest.join("bin/tool2")).unwrap().ino(),
+            tool.ino()
+        );
+        let null = fs::symlink_metadata(dest.join("dev-null")).unwrap();
+        assert!(null.file_type().is_char_device());
+        assert_eq!(null.rdev(), makedev(1, 3));
+        assert_eq!(null.mode() & 0o7777, 0o666);
+        // root, bin, tool (with its hard link), sh, dev-null
+        assert_eq!(stats.inodes, 5);
+        assert!(stats.disk_bytes > 0);
+    }
+}
+
+#[test]
+fn root_whiteouts_become_overlay_whiteouts() {
+    let fx = Fixture::new();
+    let tar = Layer::new()
+        .file("etc/.wh.removed", b"")
+        .dir("opaque/")
+        .file("opaque/.wh..wh..opq", b"")
+        .file("opaque/kept", b"new")
+        .finish();
+    fx.unpack(&tar, Compression::Gzip).unwrap();
+    let dest = fx.dest();
+    let whiteout = fs::symlink_metadata(dest.join("etc/removed")).unwrap();
+    assert!(whiteout.file_type().is_char_device());
+    assert_eq!(whiteout.rdev(), makedev(0, 0));
+    assert!(!dest.join("etc/.wh.removed").exists());
+    assert_eq!(
+        xattr::get(dest.join("opaque"), OPAQUE_XATTR).unwrap(),
+        Some(b"y".to_vec())
+    );
+    assert!(!dest.join("opaque/.wh..wh..opq").exists());
+    assert_eq!(fs::read(dest.join("opaque/kept")).unwrap(), b"new");
+}
+
+#[test]
+fn root_hostile_entries_are_rejected_and_write_nothing_outside() {
+    struct Case {
+        name: &'static str,
+        tar: Vec<u8>,
+    }
+    let cases = [
+        Case {
+            name: "parent traversal",
+            tar: Layer::new().file("../evil", b"x").finish(),
+        },
+        Case {
+            name: "nested traversal",
+            tar: Layer::new().file("a/../../evil", b"x").finish(),
+        },
+        Case {
+            name: "symlink to outside then write through it",
+            tar: Layer::new()
+                .link(tar::EntryType::Symlink, "out", "../outside")
+                .file("out/evil", b"x")
+                .finish(),
+        },
+        Case {
+            name: "absolute symlink then write through it",
+            tar: Layer::new()
+                .link(tar::EntryType::Symlink, "out", "/")
+                .file("out/evil", b"x")
+                .finish(),
+        },
+        Case {
+            name: "hard link to a host file",
+            tar: Layer::new()
+                .link(tar::EntryType::Link, "passwd", "/etc/passwd")
+                .finish(),
+        },
+        Case {
+            name: "whiteout of the parent",
+            tar: Layer::new().file("a/.wh...", b"").finish(),
+        },
+    ];
+    for case in cases {
+        let fx = Fixture::new();
+        fs::create_dir(fx.dir.path().join("outside")).unwrap();
+        let result = fx.unpack(&case.tar, Compression::None);
+        assert!(result.is_err(), "{}: accepted", case.name);
+        assert!(!fx.dir.path().join("evil").exists(), "{}", case.name);
+        assert!(
+            !fx.dir.path().join("outside/evil").exists(),
+            "{}",
+            case.name
+        );
+        assert!(!Path::new("/evil").exists(), "{}", case.name);
+    }
+}
+
+#[test]
+fn root_wrong_diff_id_is_rejected() {
+    let fx = Fixture::new();
+    let tar = Layer::new().file("a", b"1").finish();
+    let blob = fx.dir.path().join("blob");
+    fs::write(&blob, &tar).unwrap();
+    let err = unpack_layer(&blob, &fx.dest(), &Digest::of(b"something else")).unwrap_err();
+    assert!(matches!(err, UnpackError::DiffId { .. }), "{err}");
+    assert!(err.is_corruption());
+}
+
+#[test]
+fn truncated_archive_is_corruption() {
+    let fx = Fixture::new();
+    let tar = Layer::new().file("a", &[7u8; 4096]).finish();
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    enc.write_all(&tar).unwrap();
+    let gz = enc.finish().unwrap();
+    let blob = fx.dir.path().join("blob");
+    fs::write(&blob, &gz[..gz.len() / 2]).unwrap();
+    let err = unpack_layer(&blob, &fx.dest(), &Digest::of(&tar)).unwrap_err();
+    assert!(err.is_corruption(), "{err}");
+}

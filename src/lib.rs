@@ -1,0 +1,10 @@
+//! swapcri: a CRI runtime for Kubernetes nodes that run with swap.
+
+pub mod config;
+pub mod daemon;
+pub mod error;
+pub mod grpc;
+pub mod image;
+pub mod model;
+pub mod service;
+pub mod store;

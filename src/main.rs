@@ -1,0 +1,115 @@
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+
+use swapcri::config::{Config, Overrides, DEFAULT_CONFIG_PATH, DEFAULT_TOML};
+
+/// A Kubernetes CRI runtime for nodes that run with swap.
+#[derive(Parser)]
+#[command(name = "swapcri", version, about)]
+struct Cli {
+    /// Configuration file (default /etc/swapcri/config.toml; missing means all defaults).
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+    /// CRI socket path.
+    #[arg(long, global = true)]
+    socket: Option<PathBuf>,
+    /// Persistent state directory.
+    #[arg(long, global = true)]
+    state_root: Option<PathBuf>,
+    /// Volatile state directory.
+    #[arg(long, global = true)]
+    run_root: Option<PathBuf>,
+    /// Log filter, e.g. "debug" (RUST_LOG overrides it).
+    #[arg(long, global = true)]
+    log_level: Option<String>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the CRI on the unix socket (the default).
+    Serve,
+    /// Configuration helpers.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+    /// Image store helpers.
+    Image {
+        #[command(subcommand)]
+        command: ImageCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Print the default configuration, commented.
+    Default,
+}
+
+#[derive(Subcommand)]
+enum ImageCommand {
+    /// Load an OCI image layout archive (tar or tar.gz) into the image store.
+    Import {
+        file: PathBuf,
+        /// Repository for entries that carry only a tag, or no name at all.
+        #[arg(long)]
+        name: Option<String>,
+    },
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    if let Some(Command::Config {
+        command: ConfigCommand::Default,
+    }) = &cli.command
+    {
+        print!("{DEFAULT_TOML}");
+        return Ok(());
+    }
+    let path = cli
+        .config
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG_PATH));
+    let mut config = Config::load(&path, cli.config.is_some())?;
+    config.apply(Overrides {
+        socket: cli.socket,
+        state_root: cli.state_root,
+        run_root: cli.run_root,
+        log_level: cli.log_level,
+    })?;
+    init_tracing(&config.log_level);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    match cli.command.unwrap_or(Command::Serve) {
+        Command::Serve => runtime.block_on(swapcri::daemon::run(config))?,
+        Command::Image {
+            command: ImageCommand::Import { file, name },
+        } => runtime.block_on(async {
+            let store = Arc::new(swapcri::image::ImageStore::open(&config.image_root())?);
+            let imported = swapcri::image::import::import_archive(&store, &file, name.as_deref())
+                .await
+                .with_context(|| format!("importing {}", file.display()))?;
+            for (name, id) in imported {
+                println!("{name} {id}");
+            }
+            anyhow::Ok(())
+        })?,
+        Command::Config { .. } => unreachable!("handled before loading the config"),
+    }
+    Ok(())
+}
+
+fn init_tracing(level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}

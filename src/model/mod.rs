@@ -1,0 +1,3 @@
+//! Identifiers and records shared across layers.
+
+pub mod image;

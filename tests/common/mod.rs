@@ -1,0 +1,153 @@
+//! Shared helpers for the integration tests: the daemon under test, a CRI client over its
+//! unix socket, a local registry (Debian's docker-registry) and images built from busybox.
+#![allow(dead_code)]
+
+pub mod images;
+pub mod registry;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use hyper_util::rt::TokioIo;
+use k8s_cri::v1::image_service_client::ImageServiceClient;
+use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
+use tonic::transport::{Channel, Endpoint, Uri};
+
+/// A swapcri daemon on a private socket and state root, killed when dropped.
+pub struct Daemon {
+    pub dir: tempfile::TempDir,
+    pub config_path: PathBuf,
+    child: Option<Child>,
+}
+
+impl Daemon {
+    /// Writes a config with private paths plus `extra` TOML, and starts the daemon.
+    pub fn start(extra: &str) -> Daemon {
+        let dir = tempfile::Builder::new()
+            .prefix("swapcri-test-")
+            .tempdir()
+            .unwrap();
+        let root = dir.path();
+        let config_path = root.join("config.toml");
+        let config = format!(
+            "socket = \"{root}/run/swapcri.sock\"\nstate_root = \"{root}/state\"\nrun_root = \"{root}/run\"\nlog_level = \"swapcri=debug,info\"\n{extra}\n",
+            root = root.display()
+        );
+        std::fs::write(&config_path, config).unwrap();
+        let mut daemon = Daemon {
+            dir,
+            config_path,
+            child: None,
+        };
+        daemon.restart();
+        daemon
+    }
+
+    pub fn socket(&self) -> PathBuf {
+        self.dir.path().join("run/swapcri.sock")
+    }
+
+    pub fn state_root(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.path().join("daemon.log")
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    /// The swapcri command with this daemon's config.
+    pub fn command(&self) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_swapcri"));
+        cmd.arg("--config").arg(&self.config_path);
+        cmd
+    }
+
+    /// Starts the daemon (again) and waits until its socket answers.
+    pub fn restart(&mut self) {
+        assert!(self.child.is_none(), "daemon already running");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_path())
+            .unwrap();
+        let child = self
+            .command()
+            .arg("serve")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("start swapcri");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::os::unix::net::UnixStream::connect(self.socket()).is_err() {
+            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("swapcri exited with {status}:\n{}", self.log());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "swapcri did not open its socket:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Sends `signal` and waits for the process to exit; returns its exit status.
+    pub fn stop_with(&mut self, signal: nix::sys::signal::Signal) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("daemon running");
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).unwrap();
+        child.wait().unwrap()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("daemon running").id()
+    }
+
+    pub async fn runtime(&self) -> RuntimeServiceClient<Channel> {
+        RuntimeServiceClient::new(connect(&self.socket()).await)
+    }
+
+    pub async fn images(&self) -> ImageServiceClient<Channel> {
+        ImageServiceClient::new(connect(&self.socket()).await)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A gRPC channel over a unix socket, as kubelet and crictl connect.
+pub async fn connect(socket: &Path) -> Channel {
+    let socket = socket.to_path_buf();
+    Endpoint::try_from("http://[::]:50051")
+        .unwrap()
+        .connect_with_connector(tower::service_fn(move |_: Uri| {
+            let socket = socket.clone();
+            async move {
+                Ok::<_, std::io::Error>(TokioIo::new(
+                    tokio::net::UnixStream::connect(socket).await?,
+                ))
+            }
+        }))
+        .await
+        .expect("connect to the CRI socket")
+}
+
+/// Skips nothing: fails loudly when the tests are not run as root.
+pub fn require_root() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "these tests need root: run them through hack/test.sh"
+    );
+}
