@@ -38,6 +38,11 @@ enum Command {
         #[command(subcommand)]
         command: ConfigCommand,
     },
+    /// Talk to a running daemon over its socket (a small crictl).
+    Client {
+        #[command(subcommand)]
+        command: swapcri::client::ClientCommand,
+    },
     /// Image store helpers.
     Image {
         #[command(subcommand)]
@@ -100,6 +105,10 @@ fn main() -> anyhow::Result<()> {
             }
             anyhow::Ok(())
         })?,
+        Command::Client { command } => {
+            let out = runtime.block_on(swapcri::client::run(&config.socket, command))?;
+            println!("{out}");
+        }
         Command::Config { .. } => unreachable!("handled before loading the config"),
     }
     Ok(())

@@ -236,3 +236,26 @@ async fn index_docker_types_and_users() {
 fn busybox_size() -> u64 {
     std::fs::metadata(Path::new("/bin/busybox")).unwrap().len()
 }
+
+#[tokio::test]
+async fn mirrors_are_tried_before_the_registry() {
+    require_root();
+    let registry = Registry::start();
+    let image = small_image("mirrored", "", false);
+    image.push(&registry.host(), "test/mirrored", "v1").await;
+    // The upstream name does not resolve; only the mirror has the image.
+    let daemon = Daemon::start(&format!(
+        "[registries.\"upstream.invalid:5000\"]\nmirrors = [\"{}\"]\n[registries.\"{}\"]\nplain_http = true",
+        registry.host(),
+        registry.host()
+    ));
+    let reference = "upstream.invalid:5000/test/mirrored:v1";
+    assert_eq!(pull(&daemon, reference).await.unwrap(), image.id());
+    let found = status(&daemon, reference).await.unwrap();
+    assert_eq!(
+        found.repo_tags,
+        vec![reference.to_string()],
+        "the image keeps its upstream name"
+    );
+    assert!(registry.blob_gets(&image.layers[0].digest) == 1);
+}

@@ -65,7 +65,8 @@ impl Registries {
                     },
                     accept_invalid_certificates: settings.insecure_skip_verify,
                     platform_resolver: None,
-                    read_timeout: Some(self.progress_timeout),
+                    // A backstop only: the transfer watchdog below fires first and says why.
+                    read_timeout: Some(self.progress_timeout * 2),
                     connect_timeout: Some(Duration::from_secs(30)),
                     user_agent: concat!("swapcri/", env!("CARGO_PKG_VERSION")),
                     ..Default::default()
