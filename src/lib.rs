@@ -1,5 +1,6 @@
 //! swapcri: a CRI runtime for Kubernetes nodes that run with swap.
 
+pub mod cgroup;
 pub mod client;
 pub mod config;
 pub mod daemon;
@@ -7,5 +8,8 @@ pub mod error;
 pub mod grpc;
 pub mod image;
 pub mod model;
+pub mod monitor;
+pub mod oci;
+pub mod policy;
 pub mod service;
 pub mod store;

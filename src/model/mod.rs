@@ -1,3 +1,6 @@
-//! Identifiers and records shared across layers.
+//! Identifiers, records and state machines shared across layers.
 
+pub mod container;
+pub mod ids;
 pub mod image;
+pub mod sandbox;

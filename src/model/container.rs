@@ -1,0 +1,153 @@
+//! Container records and the container state machine.
+
+use std::collections::BTreeMap;
+
+use k8s_cri::v1 as cri;
+use serde::{Deserialize, Serialize};
+
+use super::ids::{ContainerId, SandboxId};
+use super::image::ImageId;
+use super::sandbox::ProcessRef;
+
+/// created --start--> running --exit/stop--> exited; unknown when the runtime cannot tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ContainerState {
+    Created,
+    Running,
+    Exited,
+    Unknown,
+}
+
+impl ContainerState {
+    pub fn can_start(self) -> bool {
+        self == ContainerState::Created
+    }
+
+    pub fn can_exec(self) -> bool {
+        self == ContainerState::Running
+    }
+
+    /// Stopping a container that is not running is a no-op, not an error.
+    pub fn needs_stop(self) -> bool {
+        matches!(self, ContainerState::Running | ContainerState::Unknown)
+    }
+
+    pub fn to_cri(self) -> cri::ContainerState {
+        match self {
+            ContainerState::Created => cri::ContainerState::ContainerCreated,
+            ContainerState::Running => cri::ContainerState::ContainerRunning,
+            ContainerState::Exited => cri::ContainerState::ContainerExited,
+            ContainerState::Unknown => cri::ContainerState::ContainerUnknown,
+        }
+    }
+}
+
+/// What a container is; written once at creation.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ContainerMeta {
+    pub id: ContainerId,
+    pub sandbox_id: SandboxId,
+    /// `<name>_<attempt>` within the sandbox.
+    pub name: String,
+    pub config: cri::ContainerConfig,
+    /// The image as the request named it, and the id it resolved to.
+    pub image_ref: String,
+    pub image_id: ImageId,
+    /// Absolute log path, empty when kubelet gave none.
+    pub log_path: String,
+    pub created_at: i64,
+    /// Signal sent first by StopContainer (the image's StopSignal, else SIGTERM).
+    pub stop_signal: String,
+    /// Notes about what could not be applied as asked (shown in verbose status).
+    pub warnings: Vec<String>,
+}
+
+/// What changes over a container's life.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ContainerStatus {
+    pub state: ContainerState,
+    pub monitor: Option<ProcessRef>,
+    pub pid: Option<i32>,
+    pub started_at: i64,
+    pub finished_at: i64,
+    pub exit_code: i32,
+    pub reason: String,
+    pub message: String,
+    /// Current resources (in-place updates included).
+    pub resources: Option<cri::LinuxContainerResources>,
+}
+
+impl ContainerStatus {
+    pub fn created(
+        monitor: ProcessRef,
+        pid: i32,
+        resources: Option<cri::LinuxContainerResources>,
+    ) -> Self {
+        ContainerStatus {
+            state: ContainerState::Created,
+            monitor: Some(monitor),
+            pid: Some(pid),
+            started_at: 0,
+            finished_at: 0,
+            exit_code: 0,
+            reason: String::new(),
+            message: String::new(),
+            resources,
+        }
+    }
+}
+
+/// What the monitor writes when the container's process exits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExitRecord {
+    pub exit_code: i32,
+    /// Nanoseconds since the epoch.
+    pub finished_at: i64,
+    pub oom_killed: bool,
+}
+
+impl ExitRecord {
+    /// CRI reasons: OOMKilled, Completed (exit 0) or Error.
+    pub fn reason(&self) -> &'static str {
+        if self.oom_killed {
+            "OOMKilled"
+        } else if self.exit_code == 0 {
+            "Completed"
+        } else {
+            "Error"
+        }
+    }
+}
+
+pub type Labels = BTreeMap<String, String>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_machine() {
+        use ContainerState::*;
+        let table = [
+            (Created, true, false, false),
+            (Running, false, true, true),
+            (Exited, false, false, false),
+            (Unknown, false, false, true),
+        ];
+        for (state, start, exec, stop) in table {
+            assert_eq!(
+                (state.can_start(), state.can_exec(), state.needs_stop()),
+                (start, exec, stop),
+                "{state:?}"
+            );
+        }
+        let exit = |code, oom| ExitRecord {
+            exit_code: code,
+            finished_at: 0,
+            oom_killed: oom,
+        };
+        assert_eq!(exit(0, false).reason(), "Completed");
+        assert_eq!(exit(1, false).reason(), "Error");
+        assert_eq!(exit(137, true).reason(), "OOMKilled");
+    }
+}

@@ -1,0 +1,44 @@
+//! The per-container monitor: a small process of our own binary, like conmon or a
+//! containerd shim. It creates the container with runc, holds its stdio, writes the CRI
+//! log, reopens it on request, reaps the container's init as a subreaper, and records the
+//! exit code, finish time and OOM kill on disk. It outlives the daemon.
+
+mod log;
+mod process;
+mod spawn;
+
+pub use log::{CriLog, LineFramer, Stream};
+pub use process::main;
+pub use spawn::{reopen_log, spawn, MonitorError};
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// Everything the monitor needs, written by the daemon beside the bundle.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MonitorConfig {
+    pub id: String,
+    pub bundle: PathBuf,
+    pub runc: PathBuf,
+    pub runc_root: PathBuf,
+    /// `runc create --no-pivot` (a root filesystem pivot_root cannot leave, e.g. an initramfs).
+    pub no_pivot: bool,
+    pub log_path: Option<PathBuf>,
+    pub max_log_line: usize,
+    pub exit_file: PathBuf,
+    pub ctl_socket: PathBuf,
+    /// Private directory for the pid file, runc's log and the console socket.
+    pub work_dir: PathBuf,
+    pub tty: bool,
+    pub stdin: bool,
+    /// cgroup (relative) the monitor moves itself to, away from the daemon's.
+    pub cgroup: Option<String>,
+}
+
+/// The monitor's one-line answer to the daemon once the container is created.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum MonitorReport {
+    Created { pid: i32, monitor_pid: i32 },
+    Failed { error: String },
+}

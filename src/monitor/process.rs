@@ -1,0 +1,310 @@
+//! The monitor process itself (`swapcri monitor CONFIG`). Synchronous: threads for the
+//! output pipes and the control socket, the main thread reaps.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+
+use nix::sys::wait::{waitpid, WaitStatus};
+use nix::unistd::{fork, pipe2, setsid, ForkResult, Pid};
+
+use crate::cgroup;
+use crate::model::container::ExitRecord;
+
+use super::log::{CriLog, LineFramer, Stream};
+use super::{MonitorConfig, MonitorReport};
+
+type SharedLog = Arc<Mutex<Option<CriLog>>>;
+
+pub fn main(config_path: &Path) -> ! {
+    let code = match run(config_path) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("swapcri monitor: {e}");
+            1
+        }
+    };
+    std::process::exit(code)
+}
+
+fn run(config_path: &Path) -> Result<(), String> {
+    let text = std::fs::read(config_path).map_err(|e| format!("{}: {e}", config_path.display()))?;
+    let cfg: MonitorConfig =
+        serde_json::from_slice(&text).map_err(|e| format!("{}: {e}", config_path.display()))?;
+    // Detach: the daemon reaps the intermediate process; the monitor is re-parented.
+    // SAFETY: no other thread exists yet in this process.
+    match unsafe { fork() }.map_err(|e| format!("fork: {e}"))? {
+        ForkResult::Parent { .. } => unsafe { nix::libc::_exit(0) },
+        ForkResult::Child => {}
+    }
+    setsid().map_err(|e| format!("setsid: {e}"))?;
+    nix::sys::prctl::set_child_subreaper(true).map_err(|e| format!("subreaper: {e}"))?;
+    let hierarchies = cgroup::hierarchies();
+    if let Some(rel) = &cfg.cgroup {
+        if let Err(e) = cgroup::move_to(rel, std::process::id(), &hierarchies) {
+            eprintln!("cannot move the monitor to cgroup {rel}: {e}");
+        }
+    }
+    let created = match create(&cfg) {
+        Ok(c) => c,
+        Err(error) => {
+            report(&MonitorReport::Failed {
+                error: error.clone(),
+            });
+            return Err(error);
+        }
+    };
+    let memory_dir = cgroup::memory_cgroup_dir(created.pid, &hierarchies);
+    let oom_before = memory_dir
+        .as_deref()
+        .and_then(cgroup::oom_kill_count)
+        .unwrap_or(0);
+    report(&MonitorReport::Created {
+        pid: created.pid,
+        monitor_pid: std::process::id() as i32,
+    });
+
+    let log: SharedLog = Arc::new(Mutex::new(match &cfg.log_path {
+        Some(path) => Some(CriLog::open(path).map_err(|e| format!("log {}: {e}", path.display()))?),
+        None => None,
+    }));
+    let (done_tx, done_rx) = mpsc::channel();
+    let readers = created.outputs.len();
+    for (fd, stream) in created.outputs {
+        let (log, done) = (log.clone(), done_tx.clone());
+        let max = cfg.max_log_line;
+        std::thread::spawn(move || {
+            copy_to_log(fd, stream, max, &log);
+            let _ = done.send(());
+        });
+    }
+    serve_control(&cfg.ctl_socket, log.clone());
+
+    let exit_code = reap(created.pid);
+    // Output still buffered in the pipes is drained before the exit is recorded.
+    for _ in 0..readers {
+        if done_rx.recv_timeout(Duration::from_secs(2)).is_err() {
+            break;
+        }
+    }
+    let oom_after = memory_dir
+        .as_deref()
+        .and_then(cgroup::oom_kill_count)
+        .unwrap_or(0);
+    let record = ExitRecord {
+        exit_code,
+        finished_at: chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0),
+        oom_killed: oom_after > oom_before,
+    };
+    let bytes = serde_json::to_vec(&record).map_err(|e| e.to_string())?;
+    crate::store::write_atomic(&cfg.exit_file, &bytes).map_err(|e| e.to_string())?;
+    let _ = std::fs::remove_file(&cfg.ctl_socket);
+    drop(created.stdin);
+    Ok(())
+}
+
+/// Writes the report line on the daemon's pipe (our stdout), then lets go of the pipe.
+fn report(report: &MonitorReport) {
+    let mut out = std::io::stdout();
+    let _ = writeln!(out, "{}", serde_json::to_string(report).unwrap_or_default());
+    let _ = out.flush();
+    if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
+        let _ = nix::unistd::dup2_stdout(&null);
+    }
+}
+
+struct Created {
+    pid: i32,
+    outputs: Vec<(OwnedFd, Stream)>,
+    /// Held open so a container asked for stdin does not see end-of-file.
+    stdin: Option<OwnedFd>,
+}
+
+fn create(cfg: &MonitorConfig) -> Result<Created, String> {
+    std::fs::create_dir_all(&cfg.work_dir)
+        .map_err(|e| format!("{}: {e}", cfg.work_dir.display()))?;
+    let pid_file = cfg.work_dir.join("pid");
+    let runc_log = cfg.work_dir.join("runc.log");
+    let mut cmd = Command::new(&cfg.runc);
+    cmd.arg("--root")
+        .arg(&cfg.runc_root)
+        .arg("--log")
+        .arg(&runc_log)
+        .args(["--log-format", "json"]);
+    cmd.arg("create")
+        .arg("--bundle")
+        .arg(&cfg.bundle)
+        .arg("--pid-file")
+        .arg(&pid_file);
+    if cfg.no_pivot {
+        cmd.arg("--no-pivot");
+    }
+    let mut outputs = Vec::new();
+    let mut stdin_keep = None;
+    let console = if cfg.tty {
+        let path = cfg.work_dir.join("console.sock");
+        let _ = std::fs::remove_file(&path);
+        let listener = UnixListener::bind(&path).map_err(|e| format!("console socket: {e}"))?;
+        cmd.arg("--console-socket").arg(&path);
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        Some(receive_console(listener))
+    } else {
+        let (out_r, out_w) = pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| e.to_string())?;
+        let (err_r, err_w) = pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| e.to_string())?;
+        cmd.stdout(Stdio::from(out_w)).stderr(Stdio::from(err_w));
+        outputs.push((out_r, Stream::Stdout));
+        outputs.push((err_r, Stream::Stderr));
+        if cfg.stdin {
+            let (in_r, in_w) = pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| e.to_string())?;
+            cmd.stdin(Stdio::from(in_r));
+            stdin_keep = Some(in_w);
+        } else {
+            cmd.stdin(Stdio::null());
+        }
+        None
+    };
+    cmd.arg(&cfg.id);
+    let status = cmd
+        .status()
+        .map_err(|e| format!("cannot run {}: {e}", cfg.runc.display()))?;
+    drop(cmd); // closes our copies of the pipes' write ends
+    if !status.success() {
+        let log = std::fs::read(&runc_log).unwrap_or_default();
+        return Err(format!(
+            "runc create failed: {}",
+            crate::oci::runc_message_public(&log)
+        ));
+    }
+    let pid = std::fs::read_to_string(&pid_file)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .ok_or_else(|| format!("runc wrote no pid to {}", pid_file.display()))?;
+    if let Some(console) = console {
+        let master = console
+            .recv_timeout(Duration::from_secs(10))
+            .map_err(|_| "runc sent no console".to_string())??;
+        outputs.push((master, Stream::Stdout));
+    }
+    Ok(Created {
+        pid,
+        outputs,
+        stdin: stdin_keep,
+    })
+}
+
+/// Accepts runc's connection on the console socket and receives the pty master.
+fn receive_console(listener: UnixListener) -> mpsc::Receiver<Result<OwnedFd, String>> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let result = (|| {
+            let (stream, _) = listener.accept().map_err(|e| e.to_string())?;
+            let mut buf = [0u8; 4096];
+            let mut iov = [std::io::IoSliceMut::new(&mut buf)];
+            let mut space = nix::cmsg_space!([std::os::fd::RawFd; 1]);
+            let msg = nix::sys::socket::recvmsg::<()>(
+                stream.as_raw_fd(),
+                &mut iov,
+                Some(&mut space),
+                nix::sys::socket::MsgFlags::empty(),
+            )
+            .map_err(|e| e.to_string())?;
+            for cmsg in msg.cmsgs().map_err(|e| e.to_string())? {
+                if let nix::sys::socket::ControlMessageOwned::ScmRights(fds) = cmsg {
+                    if let Some(&fd) = fds.first() {
+                        // SAFETY: the fd was just received and is owned by nobody else.
+                        return Ok(unsafe { OwnedFd::from_raw_fd(fd) });
+                    }
+                }
+            }
+            Err("no fd in the console message".to_string())
+        })();
+        let _ = tx.send(result);
+    });
+    rx
+}
+
+fn copy_to_log(fd: OwnedFd, stream: Stream, max_line: usize, log: &SharedLog) {
+    let mut file = std::fs::File::from(fd);
+    let mut framer = LineFramer::new(max_line);
+    let mut buf = vec![0u8; 32 * 1024];
+    let mut write = |content: &[u8], partial: bool| {
+        if let Some(log) = log.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+            if let Err(e) = log.record(stream, content, partial) {
+                eprintln!("cannot write the container log: {e}");
+            }
+        }
+    };
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => framer.feed(&buf[..n], &mut write),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break, // EIO on a pty whose other side closed
+        }
+    }
+    framer.finish(&mut write);
+}
+
+/// Control socket: one command per connection, one reply line.
+fn serve_control(path: &Path, log: SharedLog) {
+    let _ = std::fs::remove_file(path);
+    let listener = match UnixListener::bind(path) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("control socket {}: {e}", path.display());
+            return;
+        }
+    };
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            handle_control(stream, &log);
+        }
+    });
+}
+
+fn handle_control(stream: UnixStream, log: &SharedLog) {
+    let mut line = String::new();
+    let mut reader = BufReader::new(&stream);
+    if reader.read_line(&mut line).is_err() {
+        return;
+    }
+    let reply = match line.trim() {
+        "reopen" => match log.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+            Some(l) => l
+                .reopen()
+                .map(|_| "ok".to_string())
+                .unwrap_or_else(|e| format!("error: {e}")),
+            None => "ok".to_string(),
+        },
+        other => format!("error: unknown command {other:?}"),
+    };
+    let _ = (&stream).write_all(format!("{reply}\n").as_bytes());
+}
+
+/// Reaps children until the container's init exits; returns its exit code (128+signal
+/// when killed).
+fn reap(pid: i32) -> i32 {
+    loop {
+        match waitpid(None::<Pid>, None) {
+            Ok(WaitStatus::Exited(p, code)) if p.as_raw() == pid => return code,
+            Ok(WaitStatus::Signaled(p, signal, _)) if p.as_raw() == pid => {
+                return 128 + signal as i32
+            }
+            Ok(_) => continue,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => {
+                // Not our child (should not happen with a subreaper): wait for it to vanish.
+                while crate::model::sandbox::ProcessRef::of(pid).is_some() {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                return 255;
+            }
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! Mounts of a container: the standard kernel filesystems, the pod's shared files, and
+//! the request's bind mounts. The one place tmpfs options are built.
+
+use std::path::{Path, PathBuf};
+
+use k8s_cri::v1 as cri;
+use oci_spec::runtime::Mount;
+
+/// Options of a tmpfs swapcri mounts itself or puts in a spec.
+pub fn tmpfs_options(mode: u32, size_bytes: Option<u64>) -> Vec<String> {
+    let mut options = vec![
+        "nosuid".to_string(),
+        "nodev".to_string(),
+        format!("mode={mode:o}"),
+    ];
+    if let Some(size) = size_bytes {
+        options.push(format!("size={}k", size.div_ceil(1024)));
+    }
+    options
+}
+
+fn mount(destination: &str, typ: &str, source: &str, options: &[&str]) -> Mount {
+    let mut m = Mount::default();
+    m.set_destination(PathBuf::from(destination));
+    m.set_typ(Some(typ.to_string()));
+    m.set_source(Some(PathBuf::from(source)));
+    m.set_options(Some(options.iter().map(|s| s.to_string()).collect()));
+    m
+}
+
+pub fn bind(source: &Path, destination: &str, readonly: bool, propagation: &str) -> Mount {
+    let mut options = vec!["rbind", propagation];
+    options.push(if readonly { "ro" } else { "rw" });
+    let mut m = mount(destination, "bind", "", &options);
+    m.set_source(Some(source.to_path_buf()));
+    m
+}
+
+/// proc, /dev, devpts, mqueue, sysfs and cgroup; sysfs and cgroup read-only unless privileged.
+pub fn standard(privileged: bool) -> Vec<Mount> {
+    let sys_mode = if privileged { "rw" } else { "ro" };
+    let mut dev = mount("/dev", "tmpfs", "tmpfs", &[]);
+    let mut dev_options = tmpfs_options(0o755, Some(64 * 1024 * 1024));
+    dev_options.retain(|o| o != "nodev");
+    dev_options.push("strictatime".into());
+    dev.set_options(Some(dev_options));
+    vec![
+        mount("/proc", "proc", "proc", &["nosuid", "noexec", "nodev"]),
+        dev,
+        mount(
+            "/dev/pts",
+            "devpts",
+            "devpts",
+            &[
+                "nosuid",
+                "noexec",
+                "newinstance",
+                "ptmxmode=0666",
+                "mode=0620",
+                "gid=5",
+            ],
+        ),
+        mount(
+            "/dev/mqueue",
+            "mqueue",
+            "mqueue",
+            &["nosuid", "noexec", "nodev"],
+        ),
+        mount(
+            "/sys",
+            "sysfs",
+            "sysfs",
+            &["nosuid", "noexec", "nodev", sys_mode],
+        ),
+        mount(
+            "/sys/fs/cgroup",
+            "cgroup",
+            "cgroup",
+            &["nosuid", "noexec", "nodev", "relatime", sys_mode],
+        ),
+    ]
+}
+
+/// The request's mounts as OCI bind mounts.
+pub fn from_request(mounts: &[cri::Mount]) -> Result<Vec<Mount>, String> {
+    mounts
+        .iter()
+        .map(|m| {
+            if !m.container_path.starts_with('/') {
+                return Err(format!(
+                    "mount container path {:?} is not absolute",
+                    m.container_path
+                ));
+            }
+            if !m.host_path.starts_with('/') {
+                return Err(format!("mount host path {:?} is not absolute", m.host_path));
+            }
+            let propagation = match cri::MountPropagation::try_from(m.propagation) {
+                Ok(cri::MountPropagation::PropagationPrivate) => "rprivate",
+                Ok(cri::MountPropagation::PropagationHostToContainer) => "rslave",
+                Ok(cri::MountPropagation::PropagationBidirectional) => "rshared",
+                Err(_) => return Err(format!("unknown mount propagation {}", m.propagation)),
+            };
+            Ok(bind(
+                Path::new(&m.host_path),
+                &m.container_path,
+                m.readonly,
+                propagation,
+            ))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tmpfs_and_request_mounts() {
+        assert_eq!(
+            tmpfs_options(0o1777, Some(64 * 1024 * 1024)),
+            vec!["nosuid", "nodev", "mode=1777", "size=65536k"]
+        );
+        assert_eq!(
+            tmpfs_options(0o755, None),
+            vec!["nosuid", "nodev", "mode=755"]
+        );
+        let request = [cri::Mount {
+            container_path: "/data".into(),
+            host_path: "/srv/data".into(),
+            readonly: true,
+            propagation: cri::MountPropagation::PropagationHostToContainer as i32,
+            ..Default::default()
+        }];
+        let m = &from_request(&request).unwrap()[0];
+        assert_eq!(
+            m.options().as_ref().unwrap(),
+            &vec!["rbind".to_string(), "rslave".into(), "ro".into()]
+        );
+        let relative = [cri::Mount {
+            container_path: "data".into(),
+            host_path: "/x".into(),
+            ..Default::default()
+        }];
+        assert!(from_request(&relative).is_err());
+        assert!(standard(false)
+            .iter()
+            .any(|m| m.destination() == Path::new("/sys")
+                && m.options().as_ref().unwrap().contains(&"ro".to_string())));
+    }
+}
