@@ -48,83 +48,39 @@ pub async fn connect(socket: &Path) -> Result<Channel, tonic::transport::Error> 
     Endpoint::from_static("http://[::]:50051")
         .connect_with_connector(tower::service_fn(move |_: Uri| {
             let socket = socket.clone();
-            async move {
-                Ok::<_, std::io::Error>(TokioIo::new(
-                    tokio::net::UnixStream::connect(socket).await?,
-                ))
-            }
+            async move { Ok::<_, std::io::Error>(TokioIo::new(tokio::net::UnixStream::connect(socket).await?)) }
         }))
         .await
 }
 
 /// Runs one command and returns the response as pretty JSON.
 pub async fn run(socket: &Path, command: ClientCommand) -> anyhow::Result<String> {
-    let channel = connect(socket)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot connect to {}: {e}", socket.display()))?;
+    let channel = connect(socket).await.map_err(|e| anyhow::anyhow!("cannot connect to {}: {e}", socket.display()))?;
     let mut runtime = RuntimeServiceClient::new(channel.clone());
     let mut images = ImageServiceClient::new(channel);
-    let spec = |image: String| {
-        Some(cri::ImageSpec {
-            image,
-            ..Default::default()
-        })
-    };
+    let spec = |image: String| Some(cri::ImageSpec { image, ..Default::default() });
     let json = match command {
-        ClientCommand::Version => to_json(
-            runtime
-                .version(cri::VersionRequest {
-                    version: "v1".into(),
-                })
-                .await?,
-        ),
-        ClientCommand::Status { verbose } => {
-            to_json(runtime.status(cri::StatusRequest { verbose }).await?)
-        }
-        ClientCommand::Pull {
-            image,
-            username,
-            password,
-        } => {
+        ClientCommand::Version => to_json(runtime.version(cri::VersionRequest { version: "v1".into() }).await?),
+        ClientCommand::Status { verbose } => to_json(runtime.status(cri::StatusRequest { verbose }).await?),
+        ClientCommand::Pull { image, username, password } => {
             let auth = username.map(|username| cri::AuthConfig {
                 username,
                 password: password.unwrap_or_default(),
                 ..Default::default()
             });
-            to_json(
-                images
-                    .pull_image(cri::PullImageRequest {
-                        image: spec(image),
-                        auth,
-                        sandbox_config: None,
-                    })
-                    .await?,
-            )
+            to_json(images.pull_image(cri::PullImageRequest { image: spec(image), auth, sandbox_config: None }).await?)
         }
         ClientCommand::Images { image } => {
             let filter = image.map(|i| cri::ImageFilter { image: spec(i) });
-            to_json(
-                images
-                    .list_images(cri::ListImagesRequest { filter })
-                    .await?,
-            )
+            to_json(images.list_images(cri::ListImagesRequest { filter }).await?)
         }
-        ClientCommand::Inspecti { image, verbose } => to_json(
-            images
-                .image_status(cri::ImageStatusRequest {
-                    image: spec(image),
-                    verbose,
-                })
-                .await?,
-        ),
-        ClientCommand::Rmi { image } => to_json(
-            images
-                .remove_image(cri::RemoveImageRequest { image: spec(image) })
-                .await?,
-        ),
-        ClientCommand::Imagefsinfo => {
-            to_json(images.image_fs_info(cri::ImageFsInfoRequest {}).await?)
+        ClientCommand::Inspecti { image, verbose } => {
+            to_json(images.image_status(cri::ImageStatusRequest { image: spec(image), verbose }).await?)
         }
+        ClientCommand::Rmi { image } => {
+            to_json(images.remove_image(cri::RemoveImageRequest { image: spec(image) }).await?)
+        }
+        ClientCommand::Imagefsinfo => to_json(images.image_fs_info(cri::ImageFsInfoRequest {}).await?),
     };
     Ok(json?)
 }

@@ -11,10 +11,7 @@ pub const DEFAULT_CONFIG_PATH: &str = "/etc/swapcri/config.toml";
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read config file {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Read { path: PathBuf, source: std::io::Error },
     #[error("invalid config file {path}: {message}")]
     Parse { path: PathBuf, message: String },
     #[error("invalid config value for `{key}`: {message}")]
@@ -34,6 +31,8 @@ pub struct Config {
     pub run_root: PathBuf,
     /// tracing filter, e.g. "info" or "swapcri=debug"; RUST_LOG overrides it.
     pub log_level: String,
+    /// Where the cgroup filesystem is mounted (probed for the cgroup mode).
+    pub cgroup_root: PathBuf,
     pub runtime: RuntimeConfig,
     pub image: ImageConfig,
     /// Per-registry settings, keyed by host[:port] (e.g. "registry.local:5000").
@@ -49,6 +48,17 @@ pub struct RuntimeConfig {
     pub handlers: BTreeMap<String, HandlerConfig>,
     /// Cgroup driver reported to kubelet through RuntimeConfig.
     pub cgroup_driver: CgroupDriver,
+    /// Size of each pod's /dev/shm tmpfs.
+    pub shm_size_bytes: u64,
+    /// Container log lines longer than this are split into partial records.
+    pub max_log_line_bytes: usize,
+    /// ExecSync keeps at most this much of stdout and of stderr.
+    pub exec_output_limit_bytes: usize,
+    /// cgroup (relative to each hierarchy's root) for monitors and namespace holders, so
+    /// stopping the daemon's service kills no container.
+    pub monitor_cgroup: String,
+    /// cgroup parent for pods whose request names none (crictl); swapcri owns it.
+    pub default_cgroup_parent: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -58,6 +68,8 @@ pub struct HandlerConfig {
     pub binary: PathBuf,
     /// runc's own state directory (`runc --root`).
     pub root: PathBuf,
+    /// `runc create --no-pivot`, for root filesystems pivot_root cannot leave (initramfs).
+    pub no_pivot: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -100,6 +112,7 @@ impl Default for Config {
             state_root: PathBuf::from("/var/lib/swapcri"),
             run_root: PathBuf::from("/run/swapcri"),
             log_level: "info".to_string(),
+            cgroup_root: PathBuf::from("/sys/fs/cgroup"),
             runtime: RuntimeConfig::default(),
             image: ImageConfig::default(),
             registries: BTreeMap::new(),
@@ -115,16 +128,18 @@ impl Default for RuntimeConfig {
             default_handler: "runc".to_string(),
             handlers,
             cgroup_driver: CgroupDriver::Cgroupfs,
+            shm_size_bytes: 64 * 1024 * 1024,
+            max_log_line_bytes: 16 * 1024,
+            exec_output_limit_bytes: 16 * 1024 * 1024,
+            monitor_cgroup: "swapcri-monitors".to_string(),
+            default_cgroup_parent: "/swapcri".to_string(),
         }
     }
 }
 
 impl Default for HandlerConfig {
     fn default() -> Self {
-        Self {
-            binary: PathBuf::from("/usr/sbin/runc"),
-            root: PathBuf::from("/run/swapcri/runc"),
-        }
+        Self { binary: PathBuf::from("/usr/sbin/runc"), root: PathBuf::from("/run/swapcri/runc"), no_pivot: false }
     }
 }
 
@@ -161,10 +176,7 @@ impl Config {
                 config.validate()?;
                 Ok(config)
             }
-            Err(source) => Err(ConfigError::Read {
-                path: path.to_path_buf(),
-                source,
-            }),
+            Err(source) => Err(ConfigError::Read { path: path.to_path_buf(), source }),
         }
     }
 
@@ -195,43 +207,28 @@ impl Config {
 
     /// Checks what serde cannot: absolute paths, known handler, sane numbers.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let invalid = |key: &str, message: String| ConfigError::Invalid {
-            key: key.to_string(),
-            message,
-        };
+        let invalid = |key: &str, message: String| ConfigError::Invalid { key: key.to_string(), message };
         for (key, path) in [
             ("socket", &self.socket),
             ("state_root", &self.state_root),
             ("run_root", &self.run_root),
+            ("cgroup_root", &self.cgroup_root),
         ] {
             if !path.is_absolute() {
-                return Err(invalid(
-                    key,
-                    format!("{} is not an absolute path", path.display()),
-                ));
+                return Err(invalid(key, format!("{} is not an absolute path", path.display())));
             }
         }
         tracing_subscriber::EnvFilter::try_new(&self.log_level)
             .map_err(|e| invalid("log_level", format!("{:?}: {e}", self.log_level)))?;
-        if !self
-            .runtime
-            .handlers
-            .contains_key(&self.runtime.default_handler)
-        {
+        if !self.runtime.handlers.contains_key(&self.runtime.default_handler) {
             return Err(invalid(
                 "runtime.default_handler",
-                format!(
-                    "{:?} is not one of runtime.handlers",
-                    self.runtime.default_handler
-                ),
+                format!("{:?} is not one of runtime.handlers", self.runtime.default_handler),
             ));
         }
         for (name, handler) in &self.runtime.handlers {
             if name.is_empty() {
-                return Err(invalid(
-                    "runtime.handlers",
-                    "a handler name is empty".into(),
-                ));
+                return Err(invalid("runtime.handlers", "a handler name is empty".into()));
             }
             for (field, path) in [("binary", &handler.binary), ("root", &handler.root)] {
                 if !path.is_absolute() {
@@ -242,17 +239,17 @@ impl Config {
                 }
             }
         }
+        if self.runtime.max_log_line_bytes == 0 {
+            return Err(invalid("runtime.max_log_line_bytes", "must be at least 1".into()));
+        }
+        if !self.runtime.default_cgroup_parent.starts_with('/') {
+            return Err(invalid("runtime.default_cgroup_parent", "must start with /".into()));
+        }
         if self.image.pull_progress_timeout_secs == 0 {
-            return Err(invalid(
-                "image.pull_progress_timeout_secs",
-                "must be at least 1".into(),
-            ));
+            return Err(invalid("image.pull_progress_timeout_secs", "must be at least 1".into()));
         }
         if self.image.max_concurrent_downloads == 0 {
-            return Err(invalid(
-                "image.max_concurrent_downloads",
-                "must be at least 1".into(),
-            ));
+            return Err(invalid("image.max_concurrent_downloads", "must be at least 1".into()));
         }
         for (host, registry) in &self.registries {
             if host.is_empty() || host.contains('/') {
@@ -304,38 +301,14 @@ mod tests {
             error_mentions: Option<&'static str>,
         }
         let cases = [
-            Case {
-                text: "socket = \"/tmp/x.sock\"",
-                error_mentions: None,
-            },
-            Case {
-                text: "sockett = \"/tmp/x.sock\"",
-                error_mentions: Some("sockett"),
-            },
-            Case {
-                text: "[image]\npull_timeout = 3",
-                error_mentions: Some("pull_timeout"),
-            },
-            Case {
-                text: "socket = \"relative.sock\"",
-                error_mentions: Some("socket"),
-            },
-            Case {
-                text: "state_root = 7",
-                error_mentions: Some("state_root"),
-            },
-            Case {
-                text: "log_level = \"info,=[\"",
-                error_mentions: Some("log_level"),
-            },
-            Case {
-                text: "[runtime]\ncgroup_driver = \"systemd\"",
-                error_mentions: Some("cgroup_driver"),
-            },
-            Case {
-                text: "[runtime]\ndefault_handler = \"crun\"",
-                error_mentions: Some("runtime.default_handler"),
-            },
+            Case { text: "socket = \"/tmp/x.sock\"", error_mentions: None },
+            Case { text: "sockett = \"/tmp/x.sock\"", error_mentions: Some("sockett") },
+            Case { text: "[image]\npull_timeout = 3", error_mentions: Some("pull_timeout") },
+            Case { text: "socket = \"relative.sock\"", error_mentions: Some("socket") },
+            Case { text: "state_root = 7", error_mentions: Some("state_root") },
+            Case { text: "log_level = \"info,=[\"", error_mentions: Some("log_level") },
+            Case { text: "[runtime]\ncgroup_driver = \"systemd\"", error_mentions: Some("cgroup_driver") },
+            Case { text: "[runtime]\ndefault_handler = \"crun\"", error_mentions: Some("runtime.default_handler") },
             Case {
                 text: "[image]\npull_progress_timeout_secs = 0",
                 error_mentions: Some("pull_progress_timeout_secs"),
@@ -344,14 +317,8 @@ mod tests {
                 text: "[registries.\"r.local:5000\"]\nplain_http = true\nmirrors = [\"m.local\"]",
                 error_mentions: None,
             },
-            Case {
-                text: "[registries.\"http://r.local\"]\nplain_http = true",
-                error_mentions: Some("registries"),
-            },
-            Case {
-                text: "[registries.\"r.local\"]\nplain = true",
-                error_mentions: Some("plain"),
-            },
+            Case { text: "[registries.\"http://r.local\"]\nplain_http = true", error_mentions: Some("registries") },
+            Case { text: "[registries.\"r.local\"]\nplain = true", error_mentions: Some("plain") },
             Case {
                 text: "[runtime.handlers.runc]\nbinary = \"runc\"",
                 error_mentions: Some("runtime.handlers.runc.binary"),
@@ -361,11 +328,7 @@ mod tests {
             match (parse(case.text), case.error_mentions) {
                 (Ok(_), None) => {}
                 (Err(e), Some(word)) => {
-                    assert!(
-                        e.to_string().contains(word),
-                        "{:?}: error {e} does not name {word}",
-                        case.text
-                    )
+                    assert!(e.to_string().contains(word), "{:?}: error {e} does not name {word}", case.text)
                 }
                 (Ok(_), Some(word)) => {
                     panic!("{:?} accepted, expected an error naming {word}", case.text)
@@ -378,17 +341,9 @@ mod tests {
     #[test]
     fn overrides_replace_file_values() {
         let mut config = parse("socket = \"/a.sock\"").unwrap();
-        config
-            .apply(Overrides {
-                socket: Some("/b.sock".into()),
-                ..Default::default()
-            })
-            .unwrap();
+        config.apply(Overrides { socket: Some("/b.sock".into()), ..Default::default() }).unwrap();
         assert_eq!(config.socket, PathBuf::from("/b.sock"));
-        let bad = config.apply(Overrides {
-            run_root: Some("rel".into()),
-            ..Default::default()
-        });
+        let bad = config.apply(Overrides { run_root: Some("rel".into()), ..Default::default() });
         assert!(bad.unwrap_err().to_string().contains("run_root"));
     }
 }

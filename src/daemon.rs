@@ -12,7 +12,7 @@ use tokio_stream::wrappers::UnixListenerStream;
 use crate::config::Config;
 use crate::grpc::{ImageApi, RuntimeApi};
 use crate::image::{ImageError, ImageLookup, ImageStore, Puller, Registries};
-use crate::service::{ImageService, RuntimeService};
+use crate::service::{ImageService, PodService, RuntimeService};
 
 /// kubelet sends and accepts messages up to 16 MiB.
 const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
@@ -22,10 +22,7 @@ const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
     #[error("cannot prepare {path}: {source}")]
-    Prepare {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Prepare { path: PathBuf, source: std::io::Error },
     #[error("another process is serving on {0}; stop it or choose another socket")]
     SocketInUse(PathBuf),
     #[error("{0} exists and is not a socket")]
@@ -34,23 +31,23 @@ pub enum DaemonError {
     Pinned(ImageError),
     #[error("image store: {0}")]
     Images(#[from] ImageError),
+    #[error("recovering pods and containers: {0}")]
+    Recovery(#[from] crate::error::Error),
     #[error("gRPC server failed: {0}")]
     Serve(#[from] tonic::transport::Error),
 }
 
 fn prepare(path: &Path, mode: u32) -> Result<(), DaemonError> {
-    let err = |source| DaemonError::Prepare {
-        path: path.to_path_buf(),
-        source,
-    };
+    let err = |source| DaemonError::Prepare { path: path.to_path_buf(), source };
     std::fs::create_dir_all(path).map_err(err)?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(err)
 }
 
-/// Builds the services from the configuration.
-pub fn build(config: Arc<Config>) -> Result<(Arc<RuntimeService>, Arc<ImageService>), DaemonError> {
+/// Builds the services from the configuration and recovers the state on disk.
+pub fn build(config: Arc<Config>) -> Result<(Arc<RuntimeService>, Arc<ImageService>, Arc<PodService>), DaemonError> {
     prepare(&config.state_root, 0o711)?;
     prepare(&config.run_root, 0o711)?;
+    let node = crate::node::probe(&config.cgroup_root);
     let store = Arc::new(ImageStore::open(&config.image_root())?);
     store.collect_garbage()?;
     let pinned = config
@@ -61,20 +58,18 @@ pub fn build(config: Arc<Config>) -> Result<(Arc<RuntimeService>, Arc<ImageServi
         .collect::<Result<Vec<_>, _>>()
         .map_err(DaemonError::Pinned)?;
     let registries = Arc::new(Registries::new(&config));
-    let puller = Arc::new(Puller::new(
-        store.clone(),
-        registries,
-        config.image.max_concurrent_downloads,
-    ));
-    let images = Arc::new(ImageService::new(store, puller, pinned));
-    let runtime = Arc::new(RuntimeService::new(config));
-    Ok((runtime, images))
+    let puller = Arc::new(Puller::new(store.clone(), registries, config.image.max_concurrent_downloads));
+    let pods = Arc::new(PodService::new(config.clone(), node.clone(), store.clone())?);
+    pods.recover()?;
+    let images = Arc::new(ImageService::new(store, puller, pinned, pods.clone()));
+    let runtime = Arc::new(RuntimeService::new(config, node));
+    Ok((runtime, images, pods))
 }
 
 /// Runs the daemon until SIGTERM or SIGINT.
 pub async fn run(config: Config) -> Result<(), DaemonError> {
     let config = Arc::new(config);
-    let (runtime, images) = build(config.clone())?;
+    let (runtime, images, pods) = build(config.clone())?;
     let listener = bind_socket(&config.socket, config.socket_gid)?;
     tracing::info!(socket = %config.socket.display(), version = env!("CARGO_PKG_VERSION"), "swapcri serving the CRI");
     let stopping = Arc::new(tokio::sync::Notify::new());
@@ -85,7 +80,7 @@ pub async fn run(config: Config) -> Result<(), DaemonError> {
     };
     let server = tonic::transport::Server::builder()
         .add_service(
-            RuntimeServiceServer::new(RuntimeApi::new(runtime))
+            RuntimeServiceServer::new(RuntimeApi::new(runtime, pods))
                 .max_decoding_message_size(MAX_MESSAGE_BYTES)
                 .max_encoding_message_size(MAX_MESSAGE_BYTES),
         )
@@ -110,10 +105,7 @@ pub async fn run(config: Config) -> Result<(), DaemonError> {
 
 /// Binds the socket: a stale one is replaced, a live one refused; mode 0660.
 fn bind_socket(path: &Path, gid: Option<u32>) -> Result<UnixListener, DaemonError> {
-    let err = |source| DaemonError::Prepare {
-        path: path.to_path_buf(),
-        source,
-    };
+    let err = |source| DaemonError::Prepare { path: path.to_path_buf(), source };
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(err)?;
     }

@@ -1,6 +1,9 @@
 //! The service-level error and the one place where error kinds become gRPC status codes.
 
 use crate::image::ImageError;
+use crate::monitor::MonitorError;
+use crate::oci::OciError;
+use crate::policy::PolicyError;
 use crate::store::StoreError;
 
 /// What kind of failure an error is; decides the gRPC status code.
@@ -54,6 +57,16 @@ pub enum Error {
     Pull(std::sync::Arc<ImageError>),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    Oci(#[from] OciError),
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    #[error(transparent)]
+    Monitor(#[from] MonitorError),
+    #[error("{0}")]
+    AlreadyExists(String),
+    #[error("{0}")]
+    DeadlineExceeded(String),
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -67,7 +80,11 @@ impl Error {
             Error::Unimplemented(_) => ErrorKind::Unimplemented,
             Error::Image(e) => e.kind(),
             Error::Pull(e) => e.kind(),
-            Error::Store(_) | Error::Internal(_) => ErrorKind::Internal,
+            Error::Oci(e) => e.kind(),
+            Error::Policy(e) => e.kind(),
+            Error::AlreadyExists(_) => ErrorKind::AlreadyExists,
+            Error::DeadlineExceeded(_) => ErrorKind::DeadlineExceeded,
+            Error::Store(_) | Error::Monitor(_) | Error::Internal(_) => ErrorKind::Internal,
         }
     }
 }
@@ -91,21 +108,12 @@ mod tests {
     #[test]
     fn kinds_map_to_codes() {
         let cases = [
-            (
-                Error::InvalidArgument("x".into()),
-                tonic::Code::InvalidArgument,
-            ),
+            (Error::InvalidArgument("x".into()), tonic::Code::InvalidArgument),
             (Error::NotFound("x".into()), tonic::Code::NotFound),
-            (
-                Error::FailedPrecondition("x".into()),
-                tonic::Code::FailedPrecondition,
-            ),
+            (Error::FailedPrecondition("x".into()), tonic::Code::FailedPrecondition),
             (Error::Unimplemented("Exec"), tonic::Code::Unimplemented),
             (Error::Internal("x".into()), tonic::Code::Internal),
-            (
-                Error::Image(ImageError::NotFound("busybox".into())),
-                tonic::Code::NotFound,
-            ),
+            (Error::Image(ImageError::NotFound("busybox".into())), tonic::Code::NotFound),
         ];
         for (error, code) in cases {
             assert_eq!(tonic::Status::from(error).code(), code);

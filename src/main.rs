@@ -43,6 +43,12 @@ enum Command {
         #[command(subcommand)]
         command: swapcri::client::ClientCommand,
     },
+    /// Internal: the per-container monitor process.
+    #[command(hide = true)]
+    Monitor { config: PathBuf },
+    /// Internal: creates and pins a pod's namespaces.
+    #[command(hide = true, name = "sandbox-ns")]
+    SandboxNs { request: PathBuf },
     /// Image store helpers.
     Image {
         #[command(subcommand)]
@@ -69,17 +75,17 @@ enum ImageCommand {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    if let Some(Command::Config {
-        command: ConfigCommand::Default,
-    }) = &cli.command
-    {
-        print!("{DEFAULT_TOML}");
-        return Ok(());
+    match &cli.command {
+        Some(Command::Config { command: ConfigCommand::Default }) => {
+            print!("{DEFAULT_TOML}");
+            return Ok(());
+        }
+        // Helper processes: no configuration, no async runtime, no threads before fork.
+        Some(Command::Monitor { config }) => swapcri::monitor::main(config),
+        Some(Command::SandboxNs { request }) => swapcri::sandbox::helper_main(request),
+        _ => {}
     }
-    let path = cli
-        .config
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG_PATH));
+    let path = cli.config.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG_PATH));
     let mut config = Config::load(&path, cli.config.is_some())?;
     config.apply(Overrides {
         socket: cli.socket,
@@ -88,14 +94,10 @@ fn main() -> anyhow::Result<()> {
         log_level: cli.log_level,
     })?;
     init_tracing(&config.log_level);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => runtime.block_on(swapcri::daemon::run(config))?,
-        Command::Image {
-            command: ImageCommand::Import { file, name },
-        } => runtime.block_on(async {
+        Command::Image { command: ImageCommand::Import { file, name } } => runtime.block_on(async {
             let store = Arc::new(swapcri::image::ImageStore::open(&config.image_root())?);
             let imported = swapcri::image::import::import_archive(&store, &file, name.as_deref())
                 .await
@@ -109,7 +111,9 @@ fn main() -> anyhow::Result<()> {
             let out = runtime.block_on(swapcri::client::run(&config.socket, command))?;
             println!("{out}");
         }
-        Command::Config { .. } => unreachable!("handled before loading the config"),
+        Command::Config { .. } | Command::Monitor { .. } | Command::SandboxNs { .. } => {
+            unreachable!("handled before loading the config")
+        }
     }
     Ok(())
 }
@@ -117,8 +121,5 @@ fn main() -> anyhow::Result<()> {
 fn init_tracing(level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
 }

@@ -11,17 +11,11 @@ use nix::sys::signal::Signal;
 
 #[test]
 fn version_flag_and_default_config() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_swapcri"))
-        .arg("--version")
-        .output()
-        .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_swapcri")).arg("--version").output().unwrap();
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains(env!("CARGO_PKG_VERSION")));
 
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_swapcri"))
-        .args(["config", "default"])
-        .output()
-        .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_swapcri")).args(["config", "default"]).output().unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     let parsed = swapcri::config::Config::parse(&text, std::path::Path::new("default")).unwrap();
@@ -32,35 +26,22 @@ fn version_flag_and_default_config() {
 #[test]
 fn bad_config_is_refused_naming_the_key() {
     let dir = tempfile::tempdir().unwrap();
-    for (text, key) in [
-        ("sockt = \"/x\"", "sockt"),
-        (
-            "[image]\npull_progress_timeout_secs = 0",
-            "pull_progress_timeout_secs",
-        ),
-    ] {
+    for (text, key) in
+        [("sockt = \"/x\"", "sockt"), ("[image]\npull_progress_timeout_secs = 0", "pull_progress_timeout_secs")]
+    {
         let path = dir.path().join("config.toml");
         std::fs::write(&path, text).unwrap();
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_swapcri"))
-            .arg("--config")
-            .arg(&path)
-            .output()
-            .unwrap();
+        let out =
+            std::process::Command::new(env!("CARGO_BIN_EXE_swapcri")).arg("--config").arg(&path).output().unwrap();
         assert!(!out.status.success(), "{text} accepted");
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            stderr.contains(key),
-            "error for {text:?} does not name {key}: {stderr}"
-        );
+        assert!(stderr.contains(key), "error for {text:?} does not name {key}: {stderr}");
     }
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_swapcri"))
         .args(["--config", "/nonexistent/swapcri.toml"])
         .output()
         .unwrap();
-    assert!(
-        !out.status.success(),
-        "an explicitly named missing config is an error"
-    );
+    assert!(!out.status.success(), "an explicitly named missing config is an error");
 }
 
 #[tokio::test]
@@ -68,77 +49,37 @@ async fn runtime_rpcs_answer_truthfully() {
     let daemon = Daemon::start("");
     let mut rt = daemon.runtime().await;
 
-    let version = rt
-        .version(cri::VersionRequest {
-            version: "v1".into(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let version = rt.version(cri::VersionRequest { version: "v1".into() }).await.unwrap().into_inner();
     assert_eq!(version.runtime_name, "swapcri");
     assert_eq!(version.runtime_api_version, "v1");
     assert_eq!(version.runtime_version, env!("CARGO_PKG_VERSION"));
 
-    let config = rt
-        .runtime_config(cri::RuntimeConfigRequest {})
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(
-        config.linux.unwrap().cgroup_driver,
-        cri::CgroupDriver::Cgroupfs as i32
-    );
+    let config = rt.runtime_config(cri::RuntimeConfigRequest {}).await.unwrap().into_inner();
+    assert_eq!(config.linux.unwrap().cgroup_driver, cri::CgroupDriver::Cgroupfs as i32);
 
-    let status = rt
-        .status(cri::StatusRequest { verbose: true })
-        .await
-        .unwrap()
-        .into_inner();
+    let status = rt.status(cri::StatusRequest { verbose: true }).await.unwrap().into_inner();
     let conditions = status.status.unwrap().conditions;
-    let find = |t: &str| {
-        conditions
-            .iter()
-            .find(|c| c.r#type == t)
-            .unwrap_or_else(|| panic!("no {t} condition"))
-            .clone()
-    };
+    let find =
+        |t: &str| conditions.iter().find(|c| c.r#type == t).unwrap_or_else(|| panic!("no {t} condition")).clone();
     let runtime_ready = find("RuntimeReady");
     let network_ready = find("NetworkReady");
     // No container service and no pod network in this build: both say so, with a reason.
-    assert!(
-        !runtime_ready.status
-            && !runtime_ready.reason.is_empty()
-            && !runtime_ready.message.is_empty()
-    );
+    assert!(!runtime_ready.status && !runtime_ready.reason.is_empty() && !runtime_ready.message.is_empty());
     assert!(!network_ready.status && !network_ready.reason.is_empty());
     let info: serde_json::Value = serde_json::from_str(&status.info["info"]).unwrap();
     assert_eq!(info["handlers"][0]["name"], "runc");
     let runc_works = std::path::Path::new("/usr/sbin/runc").exists();
-    let names: Vec<_> = status
-        .runtime_handlers
-        .iter()
-        .map(|h| h.name.as_str())
-        .collect();
+    let names: Vec<_> = status.runtime_handlers.iter().map(|h| h.name.as_str()).collect();
     if runc_works {
         assert_eq!(names, vec!["", "runc"]);
     } else {
         assert!(names.is_empty());
     }
 
-    let err = rt
-        .list_containers(cri::ListContainersRequest::default())
-        .await
-        .unwrap_err();
+    let err = rt.list_containers(cri::ListContainersRequest::default()).await.unwrap_err();
     assert_eq!(err.code(), tonic::Code::Unimplemented);
-    assert!(
-        err.message().contains("ListContainers"),
-        "{}",
-        err.message()
-    );
-    let err = rt
-        .exec_sync(cri::ExecSyncRequest::default())
-        .await
-        .unwrap_err();
+    assert!(err.message().contains("ListContainers"), "{}", err.message());
+    let err = rt.exec_sync(cri::ExecSyncRequest::default()).await.unwrap_err();
     assert_eq!(err.code(), tonic::Code::Unimplemented);
 }
 
@@ -154,23 +95,13 @@ async fn socket_mode_stale_socket_live_socket_and_sigterm() {
     let out = daemon.command().arg("serve").output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("another process is serving"));
-    daemon
-        .runtime()
-        .await
-        .version(cri::VersionRequest::default())
-        .await
-        .expect("the first daemon still serves");
+    daemon.runtime().await.version(cri::VersionRequest::default()).await.expect("the first daemon still serves");
 
     // kill -9 leaves the socket file behind; a restart replaces it.
     daemon.stop_with(Signal::SIGKILL);
     assert!(socket.exists());
     daemon.restart();
-    daemon
-        .runtime()
-        .await
-        .version(cri::VersionRequest::default())
-        .await
-        .unwrap();
+    daemon.runtime().await.version(cri::VersionRequest::default()).await.unwrap();
 
     // SIGTERM: clean exit, socket removed.
     let status = daemon.stop_with(Signal::SIGTERM);

@@ -11,10 +11,7 @@ async fn status(daemon: &Daemon, image: &str) -> Option<cri::Image> {
         .images()
         .await
         .image_status(cri::ImageStatusRequest {
-            image: Some(cri::ImageSpec {
-                image: image.into(),
-                ..Default::default()
-            }),
+            image: Some(cri::ImageSpec { image: image.into(), ..Default::default() }),
             verbose: false,
         })
         .await
@@ -33,50 +30,23 @@ async fn import_layouts_into_a_running_daemon() {
     let image = multi_layer_image().with_index();
     let archive = dir.path().join("multi.tar");
     image.write_layout_archive(&archive, "localhost/test/multi:v1");
-    let out = daemon
-        .command()
-        .args(["image", "import"])
-        .arg(&archive)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = daemon.command().args(["image", "import"]).arg(&archive).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stdout).contains(&image.id()));
-    let found = status(&daemon, "localhost/test/multi:v1")
-        .await
-        .expect("the daemon sees the import");
+    let found = status(&daemon, "localhost/test/multi:v1").await.expect("the daemon sees the import");
     assert_eq!(found.id, image.id());
 
     // Only a tag in the layout: --name supplies the repository.
     let small = small_image("imported", "", false);
     let archive = dir.path().join("small.tar");
     small.write_layout_archive(&archive, "v3");
-    let out = daemon
-        .command()
-        .args(["image", "import"])
-        .arg(&archive)
-        .output()
-        .unwrap();
+    let out = daemon.command().args(["image", "import"]).arg(&archive).output().unwrap();
     assert!(!out.status.success(), "a bare tag needs --name");
     assert!(String::from_utf8_lossy(&out.stderr).contains("--name"));
-    let out = daemon
-        .command()
-        .args(["image", "import", "--name", "localhost/test/small"])
-        .arg(&archive)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(
-        status(&daemon, "localhost/test/small:v3").await.unwrap().id,
-        small.id()
-    );
+    let out =
+        daemon.command().args(["image", "import", "--name", "localhost/test/small"]).arg(&archive).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(status(&daemon, "localhost/test/small:v3").await.unwrap().id, small.id());
 
     // A layout whose blob does not match its digest is refused and stores nothing.
     let mut broken = small_image("broken", "", false);
@@ -84,18 +54,9 @@ async fn import_layouts_into_a_running_daemon() {
     broken.layers[0].bytes[last] ^= 0xff;
     let archive = dir.path().join("broken.tar");
     broken.write_layout_archive(&archive, "localhost/test/broken:v1");
-    let out = daemon
-        .command()
-        .args(["image", "import"])
-        .arg(&archive)
-        .output()
-        .unwrap();
+    let out = daemon.command().args(["image", "import"]).arg(&archive).output().unwrap();
     assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("corrupt"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("corrupt"), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(status(&daemon, "localhost/test/broken:v1").await.is_none());
     let tmp = daemon.state_root().join("images/tmp");
     assert_eq!(std::fs::read_dir(tmp).unwrap().count(), 0);

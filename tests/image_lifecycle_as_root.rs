@@ -10,43 +10,22 @@ use k8s_cri::v1 as cri;
 use nix::sys::signal::Signal;
 
 fn spec(image: &str) -> Option<cri::ImageSpec> {
-    Some(cri::ImageSpec {
-        image: image.into(),
-        ..Default::default()
-    })
+    Some(cri::ImageSpec { image: image.into(), ..Default::default() })
 }
 
 async fn list(daemon: &Daemon, filter: Option<&str>) -> Vec<cri::Image> {
     let filter = filter.map(|f| cri::ImageFilter { image: spec(f) });
-    daemon
-        .images()
-        .await
-        .list_images(cri::ListImagesRequest { filter })
-        .await
-        .unwrap()
-        .into_inner()
-        .images
+    daemon.images().await.list_images(cri::ListImagesRequest { filter }).await.unwrap().into_inner().images
 }
 
 async fn fs_info(daemon: &Daemon) -> cri::FilesystemUsage {
-    let info = daemon
-        .images()
-        .await
-        .image_fs_info(cri::ImageFsInfoRequest {})
-        .await
-        .unwrap()
-        .into_inner();
+    let info = daemon.images().await.image_fs_info(cri::ImageFsInfoRequest {}).await.unwrap().into_inner();
     assert_eq!(info.image_filesystems.len(), 1);
     info.image_filesystems[0].clone()
 }
 
 async fn remove(daemon: &Daemon, image: &str) -> Result<(), tonic::Status> {
-    daemon
-        .images()
-        .await
-        .remove_image(cri::RemoveImageRequest { image: spec(image) })
-        .await
-        .map(|_| ())
+    daemon.images().await.remove_image(cri::RemoveImageRequest { image: spec(image) }).await.map(|_| ())
 }
 
 #[tokio::test]
@@ -58,16 +37,10 @@ async fn list_status_remove_fsinfo_and_restart() {
     multi.push(&registry.host(), "test/multi", "v2").await;
     let small = small_image("small", "", false);
     small.push(&registry.host(), "test/small", "v1").await;
-    let mut daemon = Daemon::start(&format!(
-        "[image]\npinned = [\"{}/test/small:v1\"]",
-        registry.host()
-    ));
+    let mut daemon = Daemon::start(&format!("[image]\npinned = [\"{}/test/small:v1\"]", registry.host()));
 
     let empty = fs_info(&daemon).await;
-    assert!(
-        std::path::Path::new(&empty.fs_id.as_ref().unwrap().mountpoint).is_dir(),
-        "mountpoint is a real path"
-    );
+    assert!(std::path::Path::new(&empty.fs_id.as_ref().unwrap().mountpoint).is_dir(), "mountpoint is a real path");
 
     let mut images = daemon.images().await;
     for reference in ["test/multi:v1", "test/multi:v2", "test/small:v1"] {
@@ -85,25 +58,14 @@ async fn list_status_remove_fsinfo_and_restart() {
     let multi_listed = all.iter().find(|i| i.id == multi.id()).unwrap();
     assert_eq!(multi_listed.repo_tags.len(), 2);
     assert!(!multi_listed.pinned);
-    assert!(
-        all.iter().find(|i| i.id == small.id()).unwrap().pinned,
-        "configured pin reported"
-    );
+    assert!(all.iter().find(|i| i.id == small.id()).unwrap().pinned, "configured pin reported");
     let filtered = list(&daemon, Some(&format!("{}/test/small:v1", registry.host()))).await;
-    assert_eq!(
-        filtered.iter().map(|i| i.id.clone()).collect::<Vec<_>>(),
-        vec![small.id()]
-    );
-    assert!(list(&daemon, Some("docker.io/library/absent:1"))
-        .await
-        .is_empty());
+    assert_eq!(filtered.iter().map(|i| i.id.clone()).collect::<Vec<_>>(), vec![small.id()]);
+    assert!(list(&daemon, Some("docker.io/library/absent:1")).await.is_empty());
 
     // An unknown image has no status, and that is not an error.
     let unknown = images
-        .image_status(cri::ImageStatusRequest {
-            image: spec("docker.io/library/absent:1"),
-            verbose: false,
-        })
+        .image_status(cri::ImageStatusRequest { image: spec("docker.io/library/absent:1"), verbose: false })
         .await
         .unwrap()
         .into_inner();
@@ -121,35 +83,20 @@ async fn list_status_remove_fsinfo_and_restart() {
     assert_eq!(after, all);
 
     // Removing by one tag removes the image with all its tags.
-    remove(&daemon, &format!("{}/test/multi:v1", registry.host()))
-        .await
-        .unwrap();
+    remove(&daemon, &format!("{}/test/multi:v1", registry.host())).await.unwrap();
     let left = list(&daemon, None).await;
-    assert_eq!(
-        left.iter().map(|i| i.id.clone()).collect::<Vec<_>>(),
-        vec![small.id()]
-    );
+    assert_eq!(left.iter().map(|i| i.id.clone()).collect::<Vec<_>>(), vec![small.id()]);
     assert!(fs_info(&daemon).await.used_bytes.unwrap().value < used);
     // Idempotent.
-    remove(&daemon, &format!("{}/test/multi:v2", registry.host()))
-        .await
-        .unwrap();
+    remove(&daemon, &format!("{}/test/multi:v2", registry.host())).await.unwrap();
     remove(&daemon, &multi.id()).await.unwrap();
     // By id.
     remove(&daemon, &small.id()).await.unwrap();
     assert!(list(&daemon, None).await.is_empty());
     let layers = daemon.state_root().join("images/layers");
-    assert_eq!(
-        std::fs::read_dir(&layers).unwrap().count(),
-        0,
-        "no layer left behind"
-    );
+    assert_eq!(std::fs::read_dir(&layers).unwrap().count(), 0, "no layer left behind");
     let blobs = daemon.state_root().join("images/blobs/sha256");
-    assert_eq!(
-        std::fs::read_dir(&blobs).unwrap().count(),
-        0,
-        "no blob left behind"
-    );
+    assert_eq!(std::fs::read_dir(&blobs).unwrap().count(), 0, "no blob left behind");
     assert_eq!(fs_info(&daemon).await.inodes_used.unwrap().value, 0);
 
     let err = remove(&daemon, "Not A Reference").await.unwrap_err();

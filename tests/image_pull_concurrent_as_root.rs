@@ -20,30 +20,16 @@ async fn concurrent_pulls_share_one_download() {
     for _ in 0..4 {
         let mut client = daemon.images().await;
         let request = cri::PullImageRequest {
-            image: Some(cri::ImageSpec {
-                image: reference.clone(),
-                ..Default::default()
-            }),
+            image: Some(cri::ImageSpec { image: reference.clone(), ..Default::default() }),
             ..Default::default()
         };
-        pulls.push(tokio::spawn(async move {
-            client
-                .pull_image(request)
-                .await
-                .map(|r| r.into_inner().image_ref)
-        }));
+        pulls.push(tokio::spawn(async move { client.pull_image(request).await.map(|r| r.into_inner().image_ref) }));
     }
     for pull in pulls {
         assert_eq!(pull.await.unwrap().unwrap(), image.id());
     }
     for layer in &image.layers {
-        assert_eq!(
-            registry.blob_gets(&layer.digest),
-            1,
-            "layer {} fetched once:\n{}",
-            layer.digest,
-            registry.log()
-        );
+        assert_eq!(registry.blob_gets(&layer.digest), 1, "layer {} fetched once:\n{}", layer.digest, registry.log());
     }
     assert!(daemon.log().contains("joining a pull already in progress"));
 
@@ -51,10 +37,7 @@ async fn concurrent_pulls_share_one_download() {
     let mut client = daemon.images().await;
     client
         .pull_image(cri::PullImageRequest {
-            image: Some(cri::ImageSpec {
-                image: reference.clone(),
-                ..Default::default()
-            }),
+            image: Some(cri::ImageSpec { image: reference.clone(), ..Default::default() }),
             ..Default::default()
         })
         .await

@@ -29,23 +29,11 @@ async fn stalling_registry(image: common::images::TestImage) -> u16 {
                     let request = String::from_utf8_lossy(&buf[..n]).to_string();
                     let path = request.split_whitespace().nth(1).unwrap_or("/").to_string();
                     let (content_type, body, stall) = if path.ends_with("/manifests/v1") {
-                        (
-                            image.manifest.media_type.clone(),
-                            image.manifest.bytes.clone(),
-                            false,
-                        )
+                        (image.manifest.media_type.clone(), image.manifest.bytes.clone(), false)
                     } else if path.ends_with(&image.config.digest) {
-                        (
-                            "application/octet-stream".into(),
-                            image.config.bytes.clone(),
-                            false,
-                        )
+                        ("application/octet-stream".into(), image.config.bytes.clone(), false)
                     } else if path.ends_with(&image.layers[0].digest) {
-                        (
-                            "application/octet-stream".into(),
-                            image.layers[0].bytes.clone(),
-                            true,
-                        )
+                        ("application/octet-stream".into(), image.layers[0].bytes.clone(), true)
                     } else {
                         ("application/json".into(), b"{}".to_vec(), false)
                     };
@@ -77,37 +65,16 @@ async fn stalled_pull_is_cancelled() {
         .images()
         .await
         .pull_image(cri::PullImageRequest {
-            image: Some(cri::ImageSpec {
-                image: format!("127.0.0.1:{port}/test/stall:v1"),
-                ..Default::default()
-            }),
+            image: Some(cri::ImageSpec { image: format!("127.0.0.1:{port}/test/stall:v1"), ..Default::default() }),
             ..Default::default()
         })
         .await
         .unwrap_err();
     let elapsed = started.elapsed();
-    assert_eq!(
-        err.code(),
-        tonic::Code::DeadlineExceeded,
-        "{}",
-        err.message()
-    );
-    assert!(
-        err.message().contains("no progress for 2s"),
-        "{}",
-        err.message()
-    );
-    assert!(
-        elapsed < Duration::from_secs(30),
-        "cancelled after {elapsed:?}"
-    );
+    assert_eq!(err.code(), tonic::Code::DeadlineExceeded, "{}", err.message());
+    assert!(err.message().contains("no progress for 2s"), "{}", err.message());
+    assert!(elapsed < Duration::from_secs(30), "cancelled after {elapsed:?}");
     for dir in ["images/layers", "images/tmp", "images/blobs/sha256"] {
-        assert_eq!(
-            std::fs::read_dir(daemon.state_root().join(dir))
-                .unwrap()
-                .count(),
-            0,
-            "{dir} is empty"
-        );
+        assert_eq!(std::fs::read_dir(daemon.state_root().join(dir)).unwrap().count(), 0, "{dir} is empty");
     }
 }

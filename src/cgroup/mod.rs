@@ -55,9 +55,7 @@ pub struct Hierarchy {
 
 /// The cgroup hierarchies mounted in this mount namespace.
 pub fn hierarchies() -> Vec<Hierarchy> {
-    fs::read_to_string("/proc/self/mountinfo")
-        .map(|s| parse_mountinfo(&s))
-        .unwrap_or_default()
+    fs::read_to_string("/proc/self/mountinfo").map(|s| parse_mountinfo(&s)).unwrap_or_default()
 }
 
 fn parse_mountinfo(text: &str) -> Vec<Hierarchy> {
@@ -69,11 +67,7 @@ fn parse_mountinfo(text: &str) -> Vec<Hierarchy> {
             let super_options = right.nth(1).unwrap_or("");
             let mountpoint = left.split_whitespace().nth(4)?;
             match fstype {
-                "cgroup2" => Some(Hierarchy {
-                    mountpoint: mountpoint.into(),
-                    v2: true,
-                    options: Vec::new(),
-                }),
+                "cgroup2" => Some(Hierarchy { mountpoint: mountpoint.into(), v2: true, options: Vec::new() }),
                 "cgroup" => Some(Hierarchy {
                     mountpoint: mountpoint.into(),
                     v2: false,
@@ -92,17 +86,13 @@ pub fn memory_cgroup_dir(pid: i32, hierarchies: &[Hierarchy]) -> Option<PathBuf>
 }
 
 fn memory_dir_from(proc_cgroup: &str, hierarchies: &[Hierarchy]) -> Option<PathBuf> {
-    let v1 = hierarchies
-        .iter()
-        .find(|h| !h.v2 && h.options.iter().any(|o| o == "memory"));
+    let v1 = hierarchies.iter().find(|h| !h.v2 && h.options.iter().any(|o| o == "memory"));
     for line in proc_cgroup.lines() {
         let mut parts = line.splitn(3, ':');
         let (id, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
         let rel = path.trim_start_matches('/');
         match v1 {
-            Some(h) if controllers.split(',').any(|c| c == "memory") => {
-                return Some(h.mountpoint.join(rel))
-            }
+            Some(h) if controllers.split(',').any(|c| c == "memory") => return Some(h.mountpoint.join(rel)),
             None if id == "0" && controllers.is_empty() => {
                 let v2 = hierarchies.iter().find(|h| h.v2)?;
                 return Some(v2.mountpoint.join(rel));
@@ -118,10 +108,7 @@ fn memory_dir_from(proc_cgroup: &str, hierarchies: &[Hierarchy]) -> Option<PathB
 pub fn oom_kill_count(memory_dir: &Path) -> Option<u64> {
     for file in ["memory.events", "memory.oom_control"] {
         if let Ok(text) = fs::read_to_string(memory_dir.join(file)) {
-            return text.lines().find_map(|l| {
-                l.strip_prefix("oom_kill ")
-                    .and_then(|v| v.trim().parse().ok())
-            });
+            return text.lines().find_map(|l| l.strip_prefix("oom_kill ").and_then(|v| v.trim().parse().ok()));
         }
     }
     None
@@ -163,10 +150,7 @@ fn remove_tree(dir: &Path) -> io::Result<()> {
 /// kill the processes that keep containers alive.
 pub fn move_to(rel: &str, pid: u32, hierarchies: &[Hierarchy]) -> io::Result<()> {
     let rel = rel.trim_start_matches('/');
-    for h in hierarchies
-        .iter()
-        .filter(|h| h.v2 || h.options.iter().any(|o| o == "name=systemd"))
-    {
+    for h in hierarchies.iter().filter(|h| h.v2 || h.options.iter().any(|o| o == "name=systemd")) {
         let dir = h.mountpoint.join(rel);
         fs::create_dir_all(&dir)?;
         fs::write(dir.join("cgroup.procs"), pid.to_string())?;
@@ -192,45 +176,26 @@ mod tests {
         assert_eq!(h.len(), 4);
         assert!(h[0].v2);
         assert_eq!(h[2].options, vec!["rw", "memory"]);
-        let proc_cgroup =
-            "12:memory:/swapcri/pod/c1\n4:cpu,cpuacct:/swapcri/pod/c1\n0::/swapcri/pod/c1\n";
-        assert_eq!(
-            memory_dir_from(proc_cgroup, &h),
-            Some(PathBuf::from("/sys/fs/cgroup/memory/swapcri/pod/c1"))
-        );
+        let proc_cgroup = "12:memory:/swapcri/pod/c1\n4:cpu,cpuacct:/swapcri/pod/c1\n0::/swapcri/pod/c1\n";
+        assert_eq!(memory_dir_from(proc_cgroup, &h), Some(PathBuf::from("/sys/fs/cgroup/memory/swapcri/pod/c1")));
         let unified = parse_mountinfo("30 1 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n");
-        assert_eq!(
-            memory_dir_from("0::/kubepods/x\n", &unified),
-            Some(PathBuf::from("/sys/fs/cgroup/kubepods/x"))
-        );
+        assert_eq!(memory_dir_from("0::/kubepods/x\n", &unified), Some(PathBuf::from("/sys/fs/cgroup/kubepods/x")));
     }
 
     #[test]
     fn oom_counts_from_v1_and_v2_files() {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(oom_kill_count(dir.path()), None);
-        fs::write(
-            dir.path().join("memory.oom_control"),
-            "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n",
-        )
-        .unwrap();
+        fs::write(dir.path().join("memory.oom_control"), "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n").unwrap();
         assert_eq!(oom_kill_count(dir.path()), Some(2));
-        fs::write(
-            dir.path().join("memory.events"),
-            "low 0\nhigh 0\nmax 4\noom 1\noom_kill 1\n",
-        )
-        .unwrap();
+        fs::write(dir.path().join("memory.events"), "low 0\nhigh 0\nmax 4\noom 1\noom_kill 1\n").unwrap();
         assert_eq!(oom_kill_count(dir.path()), Some(1));
     }
 
     #[test]
     fn removal_is_deepest_first_and_tolerates_absence() {
         let dir = tempfile::tempdir().unwrap();
-        let h = vec![Hierarchy {
-            mountpoint: dir.path().into(),
-            v2: true,
-            options: vec![],
-        }];
+        let h = vec![Hierarchy { mountpoint: dir.path().into(), v2: true, options: vec![] }];
         fs::create_dir_all(dir.path().join("swapcri/pod/c1")).unwrap();
         remove("/swapcri/pod", &h).unwrap();
         assert!(!dir.path().join("swapcri/pod").exists());

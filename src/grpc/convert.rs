@@ -15,9 +15,7 @@ use crate::service::{ImageView, RuntimeStatus, VersionInfo};
 pub fn image_reference(spec: Option<&cri::ImageSpec>) -> Result<&str, Error> {
     match spec.map(|s| s.image.as_str()) {
         Some(image) if !image.is_empty() => Ok(image),
-        _ => Err(Error::InvalidArgument(
-            "image spec with a non-empty image is required".into(),
-        )),
+        _ => Err(Error::InvalidArgument("image spec with a non-empty image is required".into())),
     }
 }
 
@@ -31,25 +29,19 @@ pub fn credentials(auth: Option<&cri::AuthConfig>) -> Result<RegistryAuth, Error
     }
     if !auth.identity_token.is_empty() {
         return Err(Error::InvalidArgument(
-            "identity tokens are not supported; pass username and password or a registry token"
-                .into(),
+            "identity tokens are not supported; pass username and password or a registry token".into(),
         ));
     }
     if !auth.username.is_empty() || !auth.password.is_empty() {
-        return Ok(RegistryAuth::Basic(
-            auth.username.clone(),
-            auth.password.clone(),
-        ));
+        return Ok(RegistryAuth::Basic(auth.username.clone(), auth.password.clone()));
     }
     if !auth.auth.is_empty() {
         let decoded = base64::engine::general_purpose::STANDARD
             .decode(auth.auth.trim())
             .map_err(|e| Error::InvalidArgument(format!("auth is not base64: {e}")))?;
-        let text = String::from_utf8(decoded)
-            .map_err(|_| Error::InvalidArgument("auth is not UTF-8".into()))?;
-        let (user, password) = text
-            .split_once(':')
-            .ok_or_else(|| Error::InvalidArgument("auth must encode user:password".into()))?;
+        let text = String::from_utf8(decoded).map_err(|_| Error::InvalidArgument("auth is not UTF-8".into()))?;
+        let (user, password) =
+            text.split_once(':').ok_or_else(|| Error::InvalidArgument("auth must encode user:password".into()))?;
         return Ok(RegistryAuth::Basic(user.to_string(), password.to_string()));
     }
     Ok(RegistryAuth::Anonymous)
@@ -76,10 +68,7 @@ pub fn image(view: ImageView) -> cri::Image {
         size: view.size,
         uid: uid.map(|value| cri::Int64Value { value }),
         username,
-        spec: Some(cri::ImageSpec {
-            image: view.record.id.to_string(),
-            ..Default::default()
-        }),
+        spec: Some(cri::ImageSpec { image: view.record.id.to_string(), ..Default::default() }),
         pinned: view.pinned,
     }
 }
@@ -87,13 +76,9 @@ pub fn image(view: ImageView) -> cri::Image {
 pub fn fs_usage(mountpoint: &Path, usage: FsUsage) -> cri::FilesystemUsage {
     cri::FilesystemUsage {
         timestamp: now_nanos(),
-        fs_id: Some(cri::FilesystemIdentifier {
-            mountpoint: mountpoint.display().to_string(),
-        }),
+        fs_id: Some(cri::FilesystemIdentifier { mountpoint: mountpoint.display().to_string() }),
         used_bytes: Some(cri::UInt64Value { value: usage.bytes }),
-        inodes_used: Some(cri::UInt64Value {
-            value: usage.inodes,
-        }),
+        inodes_used: Some(cri::UInt64Value { value: usage.inodes }),
     }
 }
 
@@ -122,30 +107,19 @@ pub fn status(s: RuntimeStatus) -> cri::StatusResponse {
         .into_iter()
         .map(|name| cri::RuntimeHandler {
             name,
-            features: Some(cri::RuntimeHandlerFeatures {
-                recursive_read_only_mounts: false,
-                user_namespaces: false,
-            }),
+            features: Some(cri::RuntimeHandlerFeatures { recursive_read_only_mounts: false, user_namespaces: false }),
         })
         .collect();
     cri::StatusResponse {
         status: Some(cri::RuntimeStatus { conditions }),
-        info: s
-            .info
-            .map(|i| HashMap::from([("info".to_string(), i)]))
-            .unwrap_or_default(),
+        info: s.info.map(|i| HashMap::from([("info".to_string(), i)])).unwrap_or_default(),
         runtime_handlers,
-        features: Some(cri::RuntimeFeatures {
-            supplemental_groups_policy: false,
-        }),
+        features: Some(cri::RuntimeFeatures { supplemental_groups_policy: false }),
     }
 }
 
 fn now_nanos() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i64)
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -174,34 +148,18 @@ mod tests {
         let cases: [(cri::AuthConfig, Result<RegistryAuth, ()>); 5] = [
             (cri::AuthConfig::default(), Ok(RegistryAuth::Anonymous)),
             (
-                cri::AuthConfig {
-                    username: "u".into(),
-                    password: "p".into(),
-                    ..Default::default()
-                },
+                cri::AuthConfig { username: "u".into(), password: "p".into(), ..Default::default() },
                 Ok(RegistryAuth::Basic("u".into(), "p".into())),
             ),
             (
-                cri::AuthConfig {
-                    auth: b64,
-                    ..Default::default()
-                },
+                cri::AuthConfig { auth: b64, ..Default::default() },
                 Ok(RegistryAuth::Basic("alice".into(), "s3cret:x".into())),
             ),
             (
-                cri::AuthConfig {
-                    registry_token: "t".into(),
-                    ..Default::default()
-                },
+                cri::AuthConfig { registry_token: "t".into(), ..Default::default() },
                 Ok(RegistryAuth::Bearer("t".into())),
             ),
-            (
-                cri::AuthConfig {
-                    auth: "!!!".into(),
-                    ..Default::default()
-                },
-                Err(()),
-            ),
+            (cri::AuthConfig { auth: "!!!".into(), ..Default::default() }, Err(())),
         ];
         for (config, expected) in cases {
             let got = credentials(Some(&config)).map_err(|_| ());
@@ -214,10 +172,7 @@ mod tests {
     fn image_spec_is_required() {
         assert!(image_reference(None).is_err());
         assert!(image_reference(Some(&cri::ImageSpec::default())).is_err());
-        let spec = cri::ImageSpec {
-            image: "busybox".into(),
-            ..Default::default()
-        };
+        let spec = cri::ImageSpec { image: "busybox".into(), ..Default::default() };
         assert_eq!(image_reference(Some(&spec)).unwrap(), "busybox");
     }
 }

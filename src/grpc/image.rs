@@ -28,16 +28,10 @@ impl CriImageService for ImageApi {
         request: Request<cri::ListImagesRequest>,
     ) -> Result<Response<cri::ListImagesResponse>, Status> {
         let req = request.into_inner();
-        let filter = req
-            .filter
-            .and_then(|f| f.image)
-            .map(|s| s.image)
-            .filter(|s| !s.is_empty());
+        let filter = req.filter.and_then(|f| f.image).map(|s| s.image).filter(|s| !s.is_empty());
         async {
             let images = self.images.list(filter.as_deref()).await?;
-            Ok(Response::new(cri::ListImagesResponse {
-                images: images.into_iter().map(convert::image).collect(),
-            }))
+            Ok(Response::new(cri::ListImagesResponse { images: images.into_iter().map(convert::image).collect() }))
         }
         .instrument(tracing::debug_span!("rpc", method = "ListImages"))
         .await
@@ -55,9 +49,7 @@ impl CriImageService for ImageApi {
                 Some((view, info)) => (Some(convert::image(view)), info),
                 None => (None, None),
             };
-            let info = info
-                .map(|i| [("info".to_string(), i)].into())
-                .unwrap_or_default();
+            let info = info.map(|i| [("info".to_string(), i)].into()).unwrap_or_default();
             Ok(Response::new(cri::ImageStatusResponse { image, info }))
         }
         .instrument(tracing::debug_span!("rpc", method = "ImageStatus"))
@@ -78,9 +70,7 @@ impl CriImageService for ImageApi {
             let reference = convert::image_reference(req.image.as_ref())?;
             let auth = convert::credentials(req.auth.as_ref())?;
             let id = self.images.pull(reference, auth).await?;
-            Ok(Response::new(cri::PullImageResponse {
-                image_ref: id.to_string(),
-            }))
+            Ok(Response::new(cri::PullImageResponse { image_ref: id.to_string() }))
         }
         .instrument(span)
         .await

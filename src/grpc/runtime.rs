@@ -8,18 +8,33 @@ use tonic::{Request, Response, Status};
 
 use crate::config::CgroupDriver;
 use crate::error::Error;
-use crate::service::RuntimeService;
+use crate::service::{PodService, RuntimeService};
 
-use super::convert;
+use super::{convert, convert_pods};
+use tracing::Instrument;
 
 pub struct RuntimeApi {
     runtime: Arc<RuntimeService>,
+    pods: Arc<PodService>,
 }
 
 impl RuntimeApi {
-    pub fn new(runtime: Arc<RuntimeService>) -> Self {
-        RuntimeApi { runtime }
+    pub fn new(runtime: Arc<RuntimeService>, pods: Arc<PodService>) -> Self {
+        RuntimeApi { runtime, pods }
     }
+}
+
+/// A required id field.
+fn required(value: &str, field: &str) -> Result<String, Error> {
+    if value.is_empty() {
+        Err(Error::InvalidArgument(format!("{field} is required")))
+    } else {
+        Ok(value.to_string())
+    }
+}
+
+fn info_map(info: Option<String>) -> std::collections::HashMap<String, String> {
+    info.map(|i| [("info".to_string(), i)].into()).unwrap_or_default()
 }
 
 fn unimplemented(method: &'static str) -> Status {
@@ -29,20 +44,12 @@ fn unimplemented(method: &'static str) -> Status {
 
 #[tonic::async_trait]
 impl CriRuntimeService for RuntimeApi {
-    async fn version(
-        &self,
-        _request: Request<cri::VersionRequest>,
-    ) -> Result<Response<cri::VersionResponse>, Status> {
+    async fn version(&self, _request: Request<cri::VersionRequest>) -> Result<Response<cri::VersionResponse>, Status> {
         Ok(Response::new(convert::version(self.runtime.version())))
     }
 
-    async fn status(
-        &self,
-        request: Request<cri::StatusRequest>,
-    ) -> Result<Response<cri::StatusResponse>, Status> {
-        Ok(Response::new(convert::status(
-            self.runtime.status(request.into_inner().verbose),
-        )))
+    async fn status(&self, request: Request<cri::StatusRequest>) -> Result<Response<cri::StatusResponse>, Status> {
+        Ok(Response::new(convert::status(self.runtime.status(request.into_inner().verbose))))
     }
 
     async fn runtime_config(
@@ -53,121 +60,216 @@ impl CriRuntimeService for RuntimeApi {
             CgroupDriver::Cgroupfs => cri::CgroupDriver::Cgroupfs,
         };
         Ok(Response::new(cri::RuntimeConfigResponse {
-            linux: Some(cri::LinuxRuntimeConfiguration {
-                cgroup_driver: cgroup_driver as i32,
-            }),
+            linux: Some(cri::LinuxRuntimeConfiguration { cgroup_driver: cgroup_driver as i32 }),
         }))
     }
 
     async fn run_pod_sandbox(
         &self,
-        _request: Request<cri::RunPodSandboxRequest>,
+        request: Request<cri::RunPodSandboxRequest>,
     ) -> Result<Response<cri::RunPodSandboxResponse>, Status> {
-        Err(unimplemented("RunPodSandbox"))
+        let req = request.into_inner();
+        let span = tracing::info_span!("rpc", method = "RunPodSandbox");
+        async {
+            let config = req.config.ok_or_else(|| Error::InvalidArgument("sandbox config is required".into()))?;
+            let id = self.pods.run_sandbox(config, &req.runtime_handler).await?;
+            Ok(Response::new(cri::RunPodSandboxResponse { pod_sandbox_id: id.to_string() }))
+        }
+        .instrument(span)
+        .await
     }
 
     async fn stop_pod_sandbox(
         &self,
-        _request: Request<cri::StopPodSandboxRequest>,
+        request: Request<cri::StopPodSandboxRequest>,
     ) -> Result<Response<cri::StopPodSandboxResponse>, Status> {
-        Err(unimplemented("StopPodSandbox"))
+        let req = request.into_inner();
+        let span = tracing::info_span!("rpc", method = "StopPodSandbox", id = %req.pod_sandbox_id);
+        async {
+            self.pods.stop_sandbox(&required(&req.pod_sandbox_id, "pod_sandbox_id")?).await?;
+            Ok(Response::new(cri::StopPodSandboxResponse {}))
+        }
+        .instrument(span)
+        .await
     }
 
     async fn remove_pod_sandbox(
         &self,
-        _request: Request<cri::RemovePodSandboxRequest>,
+        request: Request<cri::RemovePodSandboxRequest>,
     ) -> Result<Response<cri::RemovePodSandboxResponse>, Status> {
-        Err(unimplemented("RemovePodSandbox"))
+        let req = request.into_inner();
+        let span = tracing::info_span!("rpc", method = "RemovePodSandbox", id = %req.pod_sandbox_id);
+        async {
+            self.pods.remove_sandbox(&required(&req.pod_sandbox_id, "pod_sandbox_id")?).await?;
+            Ok(Response::new(cri::RemovePodSandboxResponse {}))
+        }
+        .instrument(span)
+        .await
     }
 
     async fn pod_sandbox_status(
         &self,
-        _request: Request<cri::PodSandboxStatusRequest>,
+        request: Request<cri::PodSandboxStatusRequest>,
     ) -> Result<Response<cri::PodSandboxStatusResponse>, Status> {
-        Err(unimplemented("PodSandboxStatus"))
+        let req = request.into_inner();
+        let (sandbox, info) =
+            self.pods.sandbox_status(&required(&req.pod_sandbox_id, "pod_sandbox_id")?, req.verbose)?;
+        let containers_statuses = self
+            .pods
+            .list_containers(Some(&cri::ContainerFilter {
+                pod_sandbox_id: sandbox.meta.id.to_string(),
+                ..Default::default()
+            }))
+            .iter()
+            .map(convert_pods::container_status)
+            .collect();
+        Ok(Response::new(cri::PodSandboxStatusResponse {
+            status: Some(convert_pods::sandbox_status(&sandbox)),
+            info: info_map(info),
+            containers_statuses,
+            timestamp: 0,
+        }))
     }
 
     async fn list_pod_sandbox(
         &self,
-        _request: Request<cri::ListPodSandboxRequest>,
+        request: Request<cri::ListPodSandboxRequest>,
     ) -> Result<Response<cri::ListPodSandboxResponse>, Status> {
-        Err(unimplemented("ListPodSandbox"))
+        let req = request.into_inner();
+        let items = self.pods.list_sandboxes(req.filter.as_ref()).iter().map(convert_pods::sandbox).collect();
+        Ok(Response::new(cri::ListPodSandboxResponse { items }))
     }
 
     async fn create_container(
         &self,
-        _request: Request<cri::CreateContainerRequest>,
+        request: Request<cri::CreateContainerRequest>,
     ) -> Result<Response<cri::CreateContainerResponse>, Status> {
-        Err(unimplemented("CreateContainer"))
+        let req = request.into_inner();
+        let span = tracing::info_span!("rpc", method = "CreateContainer", sandbox = %req.pod_sandbox_id);
+        async {
+            let config = req.config.ok_or_else(|| Error::InvalidArgument("container config is required".into()))?;
+            let id = self
+                .pods
+                .create_container(&required(&req.pod_sandbox_id, "pod_sandbox_id")?, config, req.sandbox_config)
+                .await?;
+            Ok(Response::new(cri::CreateContainerResponse { container_id: id.to_string() }))
+        }
+        .instrument(span)
+        .await
     }
 
     async fn start_container(
         &self,
-        _request: Request<cri::StartContainerRequest>,
+        request: Request<cri::StartContainerRequest>,
     ) -> Result<Response<cri::StartContainerResponse>, Status> {
-        Err(unimplemented("StartContainer"))
+        let req = request.into_inner();
+        let span = tracing::info_span!("rpc", method = "StartContainer", id = %req.container_id);
+        async {
+            self.pods.start_container(&required(&req.container_id, "container_id")?).await?;
+            Ok(Response::new(cri::StartContainerResponse {}))
+        }
+        .instrument(span)
+        .await
     }
 
     async fn stop_container(
         &self,
-        _request: Request<cri::StopContainerRequest>,
+        request: Request<cri::StopContainerRequest>,
     ) -> Result<Response<cri::StopContainerResponse>, Status> {
-        Err(unimplemented("StopContainer"))
+        let req = request.into_inner();
+        let span = tracing::info_span!("rpc", method = "StopContainer", id = %req.container_id);
+        async {
+            let timeout = std::time::Duration::from_secs(req.timeout.max(0) as u64);
+            self.pods.stop_container(&required(&req.container_id, "container_id")?, timeout).await?;
+            Ok(Response::new(cri::StopContainerResponse {}))
+        }
+        .instrument(span)
+        .await
     }
 
     async fn remove_container(
         &self,
-        _request: Request<cri::RemoveContainerRequest>,
+        request: Request<cri::RemoveContainerRequest>,
     ) -> Result<Response<cri::RemoveContainerResponse>, Status> {
-        Err(unimplemented("RemoveContainer"))
+        let req = request.into_inner();
+        let span = tracing::info_span!("rpc", method = "RemoveContainer", id = %req.container_id);
+        async {
+            self.pods.remove_container(&required(&req.container_id, "container_id")?).await?;
+            Ok(Response::new(cri::RemoveContainerResponse {}))
+        }
+        .instrument(span)
+        .await
     }
 
     async fn list_containers(
         &self,
-        _request: Request<cri::ListContainersRequest>,
+        request: Request<cri::ListContainersRequest>,
     ) -> Result<Response<cri::ListContainersResponse>, Status> {
-        Err(unimplemented("ListContainers"))
+        let req = request.into_inner();
+        let containers = self.pods.list_containers(req.filter.as_ref()).iter().map(convert_pods::container).collect();
+        Ok(Response::new(cri::ListContainersResponse { containers }))
     }
 
     async fn container_status(
         &self,
-        _request: Request<cri::ContainerStatusRequest>,
+        request: Request<cri::ContainerStatusRequest>,
     ) -> Result<Response<cri::ContainerStatusResponse>, Status> {
-        Err(unimplemented("ContainerStatus"))
+        let req = request.into_inner();
+        let (container, info) =
+            self.pods.container_status(&required(&req.container_id, "container_id")?, req.verbose)?;
+        Ok(Response::new(cri::ContainerStatusResponse {
+            status: Some(convert_pods::container_status(&container)),
+            info: info_map(info),
+        }))
     }
 
     async fn update_container_resources(
         &self,
-        _request: Request<cri::UpdateContainerResourcesRequest>,
+        request: Request<cri::UpdateContainerResourcesRequest>,
     ) -> Result<Response<cri::UpdateContainerResourcesResponse>, Status> {
-        Err(unimplemented("UpdateContainerResources"))
+        let req = request.into_inner();
+        let span = tracing::info_span!("rpc", method = "UpdateContainerResources", id = %req.container_id);
+        async {
+            self.pods.update_container(&required(&req.container_id, "container_id")?, req.linux).await?;
+            Ok(Response::new(cri::UpdateContainerResourcesResponse {}))
+        }
+        .instrument(span)
+        .await
     }
 
     async fn reopen_container_log(
         &self,
-        _request: Request<cri::ReopenContainerLogRequest>,
+        request: Request<cri::ReopenContainerLogRequest>,
     ) -> Result<Response<cri::ReopenContainerLogResponse>, Status> {
-        Err(unimplemented("ReopenContainerLog"))
+        let req = request.into_inner();
+        self.pods.reopen_log(&required(&req.container_id, "container_id")?).await?;
+        Ok(Response::new(cri::ReopenContainerLogResponse {}))
     }
 
     async fn exec_sync(
         &self,
-        _request: Request<cri::ExecSyncRequest>,
+        request: Request<cri::ExecSyncRequest>,
     ) -> Result<Response<cri::ExecSyncResponse>, Status> {
-        Err(unimplemented("ExecSync"))
+        let req = request.into_inner();
+        let span = tracing::debug_span!("rpc", method = "ExecSync", id = %req.container_id);
+        async {
+            let timeout = (req.timeout > 0).then(|| std::time::Duration::from_secs(req.timeout as u64));
+            let out = self.pods.exec_sync(&required(&req.container_id, "container_id")?, req.cmd, timeout).await?;
+            Ok(Response::new(cri::ExecSyncResponse {
+                stdout: out.stdout,
+                stderr: out.stderr,
+                exit_code: out.exit_code,
+            }))
+        }
+        .instrument(span)
+        .await
     }
 
-    async fn exec(
-        &self,
-        _request: Request<cri::ExecRequest>,
-    ) -> Result<Response<cri::ExecResponse>, Status> {
+    async fn exec(&self, _request: Request<cri::ExecRequest>) -> Result<Response<cri::ExecResponse>, Status> {
         Err(unimplemented("Exec"))
     }
 
-    async fn attach(
-        &self,
-        _request: Request<cri::AttachRequest>,
-    ) -> Result<Response<cri::AttachResponse>, Status> {
+    async fn attach(&self, _request: Request<cri::AttachRequest>) -> Result<Response<cri::AttachResponse>, Status> {
         Err(unimplemented("Attach"))
     }
 
@@ -220,8 +322,7 @@ impl CriRuntimeService for RuntimeApi {
         Err(unimplemented("CheckpointContainer"))
     }
 
-    type GetContainerEventsStream =
-        futures::stream::BoxStream<'static, Result<cri::ContainerEventResponse, Status>>;
+    type GetContainerEventsStream = futures::stream::BoxStream<'static, Result<cri::ContainerEventResponse, Status>>;
 
     async fn get_container_events(
         &self,

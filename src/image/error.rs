@@ -13,38 +13,17 @@ pub enum ImageError {
     #[error("image {0} not found")]
     NotFound(String),
     #[error("registry {registry} refused access to {image}: {message}")]
-    Unauthorized {
-        registry: String,
-        image: String,
-        message: String,
-    },
+    Unauthorized { registry: String, image: String, message: String },
     #[error("registry {registry} failed for {image}: {message}")]
-    Registry {
-        registry: String,
-        image: String,
-        message: String,
-    },
+    Registry { registry: String, image: String, message: String },
     #[error("{what} of {image} is corrupt: expected digest {expected}, got {actual}")]
-    DigestMismatch {
-        image: String,
-        what: String,
-        expected: String,
-        actual: String,
-    },
+    DigestMismatch { image: String, what: String, expected: String, actual: String },
     #[error("pull of {image} made no progress for {secs}s while fetching {what}")]
-    Stalled {
-        image: String,
-        what: String,
-        secs: u64,
-    },
+    Stalled { image: String, what: String, secs: u64 },
     #[error("image {image} cannot be used: {reason}")]
     Unsupported { image: String, reason: String },
     #[error("layer {layer} of {image}: {source}")]
-    Unpack {
-        image: String,
-        layer: Digest,
-        source: UnpackError,
-    },
+    Unpack { image: String, layer: Digest, source: UnpackError },
     #[error("image {image} is used by container(s) {containers}")]
     InUse { image: String, containers: String },
     #[error("layer {0} was removed while the image was being stored")]
@@ -52,10 +31,7 @@ pub enum ImageError {
     #[error("image task failed: {0}")]
     Task(String),
     #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Io { path: PathBuf, source: std::io::Error },
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -69,17 +45,13 @@ impl ImageError {
             ImageError::Registry { .. } | ImageError::LayerVanished(_) => ErrorKind::Unavailable,
             ImageError::DigestMismatch { .. } => ErrorKind::DataLoss,
             ImageError::Stalled { .. } => ErrorKind::DeadlineExceeded,
-            ImageError::Unsupported { .. } | ImageError::InUse { .. } => {
-                ErrorKind::FailedPrecondition
-            }
+            ImageError::Unsupported { .. } | ImageError::InUse { .. } => ErrorKind::FailedPrecondition,
             ImageError::Unpack { source, .. } => match source {
                 s if s.is_corruption() => ErrorKind::DataLoss,
                 UnpackError::Escape { .. } => ErrorKind::FailedPrecondition,
                 _ => ErrorKind::Internal,
             },
-            ImageError::Io { .. } | ImageError::Store(_) | ImageError::Task(_) => {
-                ErrorKind::Internal
-            }
+            ImageError::Io { .. } | ImageError::Store(_) | ImageError::Task(_) => ErrorKind::Internal,
         }
     }
 

@@ -28,39 +28,25 @@ pub async fn import_archive(
     let scratch = store.scratch_dir()?;
     let layout = scratch.path().join("layout");
     let (from, to) = (archive.to_path_buf(), layout.clone());
-    tokio::task::spawn_blocking(move || extract(&from, &to))
-        .await
-        .map_err(|e| ImageError::Task(e.to_string()))??;
-    let invalid = |reason: String| ImageError::Unsupported {
-        image: archive.display().to_string(),
-        reason,
-    };
+    tokio::task::spawn_blocking(move || extract(&from, &to)).await.map_err(|e| ImageError::Task(e.to_string()))??;
+    let invalid = |reason: String| ImageError::Unsupported { image: archive.display().to_string(), reason };
     if !layout.join("oci-layout").is_file() {
-        return Err(invalid(
-            "not an OCI image layout (no oci-layout file)".into(),
-        ));
+        return Err(invalid("not an OCI image layout (no oci-layout file)".into()));
     }
     let index_path = layout.join("index.json");
     let index_bytes = std::fs::read(&index_path).map_err(ImageError::io(&index_path))?;
-    let index: ImageIndex = serde_json::from_slice(&index_bytes)
-        .map_err(|e| invalid(format!("bad index.json: {e}")))?;
+    let index: ImageIndex =
+        serde_json::from_slice(&index_bytes).map_err(|e| invalid(format!("bad index.json: {e}")))?;
     if index.manifests().is_empty() {
         return Err(invalid("index.json lists no image".into()));
     }
     let mut imported = Vec::new();
     for entry in index.manifests() {
         let annotations = entry.annotations().clone().unwrap_or_default();
-        let image_name = entry_name(
-            annotations.get(CONTAINERD_NAME),
-            annotations.get(REF_NAME),
-            name,
-        )?;
+        let image_name = entry_name(annotations.get(CONTAINERD_NAME), annotations.get(REF_NAME), name)?;
         let digest = Digest::parse(&entry.digest().to_string())
             .ok_or_else(|| invalid(format!("unsupported digest {}", entry.digest())))?;
-        let source = LayoutSource {
-            dir: layout.clone(),
-            top: digest.clone(),
-        };
+        let source = LayoutSource { dir: layout.clone(), top: digest.clone() };
         let (top, top_digest) = source.fetch_manifest(Some(&digest)).await?;
         let id = store_image(store, &source, &image_name, top, top_digest, 1).await?;
         tracing::info!(image = %image_name, %id, "image imported");
@@ -80,9 +66,7 @@ fn entry_name(
         return ImageName::parse(full);
     }
     match (ref_name, name) {
-        (Some(r), _) if r.contains('/') || r.contains(':') || r.contains('@') => {
-            ImageName::parse(r)
-        }
+        (Some(r), _) if r.contains('/') || r.contains(':') || r.contains('@') => ImageName::parse(r),
         (Some(tag), Some(repo)) => ImageName::parse(&format!("{repo}:{tag}")),
         (None, Some(repo)) => ImageName::parse(repo),
         (Some(tag), None) => Err(ImageError::InvalidReference {
@@ -100,19 +84,15 @@ fn entry_name(
 fn extract(archive: &Path, dest: &Path) -> Result<(), ImageError> {
     let file = std::fs::File::open(archive).map_err(ImageError::io(archive))?;
     let mut buffered = BufReader::new(file);
-    let reader: Box<dyn Read> =
-        match detect_compression(buffered.fill_buf().map_err(ImageError::io(archive))?) {
-            Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(buffered)),
-            Compression::Zstd => Box::new(
-                zstd::stream::read::Decoder::with_buffer(buffered)
-                    .map_err(ImageError::io(archive))?,
-            ),
-            Compression::None => Box::new(buffered),
-        };
+    let reader: Box<dyn Read> = match detect_compression(buffered.fill_buf().map_err(ImageError::io(archive))?) {
+        Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(buffered)),
+        Compression::Zstd => {
+            Box::new(zstd::stream::read::Decoder::with_buffer(buffered).map_err(ImageError::io(archive))?)
+        }
+        Compression::None => Box::new(buffered),
+    };
     std::fs::create_dir_all(dest).map_err(ImageError::io(dest))?;
-    tar::Archive::new(reader)
-        .unpack(dest)
-        .map_err(ImageError::io(archive))
+    tar::Archive::new(reader).unpack(dest).map_err(ImageError::io(archive))
 }
 
 /// Blobs of an unpacked OCI layout.
@@ -127,8 +107,8 @@ impl LayoutSource {
     }
 
     fn verify(&self, path: &Path, expected: &Digest) -> Result<(), ImageError> {
-        let mut file = std::fs::File::open(path)
-            .map_err(|_| ImageError::NotFound(format!("blob {expected} in the layout")))?;
+        let mut file =
+            std::fs::File::open(path).map_err(|_| ImageError::NotFound(format!("blob {expected} in the layout")))?;
         let mut hasher = sha2::Sha256::new();
         std::io::copy(&mut file, &mut hasher).map_err(ImageError::io(path))?;
         let actual = Digest::from_sha256(hasher);
@@ -150,10 +130,7 @@ impl ImageSource for LayoutSource {
         "the image layout".into()
     }
 
-    async fn fetch_manifest(
-        &self,
-        digest: Option<&Digest>,
-    ) -> Result<(Vec<u8>, Digest), ImageError> {
+    async fn fetch_manifest(&self, digest: Option<&Digest>) -> Result<(Vec<u8>, Digest), ImageError> {
         let digest = digest.unwrap_or(&self.top).clone();
         let path = self.blob_path(&digest);
         self.verify(&path, &digest)?;
@@ -164,10 +141,7 @@ impl ImageSource for LayoutSource {
     async fn open_blob(&self, blob: &BlobRef, _scratch: &Path) -> Result<PathBuf, ImageError> {
         let path = self.blob_path(&blob.digest);
         let (check, digest) = (path.clone(), blob.digest.clone());
-        let this = LayoutSource {
-            dir: self.dir.clone(),
-            top: self.top.clone(),
-        };
+        let this = LayoutSource { dir: self.dir.clone(), top: self.top.clone() };
         tokio::task::spawn_blocking(move || this.verify(&check, &digest))
             .await
             .map_err(|e| ImageError::Task(e.to_string()))??;
@@ -183,42 +157,16 @@ mod tests {
     fn entry_names() {
         let s = |v: &str| v.to_string();
         let cases: [(Option<String>, Option<String>, Option<&str>, Option<&str>); 6] = [
-            (
-                Some(s("docker.io/library/busybox:1.36")),
-                Some(s("1.36")),
-                None,
-                Some("docker.io/library/busybox:1.36"),
-            ),
-            (
-                None,
-                Some(s("localhost/test/app:v1")),
-                None,
-                Some("localhost/test/app:v1"),
-            ),
-            (
-                None,
-                Some(s("v2")),
-                Some("localhost/app"),
-                Some("localhost/app:v2"),
-            ),
-            (
-                None,
-                None,
-                Some("localhost/app"),
-                Some("localhost/app:latest"),
-            ),
+            (Some(s("docker.io/library/busybox:1.36")), Some(s("1.36")), None, Some("docker.io/library/busybox:1.36")),
+            (None, Some(s("localhost/test/app:v1")), None, Some("localhost/test/app:v1")),
+            (None, Some(s("v2")), Some("localhost/app"), Some("localhost/app:v2")),
+            (None, None, Some("localhost/app"), Some("localhost/app:latest")),
             (None, Some(s("v2")), None, None),
             (None, None, None, None),
         ];
         for (containerd, ref_name, name, expected) in cases {
-            let got = entry_name(containerd.as_ref(), ref_name.as_ref(), name)
-                .ok()
-                .map(|n| n.to_string());
-            assert_eq!(
-                got.as_deref(),
-                expected,
-                "{containerd:?} {ref_name:?} {name:?}"
-            );
+            let got = entry_name(containerd.as_ref(), ref_name.as_ref(), name).ok().map(|n| n.to_string());
+            assert_eq!(got.as_deref(), expected, "{containerd:?} {ref_name:?} {name:?}");
         }
     }
 }

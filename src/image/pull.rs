@@ -46,10 +46,7 @@ pub trait ImageSource: Send + Sync {
     fn describe(&self) -> String;
     /// The manifest or index named by the source's reference (`None`) or by digest;
     /// a digest is verified.
-    async fn fetch_manifest(
-        &self,
-        digest: Option<&Digest>,
-    ) -> Result<(Vec<u8>, Digest), ImageError>;
+    async fn fetch_manifest(&self, digest: Option<&Digest>) -> Result<(Vec<u8>, Digest), ImageError>;
     /// A local file holding the verified blob (written into `scratch` if it must be fetched).
     async fn open_blob(&self, blob: &BlobRef, scratch: &Path) -> Result<PathBuf, ImageError>;
 }
@@ -66,21 +63,12 @@ pub struct Puller {
 
 impl Puller {
     pub fn new(store: Arc<ImageStore>, registries: Arc<Registries>, max_downloads: usize) -> Self {
-        Puller {
-            store,
-            registries,
-            max_downloads,
-            inflight: Mutex::new(HashMap::new()),
-        }
+        Puller { store, registries, max_downloads, inflight: Mutex::new(HashMap::new()) }
     }
 
     /// Pulls `name`. The work runs as its own task: a caller that goes away (kubelet
     /// timing out) does not abort it, and a retry joins it.
-    pub async fn pull(
-        self: &Arc<Self>,
-        name: ImageName,
-        auth: RegistryAuth,
-    ) -> Result<ImageId, Arc<ImageError>> {
+    pub async fn pull(self: &Arc<Self>, name: ImageName, auth: RegistryAuth) -> Result<ImageId, Arc<ImageError>> {
         let key = name.to_string();
         let shared = {
             let mut inflight = self.inflight.lock().unwrap_or_else(|p| p.into_inner());
@@ -94,17 +82,11 @@ impl Puller {
                     let task_key = key.clone();
                     let task = tokio::spawn(async move {
                         let result = this.pull_with_retry(&name, auth).await.map_err(Arc::new);
-                        this.inflight
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .remove(&task_key);
+                        this.inflight.lock().unwrap_or_else(|p| p.into_inner()).remove(&task_key);
                         result
                     });
                     let shared = task
-                        .map(|joined| {
-                            joined
-                                .unwrap_or_else(|e| Err(Arc::new(ImageError::Task(e.to_string()))))
-                        })
+                        .map(|joined| joined.unwrap_or_else(|e| Err(Arc::new(ImageError::Task(e.to_string())))))
                         .boxed()
                         .shared();
                     inflight.insert(key, shared.clone());
@@ -115,27 +97,14 @@ impl Puller {
         shared.await
     }
 
-    async fn pull_with_retry(
-        &self,
-        name: &ImageName,
-        auth: RegistryAuth,
-    ) -> Result<ImageId, ImageError> {
+    async fn pull_with_retry(&self, name: &ImageName, auth: RegistryAuth) -> Result<ImageId, ImageError> {
         let started = Instant::now();
         tracing::info!(image = %name, "pulling image");
         let mut attempt = 0;
         loop {
             attempt += 1;
             let (source, top, top_digest) = self.registries.open(name, auth.clone()).await?;
-            match store_image(
-                &self.store,
-                &source,
-                name,
-                top,
-                top_digest,
-                self.max_downloads,
-            )
-            .await
-            {
+            match store_image(&self.store, &source, name, top, top_digest, self.max_downloads).await {
                 // A concurrent removal took a shared layer between unpack and commit.
                 Err(ImageError::LayerVanished(layer)) if attempt < 3 => {
                     tracing::warn!(image = %name, %layer, "layer removed concurrently, pulling again");
@@ -163,15 +132,11 @@ pub async fn store_image(
     max_downloads: usize,
 ) -> Result<ImageId, ImageError> {
     let image = name.to_string();
-    let unsupported = |reason: String| ImageError::Unsupported {
-        image: image.clone(),
-        reason,
-    };
+    let unsupported = |reason: String| ImageError::Unsupported { image: image.clone(), reason };
     let (manifest_bytes, manifest_digest) = match manifest_kind(&top).map_err(&unsupported)? {
         ManifestKind::Manifest => (top, top_digest.clone()),
         ManifestKind::Index => {
-            let index: ImageIndex =
-                serde_json::from_slice(&top).map_err(|e| unsupported(format!("bad index: {e}")))?;
+            let index: ImageIndex = serde_json::from_slice(&top).map_err(|e| unsupported(format!("bad index: {e}")))?;
             let entry = select_platform(index.manifests())
                 .ok_or_else(|| unsupported("the index has no linux/amd64 manifest".into()))?;
             let digest = to_digest(entry).map_err(&unsupported)?;
@@ -181,22 +146,17 @@ pub async fn store_image(
     if manifest_kind(&manifest_bytes).map_err(&unsupported)? != ManifestKind::Manifest {
         return Err(unsupported("an index entry is itself an index".into()));
     }
-    let manifest: ImageManifest = serde_json::from_slice(&manifest_bytes)
-        .map_err(|e| unsupported(format!("bad manifest: {e}")))?;
+    let manifest: ImageManifest =
+        serde_json::from_slice(&manifest_bytes).map_err(|e| unsupported(format!("bad manifest: {e}")))?;
 
     let scratch = store.scratch_dir()?;
     let config_ref = blob_ref(manifest.config()).map_err(&unsupported)?;
     let config_path = source.open_blob(&config_ref, scratch.path()).await?;
-    let config_bytes = tokio::fs::read(&config_path)
-        .await
-        .map_err(ImageError::io(&config_path))?;
-    let config: ImageConfiguration = serde_json::from_slice(&config_bytes)
-        .map_err(|e| unsupported(format!("bad image config: {e}")))?;
+    let config_bytes = tokio::fs::read(&config_path).await.map_err(ImageError::io(&config_path))?;
+    let config: ImageConfiguration =
+        serde_json::from_slice(&config_bytes).map_err(|e| unsupported(format!("bad image config: {e}")))?;
     if *config.os() != Os::Linux {
-        return Err(unsupported(format!(
-            "image is for {}, not linux",
-            config.os()
-        )));
+        return Err(unsupported(format!("image is for {}, not linux", config.os())));
     }
     let diff_ids: Vec<Digest> = config
         .rootfs()
@@ -215,10 +175,7 @@ pub async fn store_image(
     for (descriptor, diff_id) in manifest.layers().iter().zip(&diff_ids) {
         let blob = blob_ref(descriptor).map_err(&unsupported)?;
         if !LAYER_MEDIA_TYPES.contains(&blob.media_type.as_str()) {
-            return Err(unsupported(format!(
-                "layer media type {} is not supported",
-                blob.media_type
-            )));
+            return Err(unsupported(format!("layer media type {} is not supported", blob.media_type)));
         }
         layers.push((blob, diff_id.clone()));
     }
@@ -228,28 +185,13 @@ pub async fn store_image(
         .map(|(n, (blob, diff_id))| {
             let scratch = scratch.path().to_path_buf();
             let image = image.clone();
-            async move {
-                fetch_layer(
-                    store,
-                    source,
-                    &image,
-                    &blob,
-                    &diff_id,
-                    &scratch,
-                    (n + 1, total),
-                )
-                .await
-            }
+            async move { fetch_layer(store, source, &image, &blob, &diff_id, &scratch, (n + 1, total)).await }
         })
         .buffer_unordered(max_downloads)
         .try_collect()
         .await?;
 
-    let user = config
-        .config()
-        .as_ref()
-        .and_then(|c| c.user().clone())
-        .unwrap_or_default();
+    let user = config.config().as_ref().and_then(|c| c.user().clone()).unwrap_or_default();
     let record = ImageRecord {
         id: ImageId::from_config_digest(&config_ref.digest),
         repo_tags: name.repo_tag().into_iter().collect(),
@@ -260,10 +202,7 @@ pub async fn store_image(
         created_at: now_secs(),
     };
     let store = store.clone();
-    let blobs = [
-        (record.manifest.clone(), manifest_bytes),
-        (config_ref.digest.clone(), config_bytes),
-    ];
+    let blobs = [(record.manifest.clone(), manifest_bytes), (config_ref.digest.clone(), config_bytes)];
     tokio::task::spawn_blocking(move || store.commit(record, records, &blobs))
         .await
         .map_err(|e| ImageError::Task(e.to_string()))?
@@ -285,16 +224,9 @@ async fn fetch_layer(
         let stats = tokio::task::spawn_blocking(move || layer_stats(&path))
             .await
             .map_err(|e| ImageError::Task(e.to_string()))?;
-        let stats = stats.map_err(|source| ImageError::Unpack {
-            image: image.into(),
-            layer: diff_id.clone(),
-            source,
-        })?;
-        return Ok(LayerRecord {
-            diff_id: diff_id.clone(),
-            disk_bytes: stats.disk_bytes,
-            inodes: stats.inodes,
-        });
+        let stats =
+            stats.map_err(|source| ImageError::Unpack { image: image.into(), layer: diff_id.clone(), source })?;
+        return Ok(LayerRecord { diff_id: diff_id.clone(), disk_bytes: stats.disk_bytes, inodes: stats.inodes });
     }
     let started = Instant::now();
     tracing::info!(image, layer = %diff_id, blob = %blob.digest, bytes = blob.size, "layer {n}/{total}: fetching from {}", source.describe());
@@ -305,11 +237,7 @@ async fn fetch_layer(
     let stats = tokio::task::spawn_blocking(move || unpack_layer(&blob_path, &dir, &id))
         .await
         .map_err(|e| ImageError::Task(e.to_string()))?
-        .map_err(|source| ImageError::Unpack {
-            image: image.into(),
-            layer: diff_id.clone(),
-            source,
-        })?;
+        .map_err(|source| ImageError::Unpack { image: image.into(), layer: diff_id.clone(), source })?;
     store.install_layer(&unpack_dir, diff_id)?;
     tracing::info!(
         image,
@@ -319,11 +247,7 @@ async fn fetch_layer(
         disk_bytes = stats.disk_bytes,
         "layer {n}/{total} ready"
     );
-    Ok(LayerRecord {
-        diff_id: diff_id.clone(),
-        disk_bytes: stats.disk_bytes,
-        inodes: stats.inodes,
-    })
+    Ok(LayerRecord { diff_id: diff_id.clone(), disk_bytes: stats.disk_bytes, inodes: stats.inodes })
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -334,8 +258,7 @@ enum ManifestKind {
 
 /// Tells a manifest from an index by `mediaType`, or by shape when it is absent.
 fn manifest_kind(bytes: &[u8]) -> Result<ManifestKind, String> {
-    let value: serde_json::Value =
-        serde_json::from_slice(bytes).map_err(|e| format!("manifest is not JSON: {e}"))?;
+    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| format!("manifest is not JSON: {e}"))?;
     if value.get("schemaVersion").and_then(|v| v.as_u64()) != Some(2) {
         return Err("only schema version 2 manifests are supported".into());
     }
@@ -351,11 +274,9 @@ fn manifest_kind(bytes: &[u8]) -> Result<ManifestKind, String> {
 
 /// The linux/amd64 entry of an index.
 fn select_platform(entries: &[Descriptor]) -> Option<&Descriptor> {
-    entries.iter().find(|d| {
-        d.platform()
-            .as_ref()
-            .is_some_and(|p| *p.os() == Os::Linux && *p.architecture() == Arch::Amd64)
-    })
+    entries
+        .iter()
+        .find(|d| d.platform().as_ref().is_some_and(|p| *p.os() == Os::Linux && *p.architecture() == Arch::Amd64))
 }
 
 fn to_digest(descriptor: &Descriptor) -> Result<Digest, String> {
@@ -372,10 +293,7 @@ fn blob_ref(descriptor: &Descriptor) -> Result<BlobRef, String> {
 }
 
 fn now_secs() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -393,24 +311,14 @@ mod tests {
                 r#"{"schemaVersion":2,"mediaType":"application/vnd.docker.distribution.manifest.list.v2+json"}"#,
                 Ok(ManifestKind::Index),
             ),
-            (
-                r#"{"schemaVersion":2,"manifests":[]}"#,
-                Ok(ManifestKind::Index),
-            ),
-            (
-                r#"{"schemaVersion":2,"layers":[]}"#,
-                Ok(ManifestKind::Manifest),
-            ),
+            (r#"{"schemaVersion":2,"manifests":[]}"#, Ok(ManifestKind::Index)),
+            (r#"{"schemaVersion":2,"layers":[]}"#, Ok(ManifestKind::Manifest)),
             (r#"{"schemaVersion":1,"fsLayers":[]}"#, Err(())),
             (r#"{"schemaVersion":2,"mediaType":"text/plain"}"#, Err(())),
             ("not json", Err(())),
         ];
         for (text, expected) in cases {
-            assert_eq!(
-                manifest_kind(text.as_bytes()).map_err(|_| ()),
-                expected,
-                "{text}"
-            );
+            assert_eq!(manifest_kind(text.as_bytes()).map_err(|_| ()), expected, "{text}");
         }
     }
 

@@ -28,10 +28,7 @@ pub enum ImageLookup {
 
 impl ImageName {
     pub fn parse(input: &str) -> Result<Self, ImageError> {
-        let invalid = |reason: String| ImageError::InvalidReference {
-            reference: input.to_string(),
-            reason,
-        };
+        let invalid = |reason: String| ImageError::InvalidReference { reference: input.to_string(), reason };
         if input.is_empty() {
             return Err(invalid("empty image reference".into()));
         }
@@ -43,9 +40,7 @@ impl ImageName {
             return Err(invalid("repository names must be lowercase".into()));
         }
         let digest = match parsed.digest() {
-            Some(d) => {
-                Some(Digest::parse(d).ok_or_else(|| invalid(format!("unsupported digest {d:?}")))?)
-            }
+            Some(d) => Some(Digest::parse(d).ok_or_else(|| invalid(format!("unsupported digest {d:?}")))?),
             None => None,
         };
         let tag = match (parsed.tag(), &digest) {
@@ -95,11 +90,7 @@ impl ImageName {
     /// The reference to ask the registry for: by digest when there is one.
     pub fn to_reference(&self) -> Reference {
         match &self.digest {
-            Some(d) => Reference::with_digest(
-                self.registry.clone(),
-                self.repository.clone(),
-                d.to_string(),
-            ),
+            Some(d) => Reference::with_digest(self.registry.clone(), self.repository.clone(), d.to_string()),
             None => Reference::with_tag(
                 self.registry.clone(),
                 self.repository.clone(),
@@ -110,11 +101,7 @@ impl ImageName {
 
     /// The same repository at another digest (an index entry).
     pub fn with_digest(&self, digest: &Digest) -> Reference {
-        Reference::with_digest(
-            self.registry.clone(),
-            self.repository.clone(),
-            digest.to_string(),
-        )
+        Reference::with_digest(self.registry.clone(), self.repository.clone(), digest.to_string())
     }
 }
 
@@ -140,10 +127,7 @@ impl ImageLookup {
         let name = ImageName::parse(input)?;
         Ok(match name.digest() {
             Some(d) => ImageLookup::Digest(name.repo_digest(d)),
-            None => ImageLookup::Tag(
-                name.repo_tag()
-                    .expect("a reference without digest has a tag"),
-            ),
+            None => ImageLookup::Tag(name.repo_tag().expect("a reference without digest has a tag")),
         })
     }
 }
@@ -157,54 +141,14 @@ mod tests {
     #[test]
     fn normalization() {
         let cases: [(&str, &str, &str, Option<&str>); 9] = [
-            (
-                "busybox",
-                "docker.io",
-                "library/busybox",
-                Some("docker.io/library/busybox:latest"),
-            ),
-            (
-                "busybox:1.36",
-                "docker.io",
-                "library/busybox",
-                Some("docker.io/library/busybox:1.36"),
-            ),
-            (
-                "user/app:v1",
-                "docker.io",
-                "user/app",
-                Some("docker.io/user/app:v1"),
-            ),
-            (
-                "docker.io/busybox",
-                "docker.io",
-                "library/busybox",
-                Some("docker.io/library/busybox:latest"),
-            ),
-            (
-                "quay.io/org/app",
-                "quay.io",
-                "org/app",
-                Some("quay.io/org/app:latest"),
-            ),
-            (
-                "localhost/app:dev",
-                "localhost",
-                "app",
-                Some("localhost/app:dev"),
-            ),
-            (
-                "127.0.0.1:5000/test/multi:v2",
-                "127.0.0.1:5000",
-                "test/multi",
-                Some("127.0.0.1:5000/test/multi:v2"),
-            ),
-            (
-                "registry.local:5000/a/b/c:t",
-                "registry.local:5000",
-                "a/b/c",
-                Some("registry.local:5000/a/b/c:t"),
-            ),
+            ("busybox", "docker.io", "library/busybox", Some("docker.io/library/busybox:latest")),
+            ("busybox:1.36", "docker.io", "library/busybox", Some("docker.io/library/busybox:1.36")),
+            ("user/app:v1", "docker.io", "user/app", Some("docker.io/user/app:v1")),
+            ("docker.io/busybox", "docker.io", "library/busybox", Some("docker.io/library/busybox:latest")),
+            ("quay.io/org/app", "quay.io", "org/app", Some("quay.io/org/app:latest")),
+            ("localhost/app:dev", "localhost", "app", Some("localhost/app:dev")),
+            ("127.0.0.1:5000/test/multi:v2", "127.0.0.1:5000", "test/multi", Some("127.0.0.1:5000/test/multi:v2")),
+            ("registry.local:5000/a/b/c:t", "registry.local:5000", "a/b/c", Some("registry.local:5000/a/b/c:t")),
             (
                 "app@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
                 "docker.io",
@@ -225,51 +169,29 @@ mod tests {
         let name = ImageName::parse(&format!("127.0.0.1:5000/x@sha256:{HEX}")).unwrap();
         assert_eq!(name.digest().unwrap().hex(), HEX);
         assert_eq!(name.to_string(), format!("127.0.0.1:5000/x@sha256:{HEX}"));
-        assert_eq!(
-            name.to_reference().digest(),
-            Some(format!("sha256:{HEX}").as_str())
-        );
+        assert_eq!(name.to_reference().digest(), Some(format!("sha256:{HEX}").as_str()));
         // A tag beside the digest: the digest decides what is pulled.
         let both = ImageName::parse(&format!("busybox:1.36@sha256:{HEX}")).unwrap();
         assert!(both.repo_tag().is_none());
-        assert_eq!(
-            both.to_reference().digest(),
-            Some(format!("sha256:{HEX}").as_str())
-        );
+        assert_eq!(both.to_reference().digest(), Some(format!("sha256:{HEX}").as_str()));
     }
 
     #[test]
     fn invalid_references() {
-        for input in [
-            "",
-            " busybox",
-            "Busybox",
-            "busybox:",
-            "a//b",
-            "busybox@sha256:abc",
-            "busybox@md5:0123",
-            "UPPER/case:tag",
-        ] {
+        for input in
+            ["", " busybox", "Busybox", "busybox:", "a//b", "busybox@sha256:abc", "busybox@md5:0123", "UPPER/case:tag"]
+        {
             let err = ImageName::parse(input).unwrap_err();
-            assert!(
-                matches!(err, ImageError::InvalidReference { .. }),
-                "{input:?} gave {err}"
-            );
+            assert!(matches!(err, ImageError::InvalidReference { .. }), "{input:?} gave {err}");
         }
     }
 
     #[test]
     fn lookups() {
         let id = ImageId::from_config_digest(&Digest::parse(&format!("sha256:{HEX}")).unwrap());
-        assert_eq!(
-            ImageLookup::parse(&format!("sha256:{HEX}")).unwrap(),
-            ImageLookup::Id(id.clone())
-        );
+        assert_eq!(ImageLookup::parse(&format!("sha256:{HEX}")).unwrap(), ImageLookup::Id(id.clone()));
         assert_eq!(ImageLookup::parse(HEX).unwrap(), ImageLookup::Id(id));
-        assert_eq!(
-            ImageLookup::parse("busybox").unwrap(),
-            ImageLookup::Tag("docker.io/library/busybox:latest".into())
-        );
+        assert_eq!(ImageLookup::parse("busybox").unwrap(), ImageLookup::Tag("docker.io/library/busybox:latest".into()));
         assert_eq!(
             ImageLookup::parse(&format!("busybox@sha256:{HEX}")).unwrap(),
             ImageLookup::Digest(format!("docker.io/library/busybox@sha256:{HEX}"))

@@ -42,13 +42,10 @@ impl Registries {
     }
 
     fn settings_for(&self, host: &str) -> RegistryConfig {
-        self.settings
-            .get(host)
-            .cloned()
-            .unwrap_or_else(|| RegistryConfig {
-                plain_http: self.loopback_plain_http && is_loopback(host),
-                ..Default::default()
-            })
+        self.settings.get(host).cloned().unwrap_or_else(|| RegistryConfig {
+            plain_http: self.loopback_plain_http && is_loopback(host),
+            ..Default::default()
+        })
     }
 
     fn client_for(&self, host: &str) -> Arc<Client> {
@@ -58,11 +55,7 @@ impl Registries {
             .or_insert_with(|| {
                 let settings = self.settings_for(host);
                 Arc::new(Client::new(ClientConfig {
-                    protocol: if settings.plain_http {
-                        ClientProtocol::Http
-                    } else {
-                        ClientProtocol::Https
-                    },
+                    protocol: if settings.plain_http { ClientProtocol::Http } else { ClientProtocol::Https },
                     accept_invalid_certificates: settings.insecure_skip_verify,
                     platform_resolver: None,
                     // A backstop only: the transfer watchdog below fires first and says why.
@@ -82,11 +75,7 @@ impl Registries {
         name: &ImageName,
         auth: RegistryAuth,
     ) -> Result<(RegistrySource, Vec<u8>, Digest), ImageError> {
-        let mirrors = self
-            .settings
-            .get(name.registry())
-            .map(|s| s.mirrors.clone())
-            .unwrap_or_default();
+        let mirrors = self.settings.get(name.registry()).map(|s| s.mirrors.clone()).unwrap_or_default();
         let mut last_error = None;
         for mirror in mirrors.iter().map(Some).chain([None]) {
             let mut reference = name.to_reference();
@@ -97,11 +86,7 @@ impl Registries {
                 registries: self.clone(),
                 name: name.clone(),
                 reference,
-                auth: if mirror.is_some() {
-                    RegistryAuth::Anonymous
-                } else {
-                    auth.clone()
-                },
+                auth: if mirror.is_some() { RegistryAuth::Anonymous } else { auth.clone() },
             };
             match source.fetch_manifest(None).await {
                 Ok((bytes, digest)) => return Ok((source, bytes, digest)),
@@ -139,11 +124,7 @@ impl RegistrySource {
     }
 
     fn stalled(&self, what: &str) -> ImageError {
-        ImageError::Stalled {
-            image: self.name.to_string(),
-            what: what.to_string(),
-            secs: self.timeout().as_secs(),
-        }
+        ImageError::Stalled { image: self.name.to_string(), what: what.to_string(), secs: self.timeout().as_secs() }
     }
 
     fn map_error(&self, e: OciDistributionError) -> ImageError {
@@ -157,10 +138,7 @@ impl ImageSource for RegistrySource {
         format!("registry {}", self.host())
     }
 
-    async fn fetch_manifest(
-        &self,
-        digest: Option<&Digest>,
-    ) -> Result<(Vec<u8>, Digest), ImageError> {
+    async fn fetch_manifest(&self, digest: Option<&Digest>) -> Result<(Vec<u8>, Digest), ImageError> {
         let reference = match digest {
             Some(d) => {
                 let mut r = self.name.with_digest(d);
@@ -203,33 +181,22 @@ impl ImageSource for RegistrySource {
         };
         let what = format!("blob {}", blob.digest);
         let client = self.client();
-        let stream = tokio::time::timeout(
-            self.timeout(),
-            client.pull_blob_stream(&self.reference, &descriptor),
-        )
-        .await
-        .map_err(|_| self.stalled(&what))?
-        .map_err(|e| self.map_error(e))?;
+        let stream = tokio::time::timeout(self.timeout(), client.pull_blob_stream(&self.reference, &descriptor))
+            .await
+            .map_err(|_| self.stalled(&what))?
+            .map_err(|e| self.map_error(e))?;
         let mut stream = stream.stream;
         let path = scratch.join(blob.digest.hex());
-        let mut file = tokio::io::BufWriter::new(
-            tokio::fs::File::create(&path)
-                .await
-                .map_err(ImageError::io(&path))?,
-        );
+        let mut file = tokio::io::BufWriter::new(tokio::fs::File::create(&path).await.map_err(ImageError::io(&path))?);
         let mut hasher = sha2::Sha256::new();
         loop {
             let chunk = match tokio::time::timeout(self.timeout(), stream.next()).await {
                 Err(_) => return Err(self.stalled(&what)),
                 Ok(None) => break,
-                Ok(Some(chunk)) => {
-                    chunk.map_err(|e| self.map_error(OciDistributionError::IoError(e)))?
-                }
+                Ok(Some(chunk)) => chunk.map_err(|e| self.map_error(OciDistributionError::IoError(e)))?,
             };
             hasher.update(&chunk);
-            file.write_all(&chunk)
-                .await
-                .map_err(ImageError::io(&path))?;
+            file.write_all(&chunk).await.map_err(ImageError::io(&path))?;
         }
         file.flush().await.map_err(ImageError::io(&path))?;
         let actual = Digest::from_sha256(hasher);
@@ -247,26 +214,15 @@ impl ImageSource for RegistrySource {
 
 /// Registry answers mapped to what they mean for the caller.
 fn map_oci_error(e: OciDistributionError, registry: &str, image: &str) -> ImageError {
-    let registry_error = |message: String| ImageError::Registry {
-        registry: registry.into(),
-        image: image.into(),
-        message,
-    };
-    let unauthorized = |message: String| ImageError::Unauthorized {
-        registry: registry.into(),
-        image: image.into(),
-        message,
-    };
+    let registry_error =
+        |message: String| ImageError::Registry { registry: registry.into(), image: image.into(), message };
+    let unauthorized =
+        |message: String| ImageError::Unauthorized { registry: registry.into(), image: image.into(), message };
     match e {
         OciDistributionError::ImageManifestNotFoundError(_) => ImageError::NotFound(image.into()),
         OciDistributionError::RegistryError { envelope, .. } => {
             let codes: Vec<&OciErrorCode> = envelope.errors.iter().map(|e| &e.code).collect();
-            let message = envelope
-                .errors
-                .iter()
-                .map(|e| e.message.clone())
-                .collect::<Vec<_>>()
-                .join("; ");
+            let message = envelope.errors.iter().map(|e| e.message.clone()).collect::<Vec<_>>().join("; ");
             if codes.iter().any(|c| {
                 matches!(
                     c,
@@ -277,49 +233,28 @@ fn map_oci_error(e: OciDistributionError, registry: &str, image: &str) -> ImageE
                 )
             }) {
                 ImageError::NotFound(image.into())
-            } else if codes
-                .iter()
-                .any(|c| matches!(c, OciErrorCode::Unauthorized | OciErrorCode::Denied))
-            {
+            } else if codes.iter().any(|c| matches!(c, OciErrorCode::Unauthorized | OciErrorCode::Denied)) {
                 unauthorized(message)
             } else {
                 registry_error(message)
             }
         }
         OciDistributionError::ServerError { code: 404, .. } => ImageError::NotFound(image.into()),
-        OciDistributionError::ServerError {
-            code: 401 | 403,
-            message,
-            ..
-        } => unauthorized(message),
-        OciDistributionError::UnauthorizedError { url } => {
-            unauthorized(format!("unauthorized at {url}"))
-        }
+        OciDistributionError::ServerError { code: 401 | 403, message, .. } => unauthorized(message),
+        OciDistributionError::UnauthorizedError { url } => unauthorized(format!("unauthorized at {url}")),
         OciDistributionError::AuthenticationFailure(message) => unauthorized(message),
         OciDistributionError::DigestError(DigestError::VerificationError { expected, actual }) => {
-            ImageError::DigestMismatch {
+            ImageError::DigestMismatch { image: image.into(), what: "content".into(), expected, actual }
+        }
+        OciDistributionError::IoError(io) => match io.get_ref().and_then(|inner| inner.downcast_ref::<DigestError>()) {
+            Some(DigestError::VerificationError { expected, actual }) => ImageError::DigestMismatch {
                 image: image.into(),
                 what: "content".into(),
-                expected,
-                actual,
-            }
-        }
-        OciDistributionError::IoError(io) => {
-            match io
-                .get_ref()
-                .and_then(|inner| inner.downcast_ref::<DigestError>())
-            {
-                Some(DigestError::VerificationError { expected, actual }) => {
-                    ImageError::DigestMismatch {
-                        image: image.into(),
-                        what: "content".into(),
-                        expected: expected.clone(),
-                        actual: actual.clone(),
-                    }
-                }
-                _ => registry_error(io.to_string()),
-            }
-        }
+                expected: expected.clone(),
+                actual: actual.clone(),
+            },
+            _ => registry_error(io.to_string()),
+        },
         other => registry_error(error_chain(&other)),
     }
 }
@@ -343,11 +278,7 @@ fn is_loopback(host: &str) -> bool {
     } else {
         host.rsplit_once(':').map(|(h, _)| h).unwrap_or(host)
     };
-    bare == "localhost"
-        || bare
-            .parse::<IpAddr>()
-            .map(|ip| ip.is_loopback())
-            .unwrap_or(false)
+    bare == "localhost" || bare.parse::<IpAddr>().map(|ip| ip.is_loopback()).unwrap_or(false)
 }
 
 #[cfg(test)]
@@ -375,66 +306,38 @@ mod tests {
         let mut config = Config::default();
         config.registries.insert(
             "127.0.0.1:6000".into(),
-            RegistryConfig {
-                plain_http: false,
-                insecure_skip_verify: true,
-                mirrors: vec![],
-            },
+            RegistryConfig { plain_http: false, insecure_skip_verify: true, mirrors: vec![] },
         );
         let registries = Registries::new(&config);
         assert!(registries.settings_for("127.0.0.1:5000").plain_http);
-        assert!(
-            !registries.settings_for("127.0.0.1:6000").plain_http,
-            "an explicit entry wins"
-        );
+        assert!(!registries.settings_for("127.0.0.1:6000").plain_http, "an explicit entry wins");
         assert!(!registries.settings_for("quay.io").plain_http);
         config.image.loopback_plain_http = false;
-        assert!(
-            !Registries::new(&config)
-                .settings_for("127.0.0.1:5000")
-                .plain_http
-        );
+        assert!(!Registries::new(&config).settings_for("127.0.0.1:5000").plain_http);
     }
 
     #[test]
     fn registry_errors_map_to_kinds() {
         use crate::error::ErrorKind;
         let cases = [
+            (OciDistributionError::ImageManifestNotFoundError("x".into()), ErrorKind::NotFound),
             (
-                OciDistributionError::ImageManifestNotFoundError("x".into()),
+                OciDistributionError::ServerError { code: 404, url: "u".into(), message: "m".into() },
                 ErrorKind::NotFound,
             ),
             (
-                OciDistributionError::ServerError {
-                    code: 404,
-                    url: "u".into(),
-                    message: "m".into(),
-                },
-                ErrorKind::NotFound,
-            ),
-            (
-                OciDistributionError::ServerError {
-                    code: 401,
-                    url: "u".into(),
-                    message: "m".into(),
-                },
+                OciDistributionError::ServerError { code: 401, url: "u".into(), message: "m".into() },
                 ErrorKind::Unauthenticated,
             ),
             (
-                OciDistributionError::ServerError {
-                    code: 500,
-                    url: "u".into(),
-                    message: "m".into(),
-                },
+                OciDistributionError::ServerError { code: 500, url: "u".into(), message: "m".into() },
                 ErrorKind::Unavailable,
             ),
             (
-                OciDistributionError::IoError(std::io::Error::other(
-                    DigestError::VerificationError {
-                        expected: "a".into(),
-                        actual: "b".into(),
-                    },
-                )),
+                OciDistributionError::IoError(std::io::Error::other(DigestError::VerificationError {
+                    expected: "a".into(),
+                    actual: "b".into(),
+                })),
                 ErrorKind::DataLoss,
             ),
         ];

@@ -54,10 +54,7 @@ impl ImageStore {
         }
         let store = ImageStore {
             root: root.to_path_buf(),
-            cached: Mutex::new(Cached {
-                index: Index::default(),
-                stamp: None,
-            }),
+            cached: Mutex::new(Cached { index: Index::default(), stamp: None }),
         };
         store.with_index(|_| Ok(((), false)))?;
         Ok(store)
@@ -83,18 +80,12 @@ impl ImageStore {
     /// A fresh private directory for work in progress; removed when dropped.
     pub fn scratch_dir(&self) -> Result<tempfile::TempDir, ImageError> {
         let tmp = self.root.join("tmp");
-        tempfile::Builder::new()
-            .prefix("work-")
-            .tempdir_in(&tmp)
-            .map_err(ImageError::io(tmp))
+        tempfile::Builder::new().prefix("work-").tempdir_in(&tmp).map_err(ImageError::io(tmp))
     }
 
     /// Runs `f` on the current index with both the in-process and the cross-process lock
     /// held; `f` returns whether it changed the index, which is then written.
-    fn with_index<R>(
-        &self,
-        f: impl FnOnce(&mut Index) -> Result<(R, bool), ImageError>,
-    ) -> Result<R, ImageError> {
+    fn with_index<R>(&self, f: impl FnOnce(&mut Index) -> Result<(R, bool), ImageError>) -> Result<R, ImageError> {
         let mut cached = self.cached.lock().unwrap_or_else(|p| p.into_inner());
         let _lock = self.lock_file()?;
         let path = self.index_path();
@@ -119,16 +110,9 @@ impl ImageStore {
 
     fn lock_file(&self) -> Result<Flock<File>, ImageError> {
         let path = self.root.join("lock");
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(ImageError::io(&path))?;
-        Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, errno)| ImageError::Io {
-            path,
-            source: errno.into(),
-        })
+        let file =
+            OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(ImageError::io(&path))?;
+        Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, errno)| ImageError::Io { path, source: errno.into() })
     }
 
     pub fn list(&self) -> Result<Vec<ImageRecord>, ImageError> {
@@ -142,15 +126,8 @@ impl ImageStore {
     /// Bytes the image's layers and config occupy on disk.
     pub fn image_size(&self, record: &ImageRecord) -> Result<u64, ImageError> {
         self.with_index(|index| {
-            let layers: u64 = record
-                .layers
-                .iter()
-                .filter_map(|l| index.layers.get(l))
-                .map(|l| l.disk_bytes)
-                .sum();
-            let config = fs::metadata(self.blob_path(&record.id.digest()))
-                .map(|m| m.len())
-                .unwrap_or(0);
+            let layers: u64 = record.layers.iter().filter_map(|l| index.layers.get(l)).map(|l| l.disk_bytes).sum();
+            let config = fs::metadata(self.blob_path(&record.id.digest())).map(|m| m.len()).unwrap_or(0);
             Ok((layers + config, false))
         })
     }
@@ -184,10 +161,7 @@ impl ImageStore {
         match fs::rename(unpacked, &target) {
             Ok(()) => Ok(()),
             Err(_) if target.is_dir() => Ok(()),
-            Err(e) => Err(ImageError::Io {
-                path: target,
-                source: e,
-            }),
+            Err(e) => Err(ImageError::Io { path: target, source: e }),
         }
     }
 
@@ -274,20 +248,10 @@ impl ImageStore {
         })?;
         self.delete_layers(&garbage);
         let known = self.with_index(|index| {
-            Ok((
-                index
-                    .layers
-                    .keys()
-                    .map(|d| d.hex().to_string())
-                    .collect::<BTreeSet<_>>(),
-                false,
-            ))
+            Ok((index.layers.keys().map(|d| d.hex().to_string()).collect::<BTreeSet<_>>(), false))
         })?;
         let layers = self.layers_dir();
-        for entry in fs::read_dir(&layers)
-            .map_err(ImageError::io(&layers))?
-            .flatten()
-        {
+        for entry in fs::read_dir(&layers).map_err(ImageError::io(&layers))?.flatten() {
             if !known.contains(entry.file_name().to_string_lossy().as_ref()) {
                 tracing::info!(path = %entry.path().display(), "removing unreferenced layer");
                 self.delete_tree(&entry.path());
@@ -307,10 +271,7 @@ impl ImageStore {
             Ok((usage, false))
         })?;
         let blobs = self.root.join("blobs/sha256");
-        for entry in fs::read_dir(&blobs)
-            .map_err(ImageError::io(&blobs))?
-            .flatten()
-        {
+        for entry in fs::read_dir(&blobs).map_err(ImageError::io(&blobs))?.flatten() {
             if let Ok(meta) = entry.metadata() {
                 usage.bytes += meta.blocks() * 512;
                 usage.inodes += 1;
@@ -324,20 +285,12 @@ impl ImageStore {
             let set: BTreeSet<String> = index
                 .images
                 .values()
-                .flat_map(|i| {
-                    [
-                        i.id.digest().hex().to_string(),
-                        i.manifest.hex().to_string(),
-                    ]
-                })
+                .flat_map(|i| [i.id.digest().hex().to_string(), i.manifest.hex().to_string()])
                 .collect();
             Ok((set, false))
         })?;
         let blobs = self.root.join("blobs/sha256");
-        for entry in fs::read_dir(&blobs)
-            .map_err(ImageError::io(&blobs))?
-            .flatten()
-        {
+        for entry in fs::read_dir(&blobs).map_err(ImageError::io(&blobs))?.flatten() {
             if !referenced.contains(entry.file_name().to_string_lossy().as_ref()) {
                 let _ = fs::remove_file(entry.path());
             }
@@ -356,9 +309,7 @@ impl ImageStore {
     fn delete_tree(&self, path: &Path) {
         let doomed = self.root.join("tmp").join(format!(
             "delete-{}-{}",
-            path.file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default(),
+            path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
             std::process::id()
         ));
         match fs::rename(path, &doomed) {
@@ -378,17 +329,8 @@ fn find_in<'a>(index: &'a Index, lookup: &ImageLookup) -> Option<&'a ImageRecord
 
 /// Drops layer records no image lists; returns their ids for deletion.
 fn drop_unreferenced_layers(index: &mut Index) -> Vec<Digest> {
-    let used: BTreeSet<&Digest> = index
-        .images
-        .values()
-        .flat_map(|i| i.layers.iter())
-        .collect();
-    let unused: Vec<Digest> = index
-        .layers
-        .keys()
-        .filter(|l| !used.contains(l))
-        .cloned()
-        .collect();
+    let used: BTreeSet<&Digest> = index.images.values().flat_map(|i| i.layers.iter()).collect();
+    let unused: Vec<Digest> = index.layers.keys().filter(|l| !used.contains(l)).cloned().collect();
     for layer in &unused {
         index.layers.remove(layer);
     }
@@ -396,9 +338,7 @@ fn drop_unreferenced_layers(index: &mut Index) -> Vec<Digest> {
 }
 
 fn stamp_of(path: &Path) -> Stamp {
-    fs::metadata(path)
-        .ok()
-        .map(|m| (m.ino(), m.mtime(), m.mtime_nsec()))
+    fs::metadata(path).ok().map(|m| (m.ino(), m.mtime(), m.mtime_nsec()))
 }
 
 fn remove_any(path: &Path) {

@@ -29,11 +29,7 @@ fn add(store: &ImageStore, image: &ImageRecord) {
             fs::write(dir.join("file"), layer.as_str()).unwrap();
             store.install_layer(&dir, layer).unwrap();
         }
-        records.push(LayerRecord {
-            diff_id: layer.clone(),
-            disk_bytes: 4096,
-            inodes: 2,
-        });
+        records.push(LayerRecord { diff_id: layer.clone(), disk_bytes: 4096, inodes: 2 });
     }
     let blobs = [image.id.digest(), image.manifest.clone()].map(|d| {
         let bytes = one_byte_blob(&d);
@@ -44,10 +40,7 @@ fn add(store: &ImageStore, image: &ImageRecord) {
 
 /// Fixture digests are digests of one byte; find it.
 fn one_byte_blob(digest: &Digest) -> Vec<u8> {
-    (0..=255u8)
-        .map(|n| vec![n])
-        .find(|b| &Digest::of(b) == digest)
-        .expect("a fixture digest")
+    (0..=255u8).map(|n| vec![n]).find(|b| &Digest::of(b) == digest).expect("a fixture digest")
 }
 
 fn no_users(_: &ImageId) -> Result<(), ImageError> {
@@ -65,24 +58,15 @@ fn shared_layers_live_until_the_last_image_goes() {
     assert_eq!(store.list().unwrap().len(), 2);
     assert_eq!(store.usage().unwrap().inodes >= 6, true);
 
-    let removed = store
-        .remove(&ImageLookup::Tag("r/a:1".into()), no_users)
-        .unwrap();
+    let removed = store.remove(&ImageLookup::Tag("r/a:1".into()), no_users).unwrap();
     assert_eq!(removed, Some(a.id.clone()));
     assert!(store.has_layer(&digest(10)), "shared layer kept");
     assert!(!store.has_layer(&digest(11)), "private layer removed");
 
     // Idempotent: removing again finds nothing and succeeds.
-    assert_eq!(
-        store
-            .remove(&ImageLookup::Tag("r/a:1".into()), no_users)
-            .unwrap(),
-        None
-    );
+    assert_eq!(store.remove(&ImageLookup::Tag("r/a:1".into()), no_users).unwrap(), None);
 
-    store
-        .remove(&ImageLookup::Id(b.id.clone()), no_users)
-        .unwrap();
+    store.remove(&ImageLookup::Id(b.id.clone()), no_users).unwrap();
     assert!(!store.has_layer(&digest(10)));
     assert_eq!(fs::read_dir(store.layers_dir()).unwrap().count(), 0);
     assert_eq!(fs::read_dir(dir.path().join("tmp")).unwrap().count(), 0);
@@ -97,28 +81,13 @@ fn tags_move_to_the_newest_image_and_lookups_resolve() {
     new.repo_digests.insert(format!("r/app@{}", digest(102)));
     add(&store, &old);
     add(&store, &new);
-    let old_now = store
-        .find(&ImageLookup::Id(old.id.clone()))
-        .unwrap()
-        .unwrap();
-    assert_eq!(
-        old_now.repo_tags.iter().collect::<Vec<_>>(),
-        vec!["r/app:v1"]
-    );
-    let by_tag = store
-        .find(&ImageLookup::Tag("r/app:latest".into()))
-        .unwrap()
-        .unwrap();
+    let old_now = store.find(&ImageLookup::Id(old.id.clone())).unwrap().unwrap();
+    assert_eq!(old_now.repo_tags.iter().collect::<Vec<_>>(), vec!["r/app:v1"]);
+    let by_tag = store.find(&ImageLookup::Tag("r/app:latest".into())).unwrap().unwrap();
     assert_eq!(by_tag.id, new.id);
-    let by_digest = store
-        .find(&ImageLookup::Digest(format!("r/app@{}", digest(102))))
-        .unwrap()
-        .unwrap();
+    let by_digest = store.find(&ImageLookup::Digest(format!("r/app@{}", digest(102)))).unwrap().unwrap();
     assert_eq!(by_digest.id, new.id);
-    assert!(store
-        .find(&ImageLookup::Tag("r/other:1".into()))
-        .unwrap()
-        .is_none());
+    assert!(store.find(&ImageLookup::Tag("r/other:1".into())).unwrap().is_none());
 }
 
 #[test]
@@ -127,20 +96,10 @@ fn removal_vetoed_by_users_changes_nothing() {
     let store = ImageStore::open(dir.path()).unwrap();
     let a = record(1, &[10], &["r/a:1"]);
     add(&store, &a);
-    let veto = |id: &ImageId| {
-        Err(ImageError::InUse {
-            image: id.to_string(),
-            containers: "c1".into(),
-        })
-    };
-    let err = store
-        .remove(&ImageLookup::Tag("r/a:1".into()), veto)
-        .unwrap_err();
+    let veto = |id: &ImageId| Err(ImageError::InUse { image: id.to_string(), containers: "c1".into() });
+    let err = store.remove(&ImageLookup::Tag("r/a:1".into()), veto).unwrap_err();
     assert!(matches!(err, ImageError::InUse { .. }));
-    assert!(store
-        .find(&ImageLookup::Id(a.id.clone()))
-        .unwrap()
-        .is_some());
+    assert!(store.find(&ImageLookup::Id(a.id.clone())).unwrap().is_some());
     assert!(store.has_layer(&digest(10)));
 }
 
@@ -151,11 +110,7 @@ fn a_second_handle_sees_changes_and_state_survives_reopen() {
     let importer = ImageStore::open(dir.path()).unwrap();
     assert!(daemon.list().unwrap().is_empty());
     add(&importer, &record(1, &[10], &["r/a:1"]));
-    assert_eq!(
-        daemon.list().unwrap().len(),
-        1,
-        "the daemon sees the import"
-    );
+    assert_eq!(daemon.list().unwrap().len(), 1, "the daemon sees the import");
     drop(daemon);
     let reopened = ImageStore::open(dir.path()).unwrap();
     assert_eq!(reopened.list().unwrap()[0].repo_tags.len(), 1);
@@ -165,9 +120,7 @@ fn a_second_handle_sees_changes_and_state_survives_reopen() {
 fn commit_fails_when_a_layer_vanished() {
     let dir = tempfile::tempdir().unwrap();
     let store = ImageStore::open(dir.path()).unwrap();
-    let err = store
-        .commit(record(1, &[10], &["r/a:1"]), Vec::new(), &[])
-        .unwrap_err();
+    let err = store.commit(record(1, &[10], &["r/a:1"]), Vec::new(), &[]).unwrap_err();
     assert!(matches!(err, ImageError::LayerVanished(_)));
     assert!(store.list().unwrap().is_empty());
 }

@@ -84,23 +84,17 @@ pub fn unpack_layer(blob: &Path, dest: &Path, diff_id: &Digest) -> Result<LayerS
     let decoded: Box<dyn Read> = match compression {
         Compression::None => Box::new(buffered),
         Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(buffered)),
-        Compression::Zstd => Box::new(
-            zstd::stream::read::Decoder::with_buffer(buffered).map_err(UnpackError::Archive)?,
-        ),
+        Compression::Zstd => {
+            Box::new(zstd::stream::read::Decoder::with_buffer(buffered).map_err(UnpackError::Archive)?)
+        }
     };
-    let mut reader = HashingReader {
-        inner: decoded,
-        hasher: sha2::Sha256::new(),
-    };
+    let mut reader = HashingReader { inner: decoded, hasher: sha2::Sha256::new() };
     unpack_tar(&mut reader, dest)?;
     // The digest covers the whole stream, including padding after the end-of-archive marker.
     io::copy(&mut reader, &mut io::sink()).map_err(UnpackError::Archive)?;
     let actual = Digest::from_sha256(reader.hasher);
     if &actual != diff_id {
-        return Err(UnpackError::DiffId {
-            expected: diff_id.clone(),
-            actual,
-        });
+        return Err(UnpackError::DiffId { expected: diff_id.clone(), actual });
     }
     layer_stats(dest)
 }
@@ -118,16 +112,11 @@ fn unpack_tar(reader: &mut dyn Read, dest: &Path) -> Result<(), UnpackError> {
         let mut entry = entry.map_err(UnpackError::Archive)?;
         let raw = entry.path().map_err(UnpackError::Archive)?.into_owned();
         let shown = raw.display().to_string();
-        let rel = clean_path(&raw).ok_or_else(|| UnpackError::Escape {
-            path: shown.clone(),
-        })?;
+        let rel = clean_path(&raw).ok_or_else(|| UnpackError::Escape { path: shown.clone() })?;
         let Some(name) = rel.file_name().and_then(|n| n.to_str()).map(str::to_owned) else {
             continue; // the layer root itself ("./")
         };
-        let entry_err = |source: io::Error| UnpackError::Entry {
-            path: shown.clone(),
-            source: with_causes(source),
-        };
+        let entry_err = |source: io::Error| UnpackError::Entry { path: shown.clone(), source: with_causes(source) };
         let parent = ensure_dir(&root, rel.parent().unwrap_or(Path::new("")), &shown)?;
         if name == OPAQUE_MARKER {
             xattr::set(&parent, OPAQUE_XATTR, b"y").map_err(entry_err)?;
@@ -139,8 +128,7 @@ fn unpack_tar(reader: &mut dyn Read, dest: &Path) -> Result<(), UnpackError> {
             }
             let target = parent.join(hidden);
             remove_existing(&target, false).map_err(entry_err)?;
-            mknod(&target, SFlag::S_IFCHR, Mode::empty(), makedev(0, 0))
-                .map_err(|e| entry_err(e.into()))?;
+            mknod(&target, SFlag::S_IFCHR, Mode::empty(), makedev(0, 0)).map_err(|e| entry_err(e.into()))?;
             continue;
         }
         let kind = entry.header().entry_type();
@@ -183,13 +171,8 @@ fn clean_path(path: &Path) -> Option<PathBuf> {
 /// Creates the directories of `rel` below `root` one by one, refusing any symlink that
 /// leads outside `root` before anything is created through it. Returns the real path.
 fn ensure_dir(root: &Path, rel: &Path, shown: &str) -> Result<PathBuf, UnpackError> {
-    let escape = || UnpackError::Escape {
-        path: shown.to_string(),
-    };
-    let entry_err = |source| UnpackError::Entry {
-        path: shown.to_string(),
-        source,
-    };
+    let escape = || UnpackError::Escape { path: shown.to_string() };
+    let entry_err = |source| UnpackError::Entry { path: shown.to_string(), source };
     let mut current = root.to_path_buf();
     for component in rel.components() {
         let next = current.join(component);
@@ -248,11 +231,7 @@ fn make_special<R: Read>(entry: &tar::Entry<R>, target: &Path) -> io::Result<()>
     let minor = header.device_minor()?.unwrap_or(0) as u64;
     let mode = Mode::from_bits_truncate(header.mode()? & 0o7777);
     mknod(target, flag, mode, makedev(major, minor))?;
-    std::os::unix::fs::lchown(
-        target,
-        Some(header.uid()? as u32),
-        Some(header.gid()? as u32),
-    )?;
+    std::os::unix::fs::lchown(target, Some(header.uid()? as u32), Some(header.gid()? as u32))?;
     // mknod applies the umask; set the mode the archive asks for.
     use std::os::unix::fs::PermissionsExt;
     fs::set_permissions(target, fs::Permissions::from_mode(mode.bits()))?;
@@ -266,9 +245,7 @@ pub fn layer_stats(dir: &Path) -> Result<LayerStats, UnpackError> {
     let mut stats = LayerStats::default();
     for entry in walkdir::WalkDir::new(dir).follow_links(false) {
         let entry = entry.map_err(|e| UnpackError::Archive(io::Error::other(e)))?;
-        let meta = entry
-            .metadata()
-            .map_err(|e| UnpackError::Archive(io::Error::other(e)))?;
+        let meta = entry.metadata().map_err(|e| UnpackError::Archive(io::Error::other(e)))?;
         if seen.insert((meta.dev(), meta.ino())) {
             stats.inodes += 1;
             stats.disk_bytes += meta.blocks() * 512;

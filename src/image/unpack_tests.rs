@@ -13,9 +13,7 @@ struct Layer {
 
 impl Layer {
     fn new() -> Self {
-        Layer {
-            builder: tar::Builder::new(Vec::new()),
-        }
+        Layer { builder: tar::Builder::new(Vec::new()) }
     }
 
     fn header(kind: tar::EntryType, mode: u32) -> tar::Header {
@@ -79,9 +77,7 @@ struct Fixture {
 
 impl Fixture {
     fn new() -> Self {
-        Fixture {
-            dir: tempfile::tempdir().unwrap(),
-        }
+        Fixture { dir: tempfile::tempdir().unwrap() }
     }
 
     fn dest(&self) -> PathBuf {
@@ -94,8 +90,7 @@ impl Fixture {
         let bytes = match compression {
             Compression::None => tar.to_vec(),
             Compression::Gzip => {
-                let mut enc =
-                    flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+                let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
                 enc.write_all(tar).unwrap();
                 enc.finish().unwrap()
             }
@@ -130,11 +125,7 @@ fn clean_path_rejects_parent_components() {
         ("./", Some("")),
     ];
     for (input, expected) in cases {
-        assert_eq!(
-            clean_path(Path::new(input)),
-            expected.map(PathBuf::from),
-            "{input}"
-        );
+        assert_eq!(clean_path(Path::new(input)), expected.map(PathBuf::from), "{input}");
     }
 }
 
@@ -156,14 +147,8 @@ fn root_unpacks_files_links_and_metadata_for_every_compression() {
         assert_eq!(tool.mode() & 0o7777, 0o4755, "{compression:?}");
         assert_eq!((tool.uid(), tool.gid()), (1000, 1000));
         assert_eq!(fs::read(dest.join("bin/tool")).unwrap(), b"#!/bin/sh\n");
-        assert_eq!(
-            fs::read_link(dest.join("bin/sh")).unwrap(),
-            PathBuf::from("tool")
-        );
-        assert_eq!(
-            fs::metadata(dest.join("bin/tool2")).unwrap().ino(),
-            tool.ino()
-        );
+        assert_eq!(fs::read_link(dest.join("bin/sh")).unwrap(), PathBuf::from("tool"));
+        assert_eq!(fs::metadata(dest.join("bin/tool2")).unwrap().ino(), tool.ino());
         let null = fs::symlink_metadata(dest.join("dev-null")).unwrap();
         assert!(null.file_type().is_char_device());
         assert_eq!(null.rdev(), makedev(1, 3));
@@ -189,10 +174,7 @@ fn root_whiteouts_become_overlay_whiteouts() {
     assert!(whiteout.file_type().is_char_device());
     assert_eq!(whiteout.rdev(), makedev(0, 0));
     assert!(!dest.join("etc/.wh.removed").exists());
-    assert_eq!(
-        xattr::get(dest.join("opaque"), OPAQUE_XATTR).unwrap(),
-        Some(b"y".to_vec())
-    );
+    assert_eq!(xattr::get(dest.join("opaque"), OPAQUE_XATTR).unwrap(), Some(b"y".to_vec()));
     assert!(!dest.join("opaque/.wh..wh..opq").exists());
     assert_eq!(fs::read(dest.join("opaque/kept")).unwrap(), b"new");
 }
@@ -204,38 +186,21 @@ fn root_hostile_entries_are_rejected_and_write_nothing_outside() {
         tar: Vec<u8>,
     }
     let cases = [
-        Case {
-            name: "parent traversal",
-            tar: Layer::new().file("../evil", b"x").finish(),
-        },
-        Case {
-            name: "nested traversal",
-            tar: Layer::new().file("a/../../evil", b"x").finish(),
-        },
+        Case { name: "parent traversal", tar: Layer::new().file("../evil", b"x").finish() },
+        Case { name: "nested traversal", tar: Layer::new().file("a/../../evil", b"x").finish() },
         Case {
             name: "symlink to outside then write through it",
-            tar: Layer::new()
-                .link(tar::EntryType::Symlink, "out", "../outside")
-                .file("out/evil", b"x")
-                .finish(),
+            tar: Layer::new().link(tar::EntryType::Symlink, "out", "../outside").file("out/evil", b"x").finish(),
         },
         Case {
             name: "absolute symlink then write through it",
-            tar: Layer::new()
-                .link(tar::EntryType::Symlink, "out", "/")
-                .file("out/evil", b"x")
-                .finish(),
+            tar: Layer::new().link(tar::EntryType::Symlink, "out", "/").file("out/evil", b"x").finish(),
         },
         Case {
             name: "hard link to a host file",
-            tar: Layer::new()
-                .link(tar::EntryType::Link, "passwd", "/etc/passwd")
-                .finish(),
+            tar: Layer::new().link(tar::EntryType::Link, "passwd", "/etc/passwd").finish(),
         },
-        Case {
-            name: "whiteout of the parent",
-            tar: Layer::new().file("a/.wh...", b"").finish(),
-        },
+        Case { name: "whiteout of the parent", tar: Layer::new().file("a/.wh...", b"").finish() },
     ];
     for case in cases {
         let fx = Fixture::new();
@@ -243,11 +208,7 @@ fn root_hostile_entries_are_rejected_and_write_nothing_outside() {
         let result = fx.unpack(&case.tar, Compression::None);
         assert!(result.is_err(), "{}: accepted", case.name);
         assert!(!fx.dir.path().join("evil").exists(), "{}", case.name);
-        assert!(
-            !fx.dir.path().join("outside/evil").exists(),
-            "{}",
-            case.name
-        );
+        assert!(!fx.dir.path().join("outside/evil").exists(), "{}", case.name);
         assert!(!Path::new("/evil").exists(), "{}", case.name);
     }
 }

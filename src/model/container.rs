@@ -78,11 +78,7 @@ pub struct ContainerStatus {
 }
 
 impl ContainerStatus {
-    pub fn created(
-        monitor: ProcessRef,
-        pid: i32,
-        resources: Option<cri::LinuxContainerResources>,
-    ) -> Self {
+    pub fn created(monitor: ProcessRef, pid: i32, resources: Option<cri::LinuxContainerResources>) -> Self {
         ContainerStatus {
             state: ContainerState::Created,
             monitor: Some(monitor),
@@ -135,17 +131,9 @@ mod tests {
             (Unknown, false, false, true),
         ];
         for (state, start, exec, stop) in table {
-            assert_eq!(
-                (state.can_start(), state.can_exec(), state.needs_stop()),
-                (start, exec, stop),
-                "{state:?}"
-            );
+            assert_eq!((state.can_start(), state.can_exec(), state.needs_stop()), (start, exec, stop), "{state:?}");
         }
-        let exit = |code, oom| ExitRecord {
-            exit_code: code,
-            finished_at: 0,
-            oom_killed: oom,
-        };
+        let exit = |code, oom| ExitRecord { exit_code: code, finished_at: 0, oom_killed: oom };
         assert_eq!(exit(0, false).reason(), "Completed");
         assert_eq!(exit(1, false).reason(), "Error");
         assert_eq!(exit(137, true).reason(), "OOMKilled");

@@ -38,9 +38,7 @@ id_type!(SandboxId, "pod sandbox");
 id_type!(ContainerId, "container");
 
 fn is_id(s: &str) -> bool {
-    s.len() == 64
-        && s.bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 fn random_hex() -> String {

@@ -19,19 +19,13 @@ impl Digest {
     /// Accepts only sha256 digests in canonical form.
     pub fn parse(s: &str) -> Option<Self> {
         let hex = s.strip_prefix("sha256:")?;
-        let valid = hex.len() == 64
-            && hex
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        let valid = hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
         valid.then(|| Digest(s.to_string()))
     }
 
     pub fn of(bytes: &[u8]) -> Self {
         use sha2::Digest as _;
-        Digest(format!(
-            "sha256:{}",
-            hex::encode(sha2::Sha256::digest(bytes))
-        ))
+        Digest(format!("sha256:{}", hex::encode(sha2::Sha256::digest(bytes))))
     }
 
     pub fn from_sha256(hasher: sha2::Sha256) -> Self {
@@ -119,9 +113,6 @@ mod tests {
         ] {
             assert!(Digest::parse(bad).is_none(), "{bad}");
         }
-        assert_eq!(
-            Digest::of(b"").as_str(),
-            "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-        );
+        assert_eq!(Digest::of(b"").as_str(), "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
     }
 }

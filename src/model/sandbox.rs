@@ -73,10 +73,7 @@ fn process_start_time(pid: i32) -> Option<u64> {
 }
 
 pub fn sandbox_name(metadata: &cri::PodSandboxMetadata) -> String {
-    format!(
-        "{}_{}_{}_{}",
-        metadata.name, metadata.namespace, metadata.uid, metadata.attempt
-    )
+    format!("{}_{}_{}_{}", metadata.name, metadata.namespace, metadata.uid, metadata.attempt)
 }
 
 #[cfg(test)]
@@ -87,11 +84,7 @@ mod tests {
     fn own_process_is_alive_and_a_changed_start_time_is_not() {
         let me = ProcessRef::of(std::process::id() as i32).unwrap();
         assert!(me.is_alive());
-        assert!(!ProcessRef {
-            start_time: me.start_time + 1,
-            ..me
-        }
-        .is_alive());
+        assert!(!ProcessRef { start_time: me.start_time + 1, ..me }.is_alive());
         assert!(ProcessRef::of(i32::MAX).is_none());
     }
 }

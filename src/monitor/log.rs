@@ -29,10 +29,7 @@ pub struct LineFramer {
 
 impl LineFramer {
     pub fn new(max_line: usize) -> Self {
-        LineFramer {
-            pending: Vec::new(),
-            max_line: max_line.max(1),
-        }
+        LineFramer { pending: Vec::new(), max_line: max_line.max(1) }
     }
 
     /// Feeds bytes; calls `emit(content, partial)` for every complete record.
@@ -81,10 +78,7 @@ pub struct CriLog {
 
 impl CriLog {
     pub fn open(path: &Path) -> io::Result<CriLog> {
-        Ok(CriLog {
-            path: path.to_path_buf(),
-            file: open_append(path)?,
-        })
+        Ok(CriLog { path: path.to_path_buf(), file: open_append(path)? })
     }
 
     pub fn reopen(&mut self) -> io::Result<()> {
@@ -164,18 +158,8 @@ mod tests {
             let mut parts = line.splitn(4, ' ');
             let ts = parts.next().unwrap();
             assert!(chrono::DateTime::parse_from_rfc3339(ts).is_ok(), "{ts}");
-            assert!(
-                ts.ends_with('Z') && ts.len() == "2024-01-01T00:00:00.000000000Z".len(),
-                "{ts}"
-            );
-            assert_eq!(
-                (
-                    parts.next().unwrap(),
-                    parts.next().unwrap(),
-                    parts.next().unwrap()
-                ),
-                (stream, tag, content)
-            );
+            assert!(ts.ends_with('Z') && ts.len() == "2024-01-01T00:00:00.000000000Z".len(), "{ts}");
+            assert_eq!((parts.next().unwrap(), parts.next().unwrap(), parts.next().unwrap()), (stream, tag, content));
         };
         re(rotated.trim_end(), "stdout", "F", "one");
         re(current.trim_end(), "stderr", "P", "two");

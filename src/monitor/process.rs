@@ -10,7 +10,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use nix::sys::wait::{waitpid, WaitStatus};
-use nix::unistd::{fork, pipe2, setsid, ForkResult, Pid};
+use nix::unistd::{pipe2, setsid, Pid};
 
 use crate::cgroup;
 use crate::model::container::ExitRecord;
@@ -33,14 +33,8 @@ pub fn main(config_path: &Path) -> ! {
 
 fn run(config_path: &Path) -> Result<(), String> {
     let text = std::fs::read(config_path).map_err(|e| format!("{}: {e}", config_path.display()))?;
-    let cfg: MonitorConfig =
-        serde_json::from_slice(&text).map_err(|e| format!("{}: {e}", config_path.display()))?;
-    // Detach: the daemon reaps the intermediate process; the monitor is re-parented.
-    // SAFETY: no other thread exists yet in this process.
-    match unsafe { fork() }.map_err(|e| format!("fork: {e}"))? {
-        ForkResult::Parent { .. } => unsafe { nix::libc::_exit(0) },
-        ForkResult::Child => {}
-    }
+    let cfg: MonitorConfig = serde_json::from_slice(&text).map_err(|e| format!("{}: {e}", config_path.display()))?;
+    // Its own session: signals to the daemon's process group do not reach it.
     setsid().map_err(|e| format!("setsid: {e}"))?;
     nix::sys::prctl::set_child_subreaper(true).map_err(|e| format!("subreaper: {e}"))?;
     let hierarchies = cgroup::hierarchies();
@@ -52,21 +46,13 @@ fn run(config_path: &Path) -> Result<(), String> {
     let created = match create(&cfg) {
         Ok(c) => c,
         Err(error) => {
-            report(&MonitorReport::Failed {
-                error: error.clone(),
-            });
+            report(&MonitorReport::Failed { error: error.clone() });
             return Err(error);
         }
     };
     let memory_dir = cgroup::memory_cgroup_dir(created.pid, &hierarchies);
-    let oom_before = memory_dir
-        .as_deref()
-        .and_then(cgroup::oom_kill_count)
-        .unwrap_or(0);
-    report(&MonitorReport::Created {
-        pid: created.pid,
-        monitor_pid: std::process::id() as i32,
-    });
+    let oom_before = memory_dir.as_deref().and_then(cgroup::oom_kill_count).unwrap_or(0);
+    report(&MonitorReport::Created { pid: created.pid, monitor_pid: std::process::id() as i32 });
 
     let log: SharedLog = Arc::new(Mutex::new(match &cfg.log_path {
         Some(path) => Some(CriLog::open(path).map_err(|e| format!("log {}: {e}", path.display()))?),
@@ -91,10 +77,7 @@ fn run(config_path: &Path) -> Result<(), String> {
             break;
         }
     }
-    let oom_after = memory_dir
-        .as_deref()
-        .and_then(cgroup::oom_kill_count)
-        .unwrap_or(0);
+    let oom_after = memory_dir.as_deref().and_then(cgroup::oom_kill_count).unwrap_or(0);
     let record = ExitRecord {
         exit_code,
         finished_at: chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0),
@@ -125,21 +108,12 @@ struct Created {
 }
 
 fn create(cfg: &MonitorConfig) -> Result<Created, String> {
-    std::fs::create_dir_all(&cfg.work_dir)
-        .map_err(|e| format!("{}: {e}", cfg.work_dir.display()))?;
+    std::fs::create_dir_all(&cfg.work_dir).map_err(|e| format!("{}: {e}", cfg.work_dir.display()))?;
     let pid_file = cfg.work_dir.join("pid");
     let runc_log = cfg.work_dir.join("runc.log");
     let mut cmd = Command::new(&cfg.runc);
-    cmd.arg("--root")
-        .arg(&cfg.runc_root)
-        .arg("--log")
-        .arg(&runc_log)
-        .args(["--log-format", "json"]);
-    cmd.arg("create")
-        .arg("--bundle")
-        .arg(&cfg.bundle)
-        .arg("--pid-file")
-        .arg(&pid_file);
+    cmd.arg("--root").arg(&cfg.runc_root).arg("--log").arg(&runc_log).args(["--log-format", "json"]);
+    cmd.arg("create").arg("--bundle").arg(&cfg.bundle).arg("--pid-file").arg(&pid_file);
     if cfg.no_pivot {
         cmd.arg("--no-pivot");
     }
@@ -150,9 +124,7 @@ fn create(cfg: &MonitorConfig) -> Result<Created, String> {
         let _ = std::fs::remove_file(&path);
         let listener = UnixListener::bind(&path).map_err(|e| format!("console socket: {e}"))?;
         cmd.arg("--console-socket").arg(&path);
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
         Some(receive_console(listener))
     } else {
         let (out_r, out_w) = pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| e.to_string())?;
@@ -170,32 +142,22 @@ fn create(cfg: &MonitorConfig) -> Result<Created, String> {
         None
     };
     cmd.arg(&cfg.id);
-    let status = cmd
-        .status()
-        .map_err(|e| format!("cannot run {}: {e}", cfg.runc.display()))?;
+    let status = cmd.status().map_err(|e| format!("cannot run {}: {e}", cfg.runc.display()))?;
     drop(cmd); // closes our copies of the pipes' write ends
     if !status.success() {
         let log = std::fs::read(&runc_log).unwrap_or_default();
-        return Err(format!(
-            "runc create failed: {}",
-            crate::oci::runc_message_public(&log)
-        ));
+        return Err(format!("runc create failed: {}", crate::oci::runc_message_public(&log)));
     }
     let pid = std::fs::read_to_string(&pid_file)
         .ok()
         .and_then(|s| s.trim().parse().ok())
         .ok_or_else(|| format!("runc wrote no pid to {}", pid_file.display()))?;
     if let Some(console) = console {
-        let master = console
-            .recv_timeout(Duration::from_secs(10))
-            .map_err(|_| "runc sent no console".to_string())??;
+        let master =
+            console.recv_timeout(Duration::from_secs(10)).map_err(|_| "runc sent no console".to_string())??;
         outputs.push((master, Stream::Stdout));
     }
-    Ok(Created {
-        pid,
-        outputs,
-        stdin: stdin_keep,
-    })
+    Ok(Created { pid, outputs, stdin: stdin_keep })
 }
 
 /// Accepts runc's connection on the console socket and receives the pty master.
@@ -276,10 +238,7 @@ fn handle_control(stream: UnixStream, log: &SharedLog) {
     }
     let reply = match line.trim() {
         "reopen" => match log.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
-            Some(l) => l
-                .reopen()
-                .map(|_| "ok".to_string())
-                .unwrap_or_else(|e| format!("error: {e}")),
+            Some(l) => l.reopen().map(|_| "ok".to_string()).unwrap_or_else(|e| format!("error: {e}")),
             None => "ok".to_string(),
         },
         other => format!("error: unknown command {other:?}"),
@@ -293,9 +252,7 @@ fn reap(pid: i32) -> i32 {
     loop {
         match waitpid(None::<Pid>, None) {
             Ok(WaitStatus::Exited(p, code)) if p.as_raw() == pid => return code,
-            Ok(WaitStatus::Signaled(p, signal, _)) if p.as_raw() == pid => {
-                return 128 + signal as i32
-            }
+            Ok(WaitStatus::Signaled(p, signal, _)) if p.as_raw() == pid => return 128 + signal as i32,
             Ok(_) => continue,
             Err(nix::errno::Errno::EINTR) => continue,
             Err(_) => {

@@ -22,19 +22,12 @@ pub enum MonitorError {
     Control { path: String, message: String },
 }
 
-/// Starts `swapcri monitor CONFIG` and waits until it reports the container created.
+/// Starts `swapcri monitor CONFIG` (in its own session, so it outlives the daemon) and
+/// waits until it reports the container created.
 /// Returns the monitor (pid + start time) and the container's init pid.
-pub async fn spawn(
-    config: &Path,
-    stderr_log: &Path,
-    timeout: Duration,
-) -> Result<(ProcessRef, i32), MonitorError> {
+pub async fn spawn(config: &Path, stderr_log: &Path, timeout: Duration) -> Result<(ProcessRef, i32), MonitorError> {
     let exe = std::env::current_exe().map_err(MonitorError::Spawn)?;
-    let stderr = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(stderr_log)
-        .map_err(MonitorError::Spawn)?;
+    let stderr = std::fs::OpenOptions::new().create(true).append(true).open(stderr_log).map_err(MonitorError::Spawn)?;
     let mut child = tokio::process::Command::new(exe)
         .arg("monitor")
         .arg(config)
@@ -44,8 +37,10 @@ pub async fn spawn(
         .spawn()
         .map_err(MonitorError::Spawn)?;
     let stdout = child.stdout.take().expect("piped");
-    // The first process exits at once; its child (the monitor) keeps the pipe.
-    let _ = child.wait().await;
+    // The daemon reaps its monitors; after a daemon restart they belong to init.
+    tokio::spawn(async move {
+        let _ = child.wait().await;
+    });
     let mut line = String::new();
     let mut reader = BufReader::new(stdout);
     let read = reader.read_line(&mut line);
@@ -55,19 +50,14 @@ pub async fn spawn(
         Ok(Ok(_)) => match serde_json::from_str::<MonitorReport>(line.trim()) {
             Ok(MonitorReport::Created { pid, monitor_pid }) => {
                 let monitor = ProcessRef::of(monitor_pid).ok_or_else(|| {
-                    MonitorError::Create(
-                        "the monitor exited right after creating the container".into(),
-                    )
+                    MonitorError::Create("the monitor exited right after creating the container".into())
                 })?;
                 Ok((monitor, pid))
             }
             Ok(MonitorReport::Failed { error }) => Err(MonitorError::Create(error)),
             Err(_) => {
                 let log = std::fs::read_to_string(stderr_log).unwrap_or_default();
-                Err(MonitorError::Create(format!(
-                    "the monitor failed: {}",
-                    log.trim()
-                )))
+                Err(MonitorError::Create(format!("the monitor failed: {}", log.trim())))
             }
         },
     }
@@ -75,17 +65,9 @@ pub async fn spawn(
 
 /// Asks the monitor to reopen the container log.
 pub async fn reopen_log(ctl_socket: &Path) -> Result<(), MonitorError> {
-    let err = |message: String| MonitorError::Control {
-        path: ctl_socket.display().to_string(),
-        message,
-    };
-    let mut stream = tokio::net::UnixStream::connect(ctl_socket)
-        .await
-        .map_err(|e| err(e.to_string()))?;
-    stream
-        .write_all(b"reopen\n")
-        .await
-        .map_err(|e| err(e.to_string()))?;
+    let err = |message: String| MonitorError::Control { path: ctl_socket.display().to_string(), message };
+    let mut stream = tokio::net::UnixStream::connect(ctl_socket).await.map_err(|e| err(e.to_string()))?;
+    stream.write_all(b"reopen\n").await.map_err(|e| err(e.to_string()))?;
     let mut reply = String::new();
     let mut reader = BufReader::new(stream);
     let read = reader.read_line(&mut reply);

@@ -17,16 +17,9 @@ pub use runc::{runc_message as runc_message_public, Runc};
 #[derive(Debug, thiserror::Error)]
 pub enum OciError {
     #[error("cannot run {binary}: {source}")]
-    Spawn {
-        binary: PathBuf,
-        source: std::io::Error,
-    },
+    Spawn { binary: PathBuf, source: std::io::Error },
     #[error("runc {command} {id} failed: {message}")]
-    Failed {
-        command: &'static str,
-        id: String,
-        message: String,
-    },
+    Failed { command: &'static str, id: String, message: String },
     #[error("command timed out after {0:?}")]
     Timeout(Duration),
 }

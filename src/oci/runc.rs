@@ -37,28 +37,16 @@ impl Runc {
         if stdin.is_some() {
             cmd.stdin(Stdio::piped());
         }
-        let mut child = cmd.spawn().map_err(|source| OciError::Spawn {
-            binary: self.binary.clone(),
-            source,
-        })?;
+        let mut child = cmd.spawn().map_err(|source| OciError::Spawn { binary: self.binary.clone(), source })?;
         if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
             let _ = pipe.write_all(input).await;
         }
-        let out = child
-            .wait_with_output()
-            .await
-            .map_err(|source| OciError::Spawn {
-                binary: self.binary.clone(),
-                source,
-            })?;
+        let out =
+            child.wait_with_output().await.map_err(|source| OciError::Spawn { binary: self.binary.clone(), source })?;
         if out.status.success() {
             Ok(out.stdout)
         } else {
-            Err(OciError::Failed {
-                command,
-                id: id.to_string(),
-                message: runc_message(&out.stderr),
-            })
+            Err(OciError::Failed { command, id: id.to_string(), message: runc_message(&out.stderr) })
         }
     }
 }
@@ -66,12 +54,7 @@ impl Runc {
 /// runc logs JSON or logfmt lines to stderr; keep the last message.
 pub fn runc_message(stderr: &[u8]) -> String {
     let text = String::from_utf8_lossy(stderr);
-    let last = text
-        .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("")
-        .trim();
+    let last = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
     if let Ok(v) = serde_json::from_str::<serde_json::Value>(last) {
         if let Some(msg) = v.get("msg").and_then(|m| m.as_str()) {
             return msg.to_string();
@@ -92,24 +75,12 @@ impl OciRuntime for Runc {
     async fn kill(&self, id: &str, signal: &str, all: bool) -> Result<(), OciError> {
         let args: &[&str] = if all { &["--all"] } else { &[] };
         let mut cmd = self.command();
-        cmd.arg("kill")
-            .args(args)
-            .arg(id)
-            .arg(signal)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        let out = cmd.output().await.map_err(|source| OciError::Spawn {
-            binary: self.binary.clone(),
-            source,
-        })?;
+        cmd.arg("kill").args(args).arg(id).arg(signal).stdout(Stdio::null()).stderr(Stdio::piped());
+        let out = cmd.output().await.map_err(|source| OciError::Spawn { binary: self.binary.clone(), source })?;
         if out.status.success() {
             Ok(())
         } else {
-            Err(OciError::Failed {
-                command: "kill",
-                id: id.to_string(),
-                message: runc_message(&out.stderr),
-            })
+            Err(OciError::Failed { command: "kill", id: id.to_string(), message: runc_message(&out.stderr) })
         }
     }
 
@@ -119,22 +90,18 @@ impl OciRuntime for Runc {
 
     async fn state(&self, id: &str) -> Result<Option<RuntimeState>, OciError> {
         match self.run("state", id, &[], None).await {
-            Ok(out) => serde_json::from_slice(&out)
-                .map(Some)
-                .map_err(|e| OciError::Failed {
-                    command: "state",
-                    id: id.to_string(),
-                    message: e.to_string(),
-                }),
+            Ok(out) => serde_json::from_slice(&out).map(Some).map_err(|e| OciError::Failed {
+                command: "state",
+                id: id.to_string(),
+                message: e.to_string(),
+            }),
             Err(OciError::Failed { message, .. }) if message.contains("does not exist") => Ok(None),
             Err(e) => Err(e),
         }
     }
 
     async fn update(&self, id: &str, resources_json: &[u8]) -> Result<(), OciError> {
-        self.run("update", id, &["--resources", "-"], Some(resources_json))
-            .await
-            .map(drop)
+        self.run("update", id, &["--resources", "-"], Some(resources_json)).await.map(drop)
     }
 
     async fn exec(
@@ -144,38 +111,22 @@ impl OciRuntime for Runc {
         timeout: Option<Duration>,
         cap: usize,
     ) -> Result<ExecOutput, OciError> {
-        let dir = tempfile::tempdir().map_err(|source| OciError::Spawn {
-            binary: self.binary.clone(),
-            source,
-        })?;
+        let dir = tempfile::tempdir().map_err(|source| OciError::Spawn { binary: self.binary.clone(), source })?;
         let process = dir.path().join("process.json");
         let pid_file = dir.path().join("pid");
-        std::fs::write(&process, process_json).map_err(|source| OciError::Spawn {
-            binary: self.binary.clone(),
-            source,
-        })?;
+        std::fs::write(&process, process_json)
+            .map_err(|source| OciError::Spawn { binary: self.binary.clone(), source })?;
         let mut cmd = self.command();
-        cmd.arg("exec")
-            .arg("--process")
-            .arg(&process)
-            .arg("--pid-file")
-            .arg(&pid_file)
-            .arg(id);
+        cmd.arg("exec").arg("--process").arg(&process).arg("--pid-file").arg(&pid_file).arg(id);
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-        let mut child = cmd.spawn().map_err(|source| OciError::Spawn {
-            binary: self.binary.clone(),
-            source,
-        })?;
+        let mut child = cmd.spawn().map_err(|source| OciError::Spawn { binary: self.binary.clone(), source })?;
         let stdout = tokio::spawn(read_capped(child.stdout.take().expect("piped"), cap));
         let stderr = tokio::spawn(read_capped(child.stderr.take().expect("piped"), cap));
         let status = match timeout {
             Some(t) => match tokio::time::timeout(t, child.wait()).await {
                 Ok(status) => status,
                 Err(_) => {
-                    if let Some(pid) = std::fs::read_to_string(&pid_file)
-                        .ok()
-                        .and_then(|s| s.trim().parse().ok())
-                    {
+                    if let Some(pid) = std::fs::read_to_string(&pid_file).ok().and_then(|s| s.trim().parse().ok()) {
                         kill_tree(pid);
                     }
                     let _ = child.kill().await;
@@ -184,10 +135,7 @@ impl OciRuntime for Runc {
             },
             None => child.wait().await,
         }
-        .map_err(|source| OciError::Spawn {
-            binary: self.binary.clone(),
-            source,
-        })?;
+        .map_err(|source| OciError::Spawn { binary: self.binary.clone(), source })?;
         let stdout = stdout.await.unwrap_or_default();
         let stderr = stderr.await.unwrap_or_default();
         let exit_code = match status.code() {
@@ -199,17 +147,9 @@ impl OciRuntime for Runc {
         };
         // runc itself failing (no such container, bad process) is an error, not an exit code.
         if exit_code != 0 && !pid_file.exists() {
-            return Err(OciError::Failed {
-                command: "exec",
-                id: id.to_string(),
-                message: runc_message(&stderr),
-            });
+            return Err(OciError::Failed { command: "exec", id: id.to_string(), message: runc_message(&stderr) });
         }
-        Ok(ExecOutput {
-            stdout,
-            stderr,
-            exit_code,
-        })
+        Ok(ExecOutput { stdout, stderr, exit_code })
     }
 }
 
@@ -239,10 +179,7 @@ mod tests {
                 &b"{\"level\":\"error\",\"msg\":\"container does not exist\",\"time\":\"x\"}\n"[..],
                 "container does not exist",
             ),
-            (
-                b"time=\"2024\" level=error msg=\"container not running\"\n",
-                "container not running",
-            ),
+            (b"time=\"2024\" level=error msg=\"container not running\"\n", "container not running"),
             (b"plain failure\n\n", "plain failure"),
         ];
         for (input, expected) in cases {

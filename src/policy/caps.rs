@@ -67,21 +67,14 @@ pub const DEFAULT: &[&str] = &[
 
 /// Names of the capabilities set in a mask (as in /proc/self/status `CapBnd`).
 pub fn names_in_mask(mask: u64) -> Vec<String> {
-    NAMES
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| mask & (1u64 << i) != 0)
-        .map(|(_, n)| n.to_string())
-        .collect()
+    NAMES.iter().enumerate().filter(|(i, _)| mask & (1u64 << i) != 0).map(|(_, n)| n.to_string()).collect()
 }
 
 /// A hex mask line from /proc/<pid>/status, e.g. `CapBnd:\t000001fffeffffff`.
 pub fn mask_from_status(status: &str, field: &str) -> Option<u64> {
-    status.lines().find_map(|l| {
-        l.strip_prefix(field)?
-            .strip_prefix(':')
-            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-    })
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':').and_then(|v| u64::from_str_radix(v.trim(), 16).ok()))
 }
 
 /// `NET_ADMIN` or `CAP_NET_ADMIN` → `CAP_NET_ADMIN`.
@@ -108,11 +101,7 @@ pub fn container_set(
     held: &[String],
 ) -> Result<Vec<String>, String> {
     let is_all = |v: &String| v.eq_ignore_ascii_case("ALL");
-    let mut set: Vec<String> = if privileged {
-        held.to_vec()
-    } else {
-        DEFAULT.iter().map(|s| s.to_string()).collect()
-    };
+    let mut set: Vec<String> = if privileged { held.to_vec() } else { DEFAULT.iter().map(|s| s.to_string()).collect() };
     if add.iter().any(is_all) {
         set = held.to_vec();
     }
@@ -149,27 +138,17 @@ mod tests {
         let held = names_in_mask(0x1fffeffffff);
         assert!(!held.contains(&"CAP_SYS_RESOURCE".to_string()));
         assert!(held.contains(&"CAP_SYS_ADMIN".to_string()));
-        assert_eq!(
-            mask_from_status("CapInh:\t0\nCapBnd:\t000001fffeffffff\n", "CapBnd"),
-            Some(0x1fffeffffff)
-        );
+        assert_eq!(mask_from_status("CapInh:\t0\nCapBnd:\t000001fffeffffff\n", "CapBnd"), Some(0x1fffeffffff));
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
         let all_but_admin = container_set(&s(&["ALL"]), &s(&["SYS_ADMIN"]), false, &held).unwrap();
-        assert!(
-            !all_but_admin.contains(&"CAP_SYS_ADMIN".to_string()),
-            "single drops apply after add ALL"
-        );
+        assert!(!all_but_admin.contains(&"CAP_SYS_ADMIN".to_string()), "single drops apply after add ALL");
         assert_eq!(all_but_admin.len(), held.len() - 1);
         let minimal = container_set(&s(&["NET_ADMIN"]), &s(&["ALL"]), false, &held).unwrap();
         assert_eq!(minimal, s(&["CAP_NET_ADMIN"]));
         let defaults = container_set(&[], &s(&["KILL"]), false, &held).unwrap();
         assert_eq!(defaults.len(), DEFAULT.len() - 1);
         let privileged = container_set(&[], &[], true, &held).unwrap();
-        assert_eq!(
-            privileged.len(),
-            held.len(),
-            "privileged gets what the daemon holds, no more"
-        );
+        assert_eq!(privileged.len(), held.len(), "privileged gets what the daemon holds, no more");
         assert!(!container_set(&s(&["SYS_RESOURCE"]), &[], false, &held)
             .unwrap()
             .contains(&"CAP_SYS_RESOURCE".to_string()));

@@ -8,11 +8,7 @@ use oci_spec::runtime::Mount;
 
 /// Options of a tmpfs swapcri mounts itself or puts in a spec.
 pub fn tmpfs_options(mode: u32, size_bytes: Option<u64>) -> Vec<String> {
-    let mut options = vec![
-        "nosuid".to_string(),
-        "nodev".to_string(),
-        format!("mode={mode:o}"),
-    ];
+    let mut options = vec!["nosuid".to_string(), "nodev".to_string(), format!("mode={mode:o}")];
     if let Some(size) = size_bytes {
         options.push(format!("size={}k", size.div_ceil(1024)));
     }
@@ -51,33 +47,11 @@ pub fn standard(privileged: bool) -> Vec<Mount> {
             "/dev/pts",
             "devpts",
             "devpts",
-            &[
-                "nosuid",
-                "noexec",
-                "newinstance",
-                "ptmxmode=0666",
-                "mode=0620",
-                "gid=5",
-            ],
+            &["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"],
         ),
-        mount(
-            "/dev/mqueue",
-            "mqueue",
-            "mqueue",
-            &["nosuid", "noexec", "nodev"],
-        ),
-        mount(
-            "/sys",
-            "sysfs",
-            "sysfs",
-            &["nosuid", "noexec", "nodev", sys_mode],
-        ),
-        mount(
-            "/sys/fs/cgroup",
-            "cgroup",
-            "cgroup",
-            &["nosuid", "noexec", "nodev", "relatime", sys_mode],
-        ),
+        mount("/dev/mqueue", "mqueue", "mqueue", &["nosuid", "noexec", "nodev"]),
+        mount("/sys", "sysfs", "sysfs", &["nosuid", "noexec", "nodev", sys_mode]),
+        mount("/sys/fs/cgroup", "cgroup", "cgroup", &["nosuid", "noexec", "nodev", "relatime", sys_mode]),
     ]
 }
 
@@ -87,10 +61,7 @@ pub fn from_request(mounts: &[cri::Mount]) -> Result<Vec<Mount>, String> {
         .iter()
         .map(|m| {
             if !m.container_path.starts_with('/') {
-                return Err(format!(
-                    "mount container path {:?} is not absolute",
-                    m.container_path
-                ));
+                return Err(format!("mount container path {:?} is not absolute", m.container_path));
             }
             if !m.host_path.starts_with('/') {
                 return Err(format!("mount host path {:?} is not absolute", m.host_path));
@@ -101,12 +72,7 @@ pub fn from_request(mounts: &[cri::Mount]) -> Result<Vec<Mount>, String> {
                 Ok(cri::MountPropagation::PropagationBidirectional) => "rshared",
                 Err(_) => return Err(format!("unknown mount propagation {}", m.propagation)),
             };
-            Ok(bind(
-                Path::new(&m.host_path),
-                &m.container_path,
-                m.readonly,
-                propagation,
-            ))
+            Ok(bind(Path::new(&m.host_path), &m.container_path, m.readonly, propagation))
         })
         .collect()
 }
@@ -117,14 +83,8 @@ mod tests {
 
     #[test]
     fn tmpfs_and_request_mounts() {
-        assert_eq!(
-            tmpfs_options(0o1777, Some(64 * 1024 * 1024)),
-            vec!["nosuid", "nodev", "mode=1777", "size=65536k"]
-        );
-        assert_eq!(
-            tmpfs_options(0o755, None),
-            vec!["nosuid", "nodev", "mode=755"]
-        );
+        assert_eq!(tmpfs_options(0o1777, Some(64 * 1024 * 1024)), vec!["nosuid", "nodev", "mode=1777", "size=65536k"]);
+        assert_eq!(tmpfs_options(0o755, None), vec!["nosuid", "nodev", "mode=755"]);
         let request = [cri::Mount {
             container_path: "/data".into(),
             host_path: "/srv/data".into(),
@@ -133,19 +93,14 @@ mod tests {
             ..Default::default()
         }];
         let m = &from_request(&request).unwrap()[0];
-        assert_eq!(
-            m.options().as_ref().unwrap(),
-            &vec!["rbind".to_string(), "rslave".into(), "ro".into()]
-        );
-        let relative = [cri::Mount {
-            container_path: "data".into(),
-            host_path: "/x".into(),
-            ..Default::default()
-        }];
+        assert_eq!(m.options().as_ref().unwrap(), &vec!["rbind".to_string(), "rslave".into(), "ro".into()]);
+        let relative = [cri::Mount { container_path: "data".into(), host_path: "/x".into(), ..Default::default() }];
         assert!(from_request(&relative).is_err());
-        assert!(standard(false)
-            .iter()
-            .any(|m| m.destination() == Path::new("/sys")
-                && m.options().as_ref().unwrap().contains(&"ro".to_string())));
+        assert!(
+            standard(false)
+                .iter()
+                .any(|m| m.destination() == Path::new("/sys")
+                    && m.options().as_ref().unwrap().contains(&"ro".to_string()))
+        );
     }
 }

@@ -4,8 +4,7 @@
 //! userfaultfd, open_by_handle_at, …) are allowed only with the capability they need.
 
 use oci_spec::runtime::{
-    Arch, LinuxSeccomp, LinuxSeccompAction, LinuxSeccompArgBuilder, LinuxSeccompOperator,
-    LinuxSyscall,
+    Arch, LinuxSeccomp, LinuxSeccompAction, LinuxSeccompArgBuilder, LinuxSeccompOperator, LinuxSyscall,
 };
 
 const ALLOWED: &[&str] = &[
@@ -355,27 +354,12 @@ const BY_CAPABILITY: &[(&str, &[&str])] = &[
     ),
     ("CAP_SYS_BOOT", &["reboot"]),
     ("CAP_SYS_CHROOT", &["chroot"]),
-    (
-        "CAP_SYS_MODULE",
-        &["delete_module", "init_module", "finit_module"],
-    ),
+    ("CAP_SYS_MODULE", &["delete_module", "init_module", "finit_module"]),
     ("CAP_SYS_PACCT", &["acct"]),
     ("CAP_SYS_RAWIO", &["iopl", "ioperm"]),
-    (
-        "CAP_SYS_TIME",
-        &["settimeofday", "stime", "clock_settime", "clock_settime64"],
-    ),
+    ("CAP_SYS_TIME", &["settimeofday", "stime", "clock_settime", "clock_settime64"]),
     ("CAP_SYS_TTY_CONFIG", &["vhangup"]),
-    (
-        "CAP_SYS_NICE",
-        &[
-            "get_mempolicy",
-            "mbind",
-            "set_mempolicy",
-            "set_mempolicy_home_node",
-            "move_pages",
-        ],
-    ),
+    ("CAP_SYS_NICE", &["get_mempolicy", "mbind", "set_mempolicy", "set_mempolicy_home_node", "move_pages"]),
     ("CAP_SYSLOG", &["syslog"]),
     ("CAP_BPF", &["bpf"]),
     ("CAP_PERFMON", &["perf_event_open"]),
@@ -426,11 +410,7 @@ pub fn runtime_default(capabilities: &[String]) -> LinuxSeccomp {
     let mut profile = LinuxSeccomp::default();
     profile.set_default_action(LinuxSeccompAction::ScmpActErrno);
     profile.set_default_errno_ret(Some(EPERM));
-    profile.set_architectures(Some(vec![
-        Arch::ScmpArchX86_64,
-        Arch::ScmpArchX86,
-        Arch::ScmpArchX32,
-    ]));
+    profile.set_architectures(Some(vec![Arch::ScmpArchX86_64, Arch::ScmpArchX86, Arch::ScmpArchX32]));
     profile.set_syscalls(Some(syscalls));
     profile
 }
@@ -473,10 +453,7 @@ mod tests {
             "clock_settime",
             "open_by_handle_at",
         ] {
-            assert!(
-                !names.iter().any(|n| n == call),
-                "{call} denied without its capability"
-            );
+            assert!(!names.iter().any(|n| n == call), "{call} denied without its capability");
         }
         let admin = allowed(&runtime_default(&["CAP_SYS_ADMIN".into()]));
         assert!(admin.iter().any(|n| n == "mount"));

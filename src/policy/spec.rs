@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 
 use k8s_cri::v1 as cri;
 use oci_spec::runtime::{
-    Capability, LinuxBuilder, LinuxCapabilities, LinuxCpu, LinuxDevice, LinuxDeviceCgroup,
-    LinuxDeviceType, LinuxHugepageLimit, LinuxMemory, LinuxNamespace, LinuxNamespaceType,
-    LinuxResources, LinuxSeccomp, Process, Root, Spec, User,
+    Capability, LinuxBuilder, LinuxCapabilities, LinuxCpu, LinuxDevice, LinuxDeviceCgroup, LinuxDeviceType,
+    LinuxHugepageLimit, LinuxMemory, LinuxNamespace, LinuxNamespaceType, LinuxResources, LinuxSeccomp, Process, Root,
+    Spec, User,
 };
 
 use super::user::ResolvedUser;
@@ -75,43 +75,27 @@ pub struct BuiltSpec {
 }
 
 /// Kubernetes' rules: `command` replaces the entrypoint, `args` the image's cmd.
-pub fn command_line(
-    config: &cri::ContainerConfig,
-    image: &ImageDefaults,
-) -> Result<Vec<String>, PolicyError> {
+pub fn command_line(config: &cri::ContainerConfig, image: &ImageDefaults) -> Result<Vec<String>, PolicyError> {
     let line: Vec<String> = if !config.command.is_empty() {
         config.command.iter().chain(&config.args).cloned().collect()
     } else {
-        let args = if config.args.is_empty() {
-            &image.cmd
-        } else {
-            &config.args
-        };
+        let args = if config.args.is_empty() { &image.cmd } else { &config.args };
         image.entrypoint.iter().chain(args).cloned().collect()
     };
     if line.is_empty() {
-        return Err(PolicyError::Invalid(
-            "no command: neither the request nor the image gives one".into(),
-        ));
+        return Err(PolicyError::Invalid("no command: neither the request nor the image gives one".into()));
     }
     Ok(line)
 }
 
 /// Image env first, the request's values override by name.
-pub fn environment(
-    config: &cri::ContainerConfig,
-    image: &ImageDefaults,
-    hostname: &str,
-) -> Vec<String> {
+pub fn environment(config: &cri::ContainerConfig, image: &ImageDefaults, hostname: &str) -> Vec<String> {
     let mut env: Vec<(String, String)> = Vec::new();
     let mut set = |k: &str, v: &str| match env.iter_mut().find(|(key, _)| key == k) {
         Some(entry) => entry.1 = v.to_string(),
         None => env.push((k.to_string(), v.to_string())),
     };
-    set(
-        "PATH",
-        "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-    );
+    set("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
     set("HOSTNAME", hostname);
     for e in &image.env {
         let (k, v) = e.split_once('=').unwrap_or((e, ""));
@@ -147,17 +131,12 @@ pub fn build(input: &ContainerInput, node: &NodeFacts) -> Result<BuiltSpec, Poli
     process.set_terminal(Some(config.tty));
     process.set_args(Some(command_line(config, input.image)?));
     process.set_env(Some(environment(config, input.image, &input.pod.hostname)));
-    let cwd = [
-        config.working_dir.as_str(),
-        input.image.working_dir.as_str(),
-    ]
-    .into_iter()
-    .find(|d| !d.is_empty())
-    .unwrap_or("/");
+    let cwd = [config.working_dir.as_str(), input.image.working_dir.as_str()]
+        .into_iter()
+        .find(|d| !d.is_empty())
+        .unwrap_or("/");
     if !cwd.starts_with('/') {
-        return Err(invalid(format!(
-            "working directory {cwd:?} is not absolute"
-        )));
+        return Err(invalid(format!("working directory {cwd:?} is not absolute")));
     }
     process.set_cwd(PathBuf::from(cwd));
     let mut user = User::default();
@@ -170,12 +149,8 @@ pub fn build(input: &ContainerInput, node: &NodeFacts) -> Result<BuiltSpec, Poli
         .as_ref()
         .map(|c| (c.add_capabilities.clone(), c.drop_capabilities.clone()))
         .unwrap_or_default();
-    let cap_names = caps::container_set(&add, &drop, security.privileged, &node.held_capabilities)
-        .map_err(invalid)?;
-    let cap_set = cap_names
-        .iter()
-        .map(|c| capability(c))
-        .collect::<Result<std::collections::HashSet<_>, _>>()?;
+    let cap_names = caps::container_set(&add, &drop, security.privileged, &node.held_capabilities).map_err(invalid)?;
+    let cap_set = cap_names.iter().map(|c| capability(c)).collect::<Result<std::collections::HashSet<_>, _>>()?;
     let mut capabilities = LinuxCapabilities::default();
     capabilities.set_bounding(Some(cap_set.clone()));
     capabilities.set_effective(Some(cap_set.clone()));
@@ -194,13 +169,7 @@ pub fn build(input: &ContainerInput, node: &NodeFacts) -> Result<BuiltSpec, Poli
         oom_score_adj = node.min_oom_score_adj;
     }
     process.set_oom_score_adj(Some(oom_score_adj));
-    apply_apparmor(
-        &mut process,
-        security.apparmor.as_ref(),
-        security.privileged,
-        node,
-        &mut warnings,
-    )?;
+    apply_apparmor(&mut process, security.apparmor.as_ref(), security.privileged, node, &mut warnings)?;
 
     // Namespaces
     let ns_options = security.namespace_options.clone().unwrap_or_default();
@@ -208,31 +177,15 @@ pub fn build(input: &ContainerInput, node: &NodeFacts) -> Result<BuiltSpec, Poli
     match cri::NamespaceMode::try_from(ns_options.pid) {
         Ok(cri::NamespaceMode::Pod) => match &input.pod.pid_ns {
             Some(path) => namespaces.push(namespace(LinuxNamespaceType::Pid, Some(path))),
-            None => {
-                return Err(PolicyError::Unsupported(
-                    "the pod has no shared PID namespace".into(),
-                ))
-            }
+            None => return Err(PolicyError::Unsupported("the pod has no shared PID namespace".into())),
         },
         Ok(cri::NamespaceMode::Node) => {}
         Ok(cri::NamespaceMode::Target) => match &input.target_pid_ns {
             Some(path) => namespaces.push(namespace(LinuxNamespaceType::Pid, Some(path))),
-            None => {
-                return Err(invalid(format!(
-                    "target container {:?} is not running",
-                    ns_options.target_id
-                )))
-            }
+            None => return Err(invalid(format!("target container {:?} is not running", ns_options.target_id))),
         },
-        Ok(cri::NamespaceMode::Container) => {
-            namespaces.push(namespace(LinuxNamespaceType::Pid, None))
-        }
-        Err(_) => {
-            return Err(invalid(format!(
-                "unknown pid namespace mode {}",
-                ns_options.pid
-            )))
-        }
+        Ok(cri::NamespaceMode::Container) => namespaces.push(namespace(LinuxNamespaceType::Pid, None)),
+        Err(_) => return Err(invalid(format!("unknown pid namespace mode {}", ns_options.pid))),
     }
     for (typ, path) in [
         (LinuxNamespaceType::Network, &input.pod.net_ns),
@@ -251,11 +204,7 @@ pub fn build(input: &ContainerInput, node: &NodeFacts) -> Result<BuiltSpec, Poli
     let requested = mounts::from_request(&config.mounts).map_err(invalid)?;
     let taken = |dest: &str| requested.iter().any(|m| m.destination() == Path::new(dest));
     let mut all_mounts = mounts::standard(security.privileged);
-    let shm = input
-        .pod
-        .shm
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("/dev/shm"));
+    let shm = input.pod.shm.clone().unwrap_or_else(|| PathBuf::from("/dev/shm"));
     for (source, destination, readonly) in [
         (shm.as_path(), "/dev/shm", false),
         (input.pod.hostname_file.as_path(), "/etc/hostname", false),
@@ -316,9 +265,7 @@ pub fn build(input: &ContainerInput, node: &NodeFacts) -> Result<BuiltSpec, Poli
         } else {
             let mut keys: Vec<&String> = resources.unified.keys().collect();
             keys.sort();
-            warnings.push(format!(
-                "cgroup v2 values {keys:?} dropped: this node's cgroups are not unified v2"
-            ));
+            warnings.push(format!("cgroup v2 values {keys:?} dropped: this node's cgroups are not unified v2"));
         }
     }
     let mut device_rules = vec![device_rule(false, None, None, None, "rwm")];
@@ -326,29 +273,15 @@ pub fn build(input: &ContainerInput, node: &NodeFacts) -> Result<BuiltSpec, Poli
     for d in &input.devices {
         let mut dev = LinuxDevice::default();
         dev.set_path(PathBuf::from(&d.container_path));
-        dev.set_typ(if d.char {
-            LinuxDeviceType::C
-        } else {
-            LinuxDeviceType::B
-        });
+        dev.set_typ(if d.char { LinuxDeviceType::C } else { LinuxDeviceType::B });
         dev.set_major(d.major);
         dev.set_minor(d.minor);
         dev.set_file_mode(Some(d.mode & 0o777));
         dev.set_uid(Some(0));
         dev.set_gid(Some(0));
         linux_devices.push(dev);
-        let typ = if d.char {
-            LinuxDeviceType::C
-        } else {
-            LinuxDeviceType::B
-        };
-        device_rules.push(device_rule(
-            true,
-            Some(typ),
-            Some(d.major),
-            Some(d.minor),
-            &d.permissions,
-        ));
+        let typ = if d.char { LinuxDeviceType::C } else { LinuxDeviceType::B };
+        device_rules.push(device_rule(true, Some(typ), Some(d.major), Some(d.minor), &d.permissions));
     }
     if security.privileged {
         device_rules = vec![device_rule(true, None, None, None, "rwm")];
@@ -359,11 +292,7 @@ pub fn build(input: &ContainerInput, node: &NodeFacts) -> Result<BuiltSpec, Poli
     let seccomp = if security.privileged {
         None
     } else {
-        seccomp_profile(
-            security.seccomp.as_ref(),
-            &cap_names,
-            input.localhost_seccomp.clone(),
-        )?
+        seccomp_profile(security.seccomp.as_ref(), &cap_names, input.localhost_seccomp.clone())?
     };
     let (masked, readonly_paths) = if security.privileged {
         (Vec::new(), Vec::new())
@@ -385,11 +314,7 @@ pub fn build(input: &ContainerInput, node: &NodeFacts) -> Result<BuiltSpec, Poli
     let linux = LinuxBuilder::default()
         .namespaces(namespaces)
         .resources(linux_resources)
-        .cgroups_path(PathBuf::from(format!(
-            "{}/{}",
-            input.pod.cgroup_parent.trim_end_matches('/'),
-            input.id
-        )))
+        .cgroups_path(PathBuf::from(format!("{}/{}", input.pod.cgroup_parent.trim_end_matches('/'), input.id)))
         .devices(linux_devices)
         .sysctl(input.pod.sysctls.clone())
         .masked_paths(masked)
@@ -438,20 +363,12 @@ fn seccomp_profile(
         return Ok(None);
     };
     match cri::security_profile::ProfileType::try_from(profile.profile_type) {
-        Ok(cri::security_profile::ProfileType::RuntimeDefault) => {
-            Ok(Some(seccomp::runtime_default(caps)))
-        }
+        Ok(cri::security_profile::ProfileType::RuntimeDefault) => Ok(Some(seccomp::runtime_default(caps))),
         Ok(cri::security_profile::ProfileType::Unconfined) => Ok(None),
-        Ok(cri::security_profile::ProfileType::Localhost) => localhost.map(Some).ok_or_else(|| {
-            PolicyError::Invalid(format!(
-                "seccomp profile {:?} was not loaded",
-                profile.localhost_ref
-            ))
-        }),
-        Err(_) => Err(PolicyError::Invalid(format!(
-            "unknown seccomp profile type {}",
-            profile.profile_type
-        ))),
+        Ok(cri::security_profile::ProfileType::Localhost) => localhost
+            .map(Some)
+            .ok_or_else(|| PolicyError::Invalid(format!("seccomp profile {:?} was not loaded", profile.localhost_ref))),
+        Err(_) => Err(PolicyError::Invalid(format!("unknown seccomp profile type {}", profile.profile_type))),
     }
 }
 
@@ -469,10 +386,7 @@ fn apply_apparmor(
     match ProfileType::try_from(profile.profile_type) {
         Ok(ProfileType::Unconfined) => Ok(()),
         Ok(ProfileType::Localhost) if node.apparmor_enabled => {
-            let name = profile
-                .localhost_ref
-                .strip_prefix("localhost/")
-                .unwrap_or(&profile.localhost_ref);
+            let name = profile.localhost_ref.strip_prefix("localhost/").unwrap_or(&profile.localhost_ref);
             process.set_apparmor_profile(Some(name.to_string()));
             Ok(())
         }
@@ -485,13 +399,12 @@ fn apply_apparmor(
             "swapcri has no default AppArmor profile; use a Localhost profile or Unconfined".into(),
         )),
         Ok(ProfileType::RuntimeDefault) => {
-            warnings.push("AppArmor RuntimeDefault requested: AppArmor is not enabled on this node, nothing applied".into());
+            warnings.push(
+                "AppArmor RuntimeDefault requested: AppArmor is not enabled on this node, nothing applied".into(),
+            );
             Ok(())
         }
-        Err(_) => Err(PolicyError::Invalid(format!(
-            "unknown AppArmor profile type {}",
-            profile.profile_type
-        ))),
+        Err(_) => Err(PolicyError::Invalid(format!("unknown AppArmor profile type {}", profile.profile_type))),
     }
 }
 

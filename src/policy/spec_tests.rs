@@ -45,22 +45,14 @@ fn build_with(config: cri::ContainerConfig, mode: CgroupMode) -> Result<BuiltSpe
     build_in(config, mode, pod())
 }
 
-fn build_in(
-    config: cri::ContainerConfig,
-    mode: CgroupMode,
-    pod: PodContext,
-) -> Result<BuiltSpec, PolicyError> {
+fn build_in(config: cri::ContainerConfig, mode: CgroupMode, pod: PodContext) -> Result<BuiltSpec, PolicyError> {
     let image = image();
     let input = ContainerInput {
         id: "c1",
         config: &config,
         pod: &pod,
         image: &image,
-        user: ResolvedUser {
-            uid: 0,
-            gid: 0,
-            additional_gids: vec![],
-        },
+        user: ResolvedUser { uid: 0, gid: 0, additional_gids: vec![] },
         rootfs: "/rootfs".into(),
         devices: vec![],
         localhost_seccomp: None,
@@ -73,10 +65,7 @@ fn with_security(f: impl FnOnce(&mut cri::LinuxContainerSecurityContext)) -> cri
     let mut security = cri::LinuxContainerSecurityContext::default();
     f(&mut security);
     cri::ContainerConfig {
-        linux: Some(cri::LinuxContainerConfig {
-            security_context: Some(security),
-            ..Default::default()
-        }),
+        linux: Some(cri::LinuxContainerConfig { security_context: Some(security), ..Default::default() }),
         ..Default::default()
     }
 }
@@ -92,10 +81,7 @@ fn command_lines() {
         (cfg(&[], &[]), &["/entry", "serve"]),
         (cfg(&[], &["debug"]), &["/entry", "debug"]),
         (cfg(&["/bin/sh"], &[]), &["/bin/sh"]),
-        (
-            cfg(&["/bin/sh"], &["-c", "true"]),
-            &["/bin/sh", "-c", "true"],
-        ),
+        (cfg(&["/bin/sh"], &["-c", "true"]), &["/bin/sh", "-c", "true"]),
     ];
     for (config, expected) in cases {
         assert_eq!(command_line(&config, &image()).unwrap(), expected);
@@ -107,79 +93,39 @@ fn command_lines() {
 fn environment_overrides_by_name() {
     let config = cri::ContainerConfig {
         envs: vec![
-            cri::KeyValue {
-                key: "LANG".into(),
-                value: "C.UTF-8".into(),
-            },
-            cri::KeyValue {
-                key: "X".into(),
-                value: "1".into(),
-            },
+            cri::KeyValue { key: "LANG".into(), value: "C.UTF-8".into() },
+            cri::KeyValue { key: "X".into(), value: "1".into() },
         ],
         ..Default::default()
     };
     let env = environment(&config, &image(), "web-1");
-    assert_eq!(
-        env,
-        vec!["PATH=/bin", "HOSTNAME=web-1", "LANG=C.UTF-8", "X=1"]
-    );
+    assert_eq!(env, vec!["PATH=/bin", "HOSTNAME=web-1", "LANG=C.UTF-8", "X=1"]);
 }
 
 #[test]
 fn defaults_namespaces_mounts_and_cgroup() {
     let own_pid = with_security(|s| {
-        s.namespace_options = Some(cri::NamespaceOption {
-            pid: cri::NamespaceMode::Container as i32,
-            ..Default::default()
-        })
+        s.namespace_options =
+            Some(cri::NamespaceOption { pid: cri::NamespaceMode::Container as i32, ..Default::default() })
     });
     let built = build_with(own_pid, CgroupMode::Hybrid).unwrap();
     let spec = built.spec;
     let process = spec.process().as_ref().unwrap();
     assert_eq!(process.cwd(), &PathBuf::from("/app"));
-    assert_eq!(
-        process
-            .capabilities()
-            .as_ref()
-            .unwrap()
-            .bounding()
-            .as_ref()
-            .unwrap()
-            .len(),
-        caps::DEFAULT.len()
-    );
+    assert_eq!(process.capabilities().as_ref().unwrap().bounding().as_ref().unwrap().len(), caps::DEFAULT.len());
     let linux = spec.linux().as_ref().unwrap();
-    assert_eq!(
-        linux.cgroups_path().as_ref().unwrap(),
-        &PathBuf::from("/kubepods/burstable/pod123/c1")
-    );
+    assert_eq!(linux.cgroups_path().as_ref().unwrap(), &PathBuf::from("/kubepods/burstable/pod123/c1"));
     let ns = linux.namespaces().as_ref().unwrap();
     let find = |t| ns.iter().find(|n| n.typ() == t);
-    assert!(
-        find(LinuxNamespaceType::Pid).unwrap().path().is_none(),
-        "own PID namespace"
-    );
+    assert!(find(LinuxNamespaceType::Pid).unwrap().path().is_none(), "own PID namespace");
     assert_eq!(
-        find(LinuxNamespaceType::Network)
-            .unwrap()
-            .path()
-            .as_ref()
-            .unwrap(),
+        find(LinuxNamespaceType::Network).unwrap().path().as_ref().unwrap(),
         &PathBuf::from("/run/swapcri/sandboxes/s/ns/net")
     );
-    assert!(
-        find(LinuxNamespaceType::Cgroup).is_none(),
-        "no cgroup namespace on a hybrid host"
-    );
+    assert!(find(LinuxNamespaceType::Cgroup).is_none(), "no cgroup namespace on a hybrid host");
     let mounts = spec.mounts().as_ref().unwrap();
-    let shm = mounts
-        .iter()
-        .find(|m| m.destination() == Path::new("/dev/shm"))
-        .unwrap();
-    assert_eq!(
-        shm.source().as_ref().unwrap(),
-        &PathBuf::from("/run/swapcri/sandboxes/s/shm")
-    );
+    let shm = mounts.iter().find(|m| m.destination() == Path::new("/dev/shm")).unwrap();
+    assert_eq!(shm.source().as_ref().unwrap(), &PathBuf::from("/run/swapcri/sandboxes/s/shm"));
     assert!(linux.seccomp().is_none(), "no profile asked, none applied");
     assert!(!linux.masked_paths().as_ref().unwrap().is_empty());
     assert_eq!(linux.sysctl().as_ref().unwrap()["net.ipv4.ip_forward"], "1");
@@ -196,18 +142,10 @@ fn request_mounts_win_over_pod_files() {
         ..Default::default()
     };
     let spec = build_with(config, CgroupMode::Unified).unwrap().spec;
-    let hosts: Vec<_> = spec
-        .mounts()
-        .as_ref()
-        .unwrap()
-        .iter()
-        .filter(|m| m.destination() == Path::new("/etc/hosts"))
-        .collect();
+    let hosts: Vec<_> =
+        spec.mounts().as_ref().unwrap().iter().filter(|m| m.destination() == Path::new("/etc/hosts")).collect();
     assert_eq!(hosts.len(), 1);
-    assert_eq!(
-        hosts[0].source().as_ref().unwrap(),
-        &PathBuf::from("/var/lib/kubelet/pods/x/etc-hosts")
-    );
+    assert_eq!(hosts[0].source().as_ref().unwrap(), &PathBuf::from("/var/lib/kubelet/pods/x/etc-hosts"));
 }
 
 #[test]
@@ -225,66 +163,31 @@ fn unified_values_pass_on_v2_and_are_dropped_with_a_warning_on_v1() {
         ..Default::default()
     };
     let v2 = build_with(config.clone(), CgroupMode::Unified).unwrap();
-    let res = v2
-        .spec
-        .linux()
-        .as_ref()
-        .unwrap()
-        .resources()
-        .as_ref()
-        .unwrap()
-        .clone();
+    let res = v2.spec.linux().as_ref().unwrap().resources().as_ref().unwrap().clone();
     assert_eq!(res.unified().as_ref().unwrap()["memory.swap.max"], "0");
     assert_eq!(res.memory().as_ref().unwrap().limit(), Some(1 << 30));
     assert_eq!(res.cpu().as_ref().unwrap().shares(), Some(512));
     assert!(v2.warnings.is_empty());
     let v1 = build_with(config, CgroupMode::Hybrid).unwrap();
-    assert!(v1
-        .spec
-        .linux()
-        .as_ref()
-        .unwrap()
-        .resources()
-        .as_ref()
-        .unwrap()
-        .unified()
-        .is_none());
-    assert!(
-        v1.warnings[0].contains("memory.swap.max"),
-        "{:?}",
-        v1.warnings
-    );
+    assert!(v1.spec.linux().as_ref().unwrap().resources().as_ref().unwrap().unified().is_none());
+    assert!(v1.warnings[0].contains("memory.swap.max"), "{:?}", v1.warnings);
 }
 
 #[test]
 fn security_settings() {
     use cri::security_profile::ProfileType;
-    let profile = |t: ProfileType| {
-        Some(cri::SecurityProfile {
-            profile_type: t as i32,
-            localhost_ref: "localhost/p".into(),
-        })
-    };
+    let profile =
+        |t: ProfileType| Some(cri::SecurityProfile { profile_type: t as i32, localhost_ref: "localhost/p".into() });
     // RuntimeDefault seccomp applies our profile.
-    let spec = build_with(
-        with_security(|s| s.seccomp = profile(ProfileType::RuntimeDefault)),
-        CgroupMode::Hybrid,
-    )
-    .unwrap()
-    .spec;
+    let spec = build_with(with_security(|s| s.seccomp = profile(ProfileType::RuntimeDefault)), CgroupMode::Hybrid)
+        .unwrap()
+        .spec;
     assert!(spec.linux().as_ref().unwrap().seccomp().is_some());
     // A Localhost profile that was not loaded is an error, never silently skipped.
-    assert!(build_with(
-        with_security(|s| s.seccomp = profile(ProfileType::Localhost)),
-        CgroupMode::Hybrid
-    )
-    .is_err());
+    assert!(build_with(with_security(|s| s.seccomp = profile(ProfileType::Localhost)), CgroupMode::Hybrid).is_err());
     // AppArmor Localhost on a node without AppArmor: refused.
-    let err = build_with(
-        with_security(|s| s.apparmor = profile(ProfileType::Localhost)),
-        CgroupMode::Hybrid,
-    )
-    .unwrap_err();
+    let err =
+        build_with(with_security(|s| s.apparmor = profile(ProfileType::Localhost)), CgroupMode::Hybrid).unwrap_err();
     assert!(matches!(err, PolicyError::Unsupported(_)));
     // Privileged: the daemon's capabilities, no seccomp, no masked paths, all devices.
     let spec = build_with(
@@ -298,14 +201,7 @@ fn security_settings() {
     .spec;
     let process = spec.process().as_ref().unwrap();
     assert_eq!(
-        process
-            .capabilities()
-            .as_ref()
-            .unwrap()
-            .bounding()
-            .as_ref()
-            .unwrap()
-            .len(),
+        process.capabilities().as_ref().unwrap().bounding().as_ref().unwrap().len(),
         node(CgroupMode::Hybrid).held_capabilities.len()
     );
     let linux = spec.linux().as_ref().unwrap();
@@ -322,41 +218,16 @@ fn security_settings() {
     .unwrap()
     .spec;
     assert_eq!(spec.root().as_ref().unwrap().readonly(), Some(true));
-    assert_eq!(
-        spec.process().as_ref().unwrap().no_new_privileges(),
-        Some(true)
-    );
+    assert_eq!(spec.process().as_ref().unwrap().no_new_privileges(), Some(true));
     // The pod's PID namespace (POD is the CRI default) and one the pod does not have.
-    let shared = build_with(cri::ContainerConfig::default(), CgroupMode::Hybrid)
-        .unwrap()
-        .spec;
-    let ns = shared
-        .linux()
-        .as_ref()
-        .unwrap()
-        .namespaces()
-        .as_ref()
-        .unwrap()
-        .clone();
+    let shared = build_with(cri::ContainerConfig::default(), CgroupMode::Hybrid).unwrap().spec;
+    let ns = shared.linux().as_ref().unwrap().namespaces().as_ref().unwrap().clone();
     assert_eq!(
-        ns.iter()
-            .find(|n| n.typ() == LinuxNamespaceType::Pid)
-            .unwrap()
-            .path()
-            .as_ref()
-            .unwrap(),
+        ns.iter().find(|n| n.typ() == LinuxNamespaceType::Pid).unwrap().path().as_ref().unwrap(),
         &PathBuf::from("/proc/42/ns/pid")
     );
-    let no_pod_pid = PodContext {
-        pid_ns: None,
-        ..pod()
-    };
-    let err = build_in(
-        cri::ContainerConfig::default(),
-        CgroupMode::Hybrid,
-        no_pod_pid,
-    )
-    .unwrap_err();
+    let no_pod_pid = PodContext { pid_ns: None, ..pod() };
+    let err = build_in(cri::ContainerConfig::default(), CgroupMode::Hybrid, no_pod_pid).unwrap_err();
     assert!(matches!(err, PolicyError::Unsupported(_)));
 }
 
@@ -364,18 +235,12 @@ fn security_settings() {
 fn oom_score_adj_is_clamped_to_what_the_daemon_may_set() {
     let config = cri::ContainerConfig {
         linux: Some(cri::LinuxContainerConfig {
-            resources: Some(cri::LinuxContainerResources {
-                oom_score_adj: -997,
-                ..Default::default()
-            }),
+            resources: Some(cri::LinuxContainerResources { oom_score_adj: -997, ..Default::default() }),
             ..Default::default()
         }),
         ..Default::default()
     };
     let built = build_with(config, CgroupMode::Hybrid).unwrap();
-    assert_eq!(
-        built.spec.process().as_ref().unwrap().oom_score_adj(),
-        Some(0)
-    );
+    assert_eq!(built.spec.process().as_ref().unwrap().oom_score_adj(), Some(0));
     assert!(built.warnings.iter().any(|w| w.contains("-997")));
 }

@@ -23,27 +23,21 @@ impl UserDb {
     fn user(&self, name: &str) -> Option<(u32, u32)> {
         self.passwd.lines().find_map(|l| {
             let f: Vec<&str> = l.split(':').collect();
-            (f.len() >= 4 && f[0] == name)
-                .then(|| Some((f[2].parse().ok()?, f[3].parse().ok()?)))
-                .flatten()
+            (f.len() >= 4 && f[0] == name).then(|| Some((f[2].parse().ok()?, f[3].parse().ok()?))).flatten()
         })
     }
 
     fn user_by_uid(&self, uid: u32) -> Option<(String, u32)> {
         self.passwd.lines().find_map(|l| {
             let f: Vec<&str> = l.split(':').collect();
-            (f.len() >= 4 && f[2].parse() == Ok(uid))
-                .then(|| Some((f[0].to_string(), f[3].parse().ok()?)))
-                .flatten()
+            (f.len() >= 4 && f[2].parse() == Ok(uid)).then(|| Some((f[0].to_string(), f[3].parse().ok()?))).flatten()
         })
     }
 
     fn group(&self, name: &str) -> Option<u32> {
         self.group.lines().find_map(|l| {
             let f: Vec<&str> = l.split(':').collect();
-            (f.len() >= 3 && f[0] == name)
-                .then(|| f[2].parse().ok())
-                .flatten()
+            (f.len() >= 3 && f[0] == name).then(|| f[2].parse().ok()).flatten()
         })
     }
 
@@ -53,9 +47,7 @@ impl UserDb {
             .lines()
             .filter_map(|l| {
                 let f: Vec<&str> = l.split(':').collect();
-                (f.len() >= 4 && f[3].split(',').any(|m| m == user))
-                    .then(|| f[2].parse().ok())
-                    .flatten()
+                (f.len() >= 4 && f[3].split(',').any(|m| m == user)).then(|| f[2].parse().ok()).flatten()
             })
             .collect()
     }
@@ -73,34 +65,23 @@ pub fn resolve(
         Some((u, g)) => (u, Some(g)),
         None => (image_user, None),
     };
-    let requested_uid = security
-        .and_then(|s| s.run_as_user.as_ref())
-        .map(|v| v.value);
-    let requested_name = security
-        .map(|s| s.run_as_username.as_str())
-        .filter(|s| !s.is_empty());
+    let requested_uid = security.and_then(|s| s.run_as_user.as_ref()).map(|v| v.value);
+    let requested_name = security.map(|s| s.run_as_username.as_str()).filter(|s| !s.is_empty());
     let (uid, mut gid, name) = if let Some(uid) = requested_uid {
-        let uid = u32::try_from(uid)
-            .map_err(|_| PolicyError::Invalid(format!("run_as_user {uid} is out of range")))?;
-        let (name, gid) = db
-            .user_by_uid(uid)
-            .map(|(n, g)| (Some(n), g))
-            .unwrap_or((None, 0));
+        let uid = u32::try_from(uid).map_err(|_| PolicyError::Invalid(format!("run_as_user {uid} is out of range")))?;
+        let (name, gid) = db.user_by_uid(uid).map(|(n, g)| (Some(n), g)).unwrap_or((None, 0));
         (uid, gid, name)
     } else {
         let user = requested_name.unwrap_or(image_name);
         if user.is_empty() {
             (0, 0, Some("root".to_string()))
         } else if let Ok(uid) = user.parse::<u32>() {
-            let (name, gid) = db
-                .user_by_uid(uid)
-                .map(|(n, g)| (Some(n), g))
-                .unwrap_or((None, 0));
+            let (name, gid) = db.user_by_uid(uid).map(|(n, g)| (Some(n), g)).unwrap_or((None, 0));
             (uid, gid, name)
         } else {
-            let (uid, gid) = db.user(user).ok_or_else(|| {
-                PolicyError::Invalid(format!("user {user:?} is not in the image's /etc/passwd"))
-            })?;
+            let (uid, gid) = db
+                .user(user)
+                .ok_or_else(|| PolicyError::Invalid(format!("user {user:?} is not in the image's /etc/passwd")))?;
             (uid, gid, Some(user.to_string()))
         }
     };
@@ -109,36 +90,26 @@ pub fn resolve(
         if let Some(group) = image_group.filter(|g| !g.is_empty()) {
             gid = match group.parse::<u32>() {
                 Ok(g) => g,
-                Err(_) => db.group(group).ok_or_else(|| {
-                    PolicyError::Invalid(format!(
-                        "group {group:?} is not in the image's /etc/group"
-                    ))
-                })?,
+                Err(_) => db
+                    .group(group)
+                    .ok_or_else(|| PolicyError::Invalid(format!("group {group:?} is not in the image's /etc/group")))?,
             };
         }
     }
     if let Some(g) = security.and_then(|s| s.run_as_group.as_ref()) {
-        gid = u32::try_from(g.value).map_err(|_| {
-            PolicyError::Invalid(format!("run_as_group {} is out of range", g.value))
-        })?;
+        gid = u32::try_from(g.value)
+            .map_err(|_| PolicyError::Invalid(format!("run_as_group {} is out of range", g.value)))?;
     }
     let mut additional_gids = name.as_deref().map(|n| db.member_of(n)).unwrap_or_default();
-    for g in security
-        .map(|s| s.supplemental_groups.as_slice())
-        .unwrap_or(&[])
-    {
-        additional_gids.push(u32::try_from(*g).map_err(|_| {
-            PolicyError::Invalid(format!("supplemental group {g} is out of range"))
-        })?);
+    for g in security.map(|s| s.supplemental_groups.as_slice()).unwrap_or(&[]) {
+        additional_gids.push(
+            u32::try_from(*g).map_err(|_| PolicyError::Invalid(format!("supplemental group {g} is out of range")))?,
+        );
     }
     additional_gids.retain(|g| *g != gid);
     additional_gids.sort_unstable();
     additional_gids.dedup();
-    Ok(ResolvedUser {
-        uid,
-        gid,
-        additional_gids,
-    })
+    Ok(ResolvedUser { uid, gid, additional_gids })
 }
 
 #[cfg(test)]
@@ -152,12 +123,7 @@ mod tests {
         }
     }
 
-    fn ctx(
-        uid: Option<i64>,
-        name: &str,
-        gid: Option<i64>,
-        extra: &[i64],
-    ) -> cri::LinuxContainerSecurityContext {
+    fn ctx(uid: Option<i64>, name: &str, gid: Option<i64>, extra: &[i64]) -> cri::LinuxContainerSecurityContext {
         cri::LinuxContainerSecurityContext {
             run_as_user: uid.map(|value| cri::Int64Value { value }),
             run_as_username: name.into(),
@@ -169,18 +135,8 @@ mod tests {
 
     #[test]
     fn resolution_table() {
-        let u = |uid, gid, extra: &[u32]| {
-            Ok::<_, ()>(ResolvedUser {
-                uid,
-                gid,
-                additional_gids: extra.to_vec(),
-            })
-        };
-        let cases: Vec<(
-            Option<cri::LinuxContainerSecurityContext>,
-            &str,
-            Result<ResolvedUser, ()>,
-        )> = vec![
+        let u = |uid, gid, extra: &[u32]| Ok::<_, ()>(ResolvedUser { uid, gid, additional_gids: extra.to_vec() });
+        let cases: Vec<(Option<cri::LinuxContainerSecurityContext>, &str, Result<ResolvedUser, ()>)> = vec![
             (None, "", u(0, 0, &[10])),
             (None, "app", u(1000, 1001, &[10, 29])),
             (None, "1000", u(1000, 1001, &[10, 29])),
@@ -188,21 +144,9 @@ mod tests {
             (None, "4242:4343", u(4242, 4343, &[])),
             (None, "ghost", Err(())),
             (None, "app:ghosts", Err(())),
-            (
-                Some(ctx(Some(65534), "", None, &[])),
-                "app",
-                u(65534, 65534, &[]),
-            ),
-            (
-                Some(ctx(None, "app", Some(5), &[7])),
-                "",
-                u(1000, 5, &[7, 10, 29]),
-            ),
-            (
-                Some(ctx(Some(1000), "", None, &[1001])),
-                "",
-                u(1000, 1001, &[10, 29]),
-            ),
+            (Some(ctx(Some(65534), "", None, &[])), "app", u(65534, 65534, &[])),
+            (Some(ctx(None, "app", Some(5), &[7])), "", u(1000, 5, &[7, 10, 29])),
+            (Some(ctx(Some(1000), "", None, &[1001])), "", u(1000, 1001, &[10, 29])),
             (Some(ctx(Some(-1), "", None, &[])), "", Err(())),
         ];
         for (security, image_user, expected) in cases {

@@ -9,10 +9,7 @@ impl ImageService {
         let records = match filter {
             Some(reference) => {
                 let lookup = ImageLookup::parse(reference)?;
-                self.blocking(move |s| s.find(&lookup))
-                    .await?
-                    .into_iter()
-                    .collect()
+                self.blocking(move |s| s.find(&lookup)).await?.into_iter().collect()
             }
             None => self.blocking(|s| s.list()).await?,
         };

@@ -1,13 +1,30 @@
 //! The typed services behind the gRPC adapters, one file per RPC.
 
+mod container_create;
+mod container_exec_sync;
+mod container_list;
+mod container_remove;
+mod container_reopen_log;
+mod container_start;
+mod container_status;
+mod container_stop;
+mod container_update;
 mod image_fs_info;
 mod image_list;
 mod image_pull;
 mod image_remove;
 mod image_status;
+mod pods;
+mod recovery;
+mod rollback;
 mod runtime_config;
 mod runtime_status;
 mod runtime_version;
+mod sandbox_list;
+mod sandbox_remove;
+mod sandbox_run;
+mod sandbox_status;
+mod sandbox_stop;
 
 use std::sync::Arc;
 
@@ -15,14 +32,27 @@ use crate::config::Config;
 use crate::image::{ImageLookup, ImageStore, Puller};
 use crate::model::image::ImageRecord;
 
+pub use pods::{Container, PodService, Sandbox};
 pub use runtime_status::{Condition, RuntimeStatus};
 pub use runtime_version::VersionInfo;
 
-/// Image operations: the store, the puller, and which images are pinned.
+/// Image operations: the store, the puller, which images are pinned, and who uses them.
 pub struct ImageService {
     store: Arc<ImageStore>,
     puller: Arc<Puller>,
     pinned: Vec<ImageLookup>,
+    users: Arc<dyn ImageUsers>,
+}
+
+/// Who uses an image: RemoveImage refuses while anyone does.
+pub trait ImageUsers: Send + Sync {
+    fn containers_using(&self, image: &crate::model::image::ImageId) -> Vec<String>;
+}
+
+impl ImageUsers for PodService {
+    fn containers_using(&self, image: &crate::model::image::ImageId) -> Vec<String> {
+        PodService::containers_using(self, image)
+    }
 }
 
 /// An image as reported to clients.
@@ -36,16 +66,18 @@ pub struct ImageView {
 /// Runtime-wide facts: configuration and what was probed at start-up.
 pub struct RuntimeService {
     config: Arc<Config>,
+    node: crate::policy::NodeFacts,
     handlers: Vec<runtime_status::HandlerProbe>,
 }
 
 impl ImageService {
-    pub fn new(store: Arc<ImageStore>, puller: Arc<Puller>, pinned: Vec<ImageLookup>) -> Self {
-        ImageService {
-            store,
-            puller,
-            pinned,
-        }
+    pub fn new(
+        store: Arc<ImageStore>,
+        puller: Arc<Puller>,
+        pinned: Vec<ImageLookup>,
+        users: Arc<dyn ImageUsers>,
+    ) -> Self {
+        ImageService { store, puller, pinned, users }
     }
 
     fn view(&self, record: ImageRecord) -> Result<ImageView, crate::error::Error> {
@@ -55,11 +87,7 @@ impl ImageService {
             ImageLookup::Tag(t) => record.repo_tags.contains(t),
             ImageLookup::Digest(d) => record.repo_digests.contains(d),
         });
-        Ok(ImageView {
-            record,
-            size,
-            pinned,
-        })
+        Ok(ImageView { record, size, pinned })
     }
 
     /// Runs store work off the async threads (it takes a file lock and may fsync).
@@ -74,8 +102,8 @@ impl ImageService {
 
 impl RuntimeService {
     /// Probes each configured handler's binary once.
-    pub fn new(config: Arc<Config>) -> Self {
+    pub fn new(config: Arc<Config>, node: crate::policy::NodeFacts) -> Self {
         let handlers = runtime_status::probe_handlers(&config);
-        RuntimeService { config, handlers }
+        RuntimeService { config, node, handlers }
     }
 }

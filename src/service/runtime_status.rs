@@ -37,48 +37,41 @@ pub fn probe_handlers(config: &Config) -> Vec<HandlerProbe> {
         .iter()
         .map(|(name, handler)| {
             let version = match Command::new(&handler.binary).arg("--version").output() {
-                Ok(out) if out.status.success() => Ok(String::from_utf8_lossy(&out.stdout)
-                    .lines()
-                    .next()
-                    .unwrap_or("")
-                    .to_string()),
-                Ok(out) => Err(format!(
-                    "{} --version failed: {}",
-                    handler.binary.display(),
-                    out.status
-                )),
+                Ok(out) if out.status.success() => {
+                    Ok(String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or("").to_string())
+                }
+                Ok(out) => Err(format!("{} --version failed: {}", handler.binary.display(), out.status)),
                 Err(e) => Err(format!("{}: {e}", handler.binary.display())),
             };
             if let Err(e) = &version {
                 tracing::warn!(handler = %name, error = %e, "runtime handler unusable");
             }
-            HandlerProbe {
-                name: name.clone(),
-                version,
-            }
+            HandlerProbe { name: name.clone(), version }
         })
         .collect()
 }
 
 impl RuntimeService {
-    /// RuntimeReady needs a working default handler and the container service, which this
-    /// build does not have yet; NetworkReady needs pod networking, likewise absent.
+    /// RuntimeReady needs a working default handler; NetworkReady needs pod networking,
+    /// which this build does not have yet.
     pub fn status(&self, verbose: bool) -> RuntimeStatus {
         let default = &self.config.runtime.default_handler;
         let default_probe = self.handlers.iter().find(|h| &h.name == default);
         let runtime_ready = match default_probe.map(|h| &h.version) {
+            Some(Ok(_)) => {
+                Condition { kind: "RuntimeReady", status: true, reason: String::new(), message: String::new() }
+            }
             Some(Err(e)) => Condition {
                 kind: "RuntimeReady",
                 status: false,
                 reason: "RuntimeHandlerUnavailable".into(),
                 message: format!("default handler {default}: {e}"),
             },
-            _ => Condition {
+            None => Condition {
                 kind: "RuntimeReady",
                 status: false,
-                reason: "ContainerServiceUnavailable".into(),
-                message: "this swapcri build serves images only; pod sandboxes and containers are not available"
-                    .into(),
+                reason: "RuntimeHandlerUnavailable".into(),
+                message: format!("default handler {default} is not configured"),
             },
         };
         let network_ready = Condition {
@@ -91,15 +84,12 @@ impl RuntimeService {
         if default_probe.is_some_and(|h| h.version.is_ok()) {
             handlers.push(String::new());
         }
-        handlers.extend(
-            self.handlers
-                .iter()
-                .filter(|h| h.version.is_ok())
-                .map(|h| h.name.clone()),
-        );
+        handlers.extend(self.handlers.iter().filter(|h| h.version.is_ok()).map(|h| h.name.clone()));
         let info = verbose.then(|| {
             json!({
                 "config": &*self.config,
+                "node": &self.node,
+                "restrictOomScoreAdj": self.node.min_oom_score_adj > -1000,
                 "handlers": self.handlers.iter().map(|h| json!({
                     "name": h.name,
                     "version": h.version.as_ref().ok(),
@@ -108,10 +98,6 @@ impl RuntimeService {
             })
             .to_string()
         });
-        RuntimeStatus {
-            conditions: vec![runtime_ready, network_ready],
-            handlers,
-            info,
-        }
+        RuntimeStatus { conditions: vec![runtime_ready, network_ready], handlers, info }
     }
 }

@@ -9,10 +9,6 @@ pub struct VersionInfo {
 
 impl RuntimeService {
     pub fn version(&self) -> VersionInfo {
-        VersionInfo {
-            runtime_name: "swapcri",
-            runtime_version: env!("CARGO_PKG_VERSION"),
-            api_version: "v1",
-        }
+        VersionInfo { runtime_name: "swapcri", runtime_version: env!("CARGO_PKG_VERSION"), api_version: "v1" }
     }
 }

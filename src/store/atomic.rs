@@ -10,26 +10,13 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("cannot write {path}: {source}")]
-    Write {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Write { path: PathBuf, source: std::io::Error },
     #[error("cannot read {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Read { path: PathBuf, source: std::io::Error },
     #[error("corrupt state file {path}: {source}")]
-    Corrupt {
-        path: PathBuf,
-        source: serde_json::Error,
-    },
+    Corrupt { path: PathBuf, source: serde_json::Error },
     #[error("state file {path} has version {found}, this swapcri reads version {expected}")]
-    Version {
-        path: PathBuf,
-        found: u32,
-        expected: u32,
-    },
+    Version { path: PathBuf, found: u32, expected: u32 },
 }
 
 #[derive(Serialize, Deserialize)]
@@ -40,20 +27,13 @@ struct Envelope<T> {
 
 /// Writes `bytes` to `path` so that readers see either the old or the new content.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
-    let err = |source| StoreError::Write {
-        path: path.to_path_buf(),
-        source,
-    };
+    let err = |source| StoreError::Write { path: path.to_path_buf(), source };
     let dir = path.parent().unwrap_or(Path::new("."));
     fs::create_dir_all(dir).map_err(err)?;
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("state");
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
     let result = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)?;
+        let mut file = OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
         file.write_all(bytes)?;
         file.sync_all()?;
         fs::rename(&tmp, path)?;
@@ -66,54 +46,30 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
 }
 
 /// Writes `data` as `{"version": N, "data": …}`.
-pub fn write_versioned<T: Serialize>(
-    path: &Path,
-    version: u32,
-    data: &T,
-) -> Result<(), StoreError> {
-    let bytes =
-        serde_json::to_vec_pretty(&Envelope { version, data }).map_err(|e| StoreError::Write {
-            path: path.to_path_buf(),
-            source: std::io::Error::other(e),
-        })?;
+pub fn write_versioned<T: Serialize>(path: &Path, version: u32, data: &T) -> Result<(), StoreError> {
+    let bytes = serde_json::to_vec_pretty(&Envelope { version, data })
+        .map_err(|e| StoreError::Write { path: path.to_path_buf(), source: std::io::Error::other(e) })?;
     write_atomic(path, &bytes)
 }
 
 /// Reads a versioned document; `Ok(None)` when the file does not exist.
-pub fn read_versioned<T: DeserializeOwned>(
-    path: &Path,
-    version: u32,
-) -> Result<Option<T>, StoreError> {
+pub fn read_versioned<T: DeserializeOwned>(path: &Path, version: u32) -> Result<Option<T>, StoreError> {
     let bytes = match fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => {
-            return Err(StoreError::Read {
-                path: path.to_path_buf(),
-                source,
-            })
-        }
+        Err(source) => return Err(StoreError::Read { path: path.to_path_buf(), source }),
     };
     #[derive(Deserialize)]
     struct Header {
         version: u32,
     }
-    let header: Header = serde_json::from_slice(&bytes).map_err(|source| StoreError::Corrupt {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let header: Header =
+        serde_json::from_slice(&bytes).map_err(|source| StoreError::Corrupt { path: path.to_path_buf(), source })?;
     if header.version != version {
-        return Err(StoreError::Version {
-            path: path.to_path_buf(),
-            found: header.version,
-            expected: version,
-        });
+        return Err(StoreError::Version { path: path.to_path_buf(), found: header.version, expected: version });
     }
     let envelope: Envelope<T> =
-        serde_json::from_slice(&bytes).map_err(|source| StoreError::Corrupt {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        serde_json::from_slice(&bytes).map_err(|source| StoreError::Corrupt { path: path.to_path_buf(), source })?;
     Ok(Some(envelope.data))
 }
 
@@ -127,24 +83,11 @@ mod tests {
         let path = dir.path().join("sub/state.json");
         assert!(read_versioned::<Vec<u32>>(&path, 1).unwrap().is_none());
         write_versioned(&path, 1, &vec![1u32, 2, 3]).unwrap();
-        assert_eq!(
-            read_versioned::<Vec<u32>>(&path, 1).unwrap(),
-            Some(vec![1, 2, 3])
-        );
+        assert_eq!(read_versioned::<Vec<u32>>(&path, 1).unwrap(), Some(vec![1, 2, 3]));
         let err = read_versioned::<Vec<u32>>(&path, 2).unwrap_err();
-        assert!(matches!(
-            err,
-            StoreError::Version {
-                found: 1,
-                expected: 2,
-                ..
-            }
-        ));
+        assert!(matches!(err, StoreError::Version { found: 1, expected: 2, .. }));
         // No temporary file is left beside the document.
-        let names: Vec<_> = fs::read_dir(path.parent().unwrap())
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
+        let names: Vec<_> = fs::read_dir(path.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names, vec![std::ffi::OsString::from("state.json")]);
     }
 

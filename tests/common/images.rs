@@ -28,11 +28,7 @@ pub struct Blob {
 
 impl Blob {
     pub fn new(media_type: &str, bytes: Vec<u8>) -> Blob {
-        Blob {
-            media_type: media_type.into(),
-            digest: sha256(&bytes),
-            bytes,
-        }
+        Blob { media_type: media_type.into(), digest: sha256(&bytes), bytes }
     }
 
     fn descriptor(&self) -> serde_json::Value {
@@ -54,9 +50,7 @@ pub struct LayerTar {
 
 impl LayerTar {
     pub fn new() -> Self {
-        LayerTar {
-            builder: tar::Builder::new(Vec::new()),
-        }
+        LayerTar { builder: tar::Builder::new(Vec::new()) }
     }
 
     fn header(kind: tar::EntryType, mode: u32, size: usize) -> tar::Header {
@@ -113,18 +107,11 @@ impl TestImage {
                 let (suffix, bytes) = match compress {
                     Compress::None => ("", tar),
                     Compress::Gzip => {
-                        let mut enc =
-                            flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+                        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
                         enc.write_all(&tar).unwrap();
-                        (
-                            if docker { ".gzip" } else { "+gzip" },
-                            enc.finish().unwrap(),
-                        )
+                        (if docker { ".gzip" } else { "+gzip" }, enc.finish().unwrap())
                     }
-                    Compress::Zstd => (
-                        if docker { ".zstd" } else { "+zstd" },
-                        zstd::encode_all(&tar[..], 3).unwrap(),
-                    ),
+                    Compress::Zstd => (if docker { ".zstd" } else { "+zstd" }, zstd::encode_all(&tar[..], 3).unwrap()),
                 };
                 let base = if docker {
                     "application/vnd.docker.image.rootfs.diff.tar"
@@ -146,11 +133,7 @@ impl TestImage {
             "application/vnd.oci.image.config.v1+json"
         };
         let config = Blob::new(config_type, serde_json::to_vec(&config).unwrap());
-        let manifest_type = if docker {
-            DOCKER_MANIFEST
-        } else {
-            OCI_MANIFEST
-        };
+        let manifest_type = if docker { DOCKER_MANIFEST } else { OCI_MANIFEST };
         let manifest = json!({
             "schemaVersion": 2,
             "mediaType": manifest_type,
@@ -158,14 +141,7 @@ impl TestImage {
             "layers": layers.iter().map(Blob::descriptor).collect::<Vec<_>>(),
         });
         let manifest = Blob::new(manifest_type, serde_json::to_vec(&manifest).unwrap());
-        TestImage {
-            layers,
-            diff_ids,
-            config,
-            manifest,
-            others: Vec::new(),
-            index: None,
-        }
+        TestImage { layers, diff_ids, config, manifest, others: Vec::new(), index: None }
     }
 
     /// Wraps the image in an index whose first entry is another platform (arm64, listing
@@ -173,9 +149,13 @@ impl TestImage {
     pub fn with_index(mut self) -> TestImage {
         let other_config = Blob::new(
             "application/vnd.oci.image.config.v1+json",
-            serde_json::to_vec(&json!({"architecture": "arm64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": []}})).unwrap(),
+            serde_json::to_vec(
+                &json!({"architecture": "arm64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": []}}),
+            )
+            .unwrap(),
         );
-        let other = json!({"schemaVersion": 2, "mediaType": OCI_MANIFEST, "config": other_config.descriptor(), "layers": []});
+        let other =
+            json!({"schemaVersion": 2, "mediaType": OCI_MANIFEST, "config": other_config.descriptor(), "layers": []});
         let other = Blob::new(OCI_MANIFEST, serde_json::to_vec(&other).unwrap());
         let mut arm = other.descriptor();
         arm["platform"] = json!({"os": "linux", "architecture": "arm64"});
@@ -198,29 +178,16 @@ impl TestImage {
 
     /// Pushes blobs and manifests to `host/repo:tag` over plain HTTP.
     pub async fn push(&self, host: &str, repo: &str, tag: &str) {
-        let client = Client::new(ClientConfig {
-            protocol: ClientProtocol::Http,
-            ..Default::default()
-        });
+        let client = Client::new(ClientConfig { protocol: ClientProtocol::Http, ..Default::default() });
         let reference = Reference::from_str(&format!("{host}/{repo}:{tag}")).unwrap();
-        client
-            .auth(
-                &reference,
-                &RegistryAuth::Anonymous,
-                RegistryOperation::Push,
-            )
-            .await
-            .unwrap();
-        let blobs = self.layers.iter().chain([&self.config]).chain(
-            self.others
-                .iter()
-                .filter(|b| !b.media_type.contains("manifest")),
-        );
+        client.auth(&reference, &RegistryAuth::Anonymous, RegistryOperation::Push).await.unwrap();
+        let blobs = self
+            .layers
+            .iter()
+            .chain([&self.config])
+            .chain(self.others.iter().filter(|b| !b.media_type.contains("manifest")));
         for blob in blobs {
-            client
-                .push_blob(&reference, blob.bytes.clone(), &blob.digest)
-                .await
-                .unwrap();
+            client.push_blob(&reference, blob.bytes.clone(), &blob.digest).await.unwrap();
         }
         let push_manifest = |blob: &Blob, reference: Reference| {
             let client = &client;
@@ -237,11 +204,7 @@ impl TestImage {
             }
         };
         let by_digest = |d: &str| Reference::from_str(&format!("{host}/{repo}@{d}")).unwrap();
-        for other in self
-            .others
-            .iter()
-            .filter(|b| b.media_type.contains("manifest"))
-        {
+        for other in self.others.iter().filter(|b| b.media_type.contains("manifest")) {
             push_manifest(other, by_digest(&other.digest)).await;
         }
         match &self.index {
@@ -263,31 +226,20 @@ impl TestImage {
             builder.append_data(&mut h, name, bytes).unwrap();
         };
         add("oci-layout", br#"{"imageLayoutVersion":"1.0.0"}"#);
-        let all = self
-            .layers
-            .iter()
-            .chain([&self.config, &self.manifest])
-            .chain(self.others.iter())
-            .chain(self.index.iter());
+        let all =
+            self.layers.iter().chain([&self.config, &self.manifest]).chain(self.others.iter()).chain(self.index.iter());
         for blob in all {
-            add(
-                &format!("blobs/sha256/{}", &blob.digest["sha256:".len()..]),
-                &blob.bytes,
-            );
+            add(&format!("blobs/sha256/{}", &blob.digest["sha256:".len()..]), &blob.bytes);
         }
         let mut top = self.top().descriptor();
         top["annotations"] = json!({"org.opencontainers.image.ref.name": ref_name});
-        add(
-            "index.json",
-            &serde_json::to_vec(&json!({"schemaVersion": 2, "manifests": [top]})).unwrap(),
-        );
+        add("index.json", &serde_json::to_vec(&json!({"schemaVersion": 2, "manifests": [top]})).unwrap());
         builder.finish().unwrap();
     }
 }
 
 pub fn busybox() -> Vec<u8> {
-    std::fs::read("/bin/busybox")
-        .expect("/bin/busybox (Debian package busybox-static) must be installed")
+    std::fs::read("/bin/busybox").expect("/bin/busybox (Debian package busybox-static) must be installed")
 }
 
 /// Three layers (gzip, zstd, plain): busybox and files, then a whiteout of one file and an
@@ -310,18 +262,8 @@ pub fn multi_layer_image() -> TestImage {
         .file("data/old/.wh..wh..opq", 0o644, b"")
         .file("data/old/b", 0o644, b"new\n")
         .finish();
-    let top = LayerTar::new()
-        .file("etc/motd", 0o644, b"layer 3\n")
-        .finish();
-    TestImage::build(
-        vec![
-            (base, Compress::Gzip),
-            (change, Compress::Zstd),
-            (top, Compress::None),
-        ],
-        "",
-        false,
-    )
+    let top = LayerTar::new().file("etc/motd", 0o644, b"layer 3\n").finish();
+    TestImage::build(vec![(base, Compress::Gzip), (change, Compress::Zstd), (top, Compress::None)], "", false)
 }
 
 /// A one-layer image with a distinct file so its layer differs from other images'.

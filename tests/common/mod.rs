@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod images;
+pub mod pods;
 pub mod registry;
 
 use std::path::{Path, PathBuf};
@@ -24,10 +25,7 @@ pub struct Daemon {
 impl Daemon {
     /// Writes a config with private paths plus `extra` TOML, and starts the daemon.
     pub fn start(extra: &str) -> Daemon {
-        let dir = tempfile::Builder::new()
-            .prefix("swapcri-test-")
-            .tempdir()
-            .unwrap();
+        let dir = tempfile::Builder::new().prefix("swapcri-test-").tempdir().unwrap();
         let root = dir.path();
         let config_path = root.join("config.toml");
         let config = format!(
@@ -35,11 +33,7 @@ impl Daemon {
             root = root.display()
         );
         std::fs::write(&config_path, config).unwrap();
-        let mut daemon = Daemon {
-            dir,
-            config_path,
-            child: None,
-        };
+        let mut daemon = Daemon { dir, config_path, child: None };
         daemon.restart();
         daemon
     }
@@ -70,11 +64,7 @@ impl Daemon {
     /// Starts the daemon (again) and waits until its socket answers.
     pub fn restart(&mut self) {
         assert!(self.child.is_none(), "daemon already running");
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.log_path())
-            .unwrap();
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.log_path()).unwrap();
         let child = self
             .command()
             .arg("serve")
@@ -89,11 +79,7 @@ impl Daemon {
             if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
                 panic!("swapcri exited with {status}:\n{}", self.log());
             }
-            assert!(
-                Instant::now() < deadline,
-                "swapcri did not open its socket:\n{}",
-                self.log()
-            );
+            assert!(Instant::now() < deadline, "swapcri did not open its socket:\n{}", self.log());
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -134,11 +120,7 @@ pub async fn connect(socket: &Path) -> Channel {
         .unwrap()
         .connect_with_connector(tower::service_fn(move |_: Uri| {
             let socket = socket.clone();
-            async move {
-                Ok::<_, std::io::Error>(TokioIo::new(
-                    tokio::net::UnixStream::connect(socket).await?,
-                ))
-            }
+            async move { Ok::<_, std::io::Error>(TokioIo::new(tokio::net::UnixStream::connect(socket).await?)) }
         }))
         .await
         .expect("connect to the CRI socket")
@@ -146,8 +128,5 @@ pub async fn connect(socket: &Path) -> Channel {
 
 /// Skips nothing: fails loudly when the tests are not run as root.
 pub fn require_root() {
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "these tests need root: run them through hack/test.sh"
-    );
+    assert!(nix::unistd::geteuid().is_root(), "these tests need root: run them through hack/test.sh");
 }

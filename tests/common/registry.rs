@@ -13,10 +13,7 @@ pub struct Registry {
 
 impl Registry {
     pub fn start() -> Registry {
-        let dir = tempfile::Builder::new()
-            .prefix("swapcri-registry-")
-            .tempdir()
-            .unwrap();
+        let dir = tempfile::Builder::new().prefix("swapcri-registry-").tempdir().unwrap();
         let port = free_port();
         let config = dir.path().join("config.yml");
         std::fs::write(
@@ -39,11 +36,7 @@ impl Registry {
         let registry = Registry { dir, port, child };
         let deadline = Instant::now() + Duration::from_secs(20);
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "registry did not start: {}",
-                registry.log()
-            );
+            assert!(Instant::now() < deadline, "registry did not start: {}", registry.log());
             std::thread::sleep(Duration::from_millis(50));
         }
         registry
@@ -61,20 +54,12 @@ impl Registry {
     /// The file the registry serves a blob from (to corrupt it).
     pub fn blob_file(&self, digest: &str) -> PathBuf {
         let hex = digest.strip_prefix("sha256:").unwrap();
-        self.dir
-            .path()
-            .join("data/docker/registry/v2/blobs/sha256")
-            .join(&hex[..2])
-            .join(hex)
-            .join("data")
+        self.dir.path().join("data/docker/registry/v2/blobs/sha256").join(&hex[..2]).join(hex).join("data")
     }
 
     /// How many times a blob was fetched (GET requests in the access log).
     pub fn blob_gets(&self, digest: &str) -> usize {
-        self.log()
-            .lines()
-            .filter(|l| l.contains("\"GET ") && l.contains(&format!("/blobs/{digest}")))
-            .count()
+        self.log().lines().filter(|l| l.contains("\"GET ") && l.contains(&format!("/blobs/{digest}"))).count()
     }
 }
 
@@ -86,9 +71,5 @@ impl Drop for Registry {
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }

@@ -1,0 +1,88 @@
+//! Pure conversions of sandboxes and containers to CRI messages.
+
+use k8s_cri::v1 as cri;
+
+use crate::model::sandbox::SandboxState;
+use crate::service::{Container, Sandbox};
+
+fn sandbox_state(state: SandboxState) -> i32 {
+    match state {
+        SandboxState::Ready => cri::PodSandboxState::SandboxReady as i32,
+        SandboxState::NotReady => cri::PodSandboxState::SandboxNotready as i32,
+    }
+}
+
+pub fn sandbox(s: &Sandbox) -> cri::PodSandbox {
+    cri::PodSandbox {
+        id: s.meta.id.to_string(),
+        metadata: s.meta.config.metadata.clone(),
+        state: sandbox_state(s.status.state),
+        created_at: s.meta.created_at,
+        labels: s.meta.config.labels.clone(),
+        annotations: s.meta.config.annotations.clone(),
+        runtime_handler: s.meta.runtime_handler.clone(),
+    }
+}
+
+pub fn sandbox_status(s: &Sandbox) -> cri::PodSandboxStatus {
+    let options = s
+        .meta
+        .config
+        .linux
+        .as_ref()
+        .and_then(|l| l.security_context.as_ref())
+        .and_then(|c| c.namespace_options.clone());
+    cri::PodSandboxStatus {
+        id: s.meta.id.to_string(),
+        metadata: s.meta.config.metadata.clone(),
+        state: sandbox_state(s.status.state),
+        created_at: s.meta.created_at,
+        network: Some(cri::PodSandboxNetworkStatus::default()),
+        linux: Some(cri::LinuxPodSandboxStatus { namespaces: Some(cri::Namespace { options }) }),
+        labels: s.meta.config.labels.clone(),
+        annotations: s.meta.config.annotations.clone(),
+        runtime_handler: s.meta.runtime_handler.clone(),
+    }
+}
+
+pub fn container(c: &Container) -> cri::Container {
+    cri::Container {
+        id: c.meta.id.to_string(),
+        pod_sandbox_id: c.meta.sandbox_id.to_string(),
+        metadata: c.meta.config.metadata.clone(),
+        image: Some(cri::ImageSpec { image: c.meta.image_ref.clone(), ..Default::default() }),
+        image_ref: c.meta.image_id.to_string(),
+        state: c.status.state.to_cri() as i32,
+        created_at: c.meta.created_at,
+        labels: c.meta.config.labels.clone(),
+        annotations: c.meta.config.annotations.clone(),
+        image_id: c.meta.image_id.to_string(),
+    }
+}
+
+pub fn container_status(c: &Container) -> cri::ContainerStatus {
+    cri::ContainerStatus {
+        id: c.meta.id.to_string(),
+        metadata: c.meta.config.metadata.clone(),
+        state: c.status.state.to_cri() as i32,
+        created_at: c.meta.created_at,
+        started_at: c.status.started_at,
+        finished_at: c.status.finished_at,
+        exit_code: c.status.exit_code,
+        image: Some(cri::ImageSpec { image: c.meta.image_ref.clone(), ..Default::default() }),
+        image_ref: c.meta.image_id.to_string(),
+        reason: c.status.reason.clone(),
+        message: c.status.message.clone(),
+        labels: c.meta.config.labels.clone(),
+        annotations: c.meta.config.annotations.clone(),
+        mounts: c.meta.config.mounts.clone(),
+        log_path: c.meta.log_path.clone(),
+        resources: c
+            .status
+            .resources
+            .clone()
+            .map(|linux| cri::ContainerResources { linux: Some(linux), windows: None }),
+        image_id: c.meta.image_id.to_string(),
+        ..Default::default()
+    }
+}

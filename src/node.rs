@@ -1,0 +1,36 @@
+//! Node facts, probed once at start-up.
+
+use std::path::Path;
+
+use crate::cgroup::CgroupMode;
+use crate::policy::caps::{mask_from_status, names_in_mask, CAP_SYS_RESOURCE};
+use crate::policy::NodeFacts;
+
+pub fn probe(cgroup_root: &Path) -> NodeFacts {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let bounding = mask_from_status(&status, "CapBnd").unwrap_or(0);
+    let effective = mask_from_status(&status, "CapEff").unwrap_or(0);
+    let min_oom_score_adj = if effective & (1 << CAP_SYS_RESOURCE) != 0 {
+        -1000
+    } else {
+        // Without CAP_SYS_RESOURCE nothing may go below the daemon's own value.
+        std::fs::read_to_string("/proc/self/oom_score_adj").ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0)
+    };
+    let apparmor_enabled =
+        std::fs::read_to_string("/sys/module/apparmor/parameters/enabled").map(|s| s.trim() == "Y").unwrap_or(false);
+    let facts = NodeFacts {
+        cgroup_mode: CgroupMode::probe(cgroup_root),
+        held_capabilities: names_in_mask(bounding),
+        min_oom_score_adj,
+        apparmor_enabled,
+    };
+    if facts.min_oom_score_adj > -1000 {
+        tracing::warn!(
+            min = facts.min_oom_score_adj,
+            "the daemon lacks CAP_SYS_RESOURCE: container oom_score_adj values below {} are raised to it",
+            facts.min_oom_score_adj
+        );
+    }
+    tracing::info!(cgroup_mode = ?facts.cgroup_mode, capabilities = facts.held_capabilities.len(), apparmor = facts.apparmor_enabled, "node facts");
+    facts
+}

@@ -1,0 +1,29 @@
+use crate::error::Error;
+use crate::model::container::ContainerState;
+
+use super::pods::{now_nanos, PodService};
+
+impl PodService {
+    pub async fn start_container(&self, id: &str) -> Result<(), Error> {
+        let container = self.find_container(id)?;
+        let _guard = self.locks.lock(container.meta.id.as_str()).await;
+        let container = self.find_container(container.meta.id.as_str())?;
+        if !container.status.state.can_start() {
+            return Err(Error::FailedPrecondition(format!(
+                "container {} is {:?}, not created",
+                container.meta.id, container.status.state
+            )));
+        }
+        let sandbox = self.find_sandbox(container.meta.sandbox_id.as_str())?;
+        let handler = self.handler(&sandbox.meta.runtime_handler)?;
+        handler.runtime.start(container.meta.id.as_str()).await?;
+        let mut status = container.status.clone();
+        status.state = ContainerState::Running;
+        status.started_at = now_nanos();
+        self.save_container_status(&container.meta.id, status)?;
+        // A process that exits at once may already have an exit record.
+        self.refresh(&container.meta.id);
+        tracing::info!(container = %container.meta.id, "container started");
+        Ok(())
+    }
+}

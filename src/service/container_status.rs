@@ -1,0 +1,33 @@
+use serde_json::json;
+
+use crate::error::Error;
+
+use super::pods::{Container, PodService};
+
+impl PodService {
+    /// The container and, when verbose, its OCI spec, pid and notes as JSON.
+    pub fn container_status(&self, id: &str, verbose: bool) -> Result<(Container, Option<String>), Error> {
+        let container = self.find_container(id)?;
+        let info = if verbose {
+            let spec_path = self.container_run_dir(&container.meta.id).join("bundle/config.json");
+            let spec: serde_json::Value = std::fs::read(&spec_path)
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok())
+                .unwrap_or(serde_json::Value::Null);
+            Some(
+                json!({
+                    "sandboxID": container.meta.sandbox_id,
+                    "pid": container.status.pid,
+                    "monitor": container.status.monitor,
+                    "imageID": container.meta.image_id,
+                    "runtimeSpec": spec,
+                    "warnings": container.meta.warnings,
+                })
+                .to_string(),
+            )
+        } else {
+            None
+        };
+        Ok((container, info))
+    }
+}

@@ -1,0 +1,62 @@
+use std::time::{Duration, Instant};
+
+use crate::error::Error;
+use crate::model::container::ContainerState;
+
+use super::pods::PodService;
+
+/// How long to wait for the exit after SIGKILL before giving up.
+const KILL_WAIT: Duration = Duration::from_secs(10);
+
+impl PodService {
+    /// Sends the stop signal, waits up to `timeout`, then SIGKILLs every process of the
+    /// container. Stopping a stopped or unknown-to-us container succeeds.
+    pub async fn stop_container(&self, id: &str, timeout: Duration) -> Result<(), Error> {
+        let container = match self.find_container(id) {
+            Ok(c) => c,
+            Err(Error::NotFound(_)) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let _guard = self.locks.lock(container.meta.id.as_str()).await;
+        let container = self.find_container(container.meta.id.as_str())?;
+        if !container.status.state.needs_stop() && container.status.state != ContainerState::Created {
+            return Ok(());
+        }
+        let sandbox = self.find_sandbox(container.meta.sandbox_id.as_str())?;
+        let runtime = self.handler(&sandbox.meta.runtime_handler)?.runtime.clone();
+        let cid = container.meta.id.clone();
+        if container.status.state == ContainerState::Running && !timeout.is_zero() {
+            if let Err(e) = runtime.kill(cid.as_str(), &container.meta.stop_signal, false).await {
+                tracing::debug!(container = %cid, error = %e, "stop signal not delivered");
+            }
+            if self.wait_exit(&cid, timeout).await {
+                tracing::info!(container = %cid, "container stopped");
+                return Ok(());
+            }
+            tracing::info!(container = %cid, timeout_s = timeout.as_secs(), "stop timeout passed, killing");
+        }
+        if let Err(e) = runtime.kill(cid.as_str(), "SIGKILL", true).await {
+            tracing::debug!(container = %cid, error = %e, "SIGKILL not delivered");
+        }
+        if !self.wait_exit(&cid, KILL_WAIT).await {
+            return Err(Error::DeadlineExceeded(format!("container {cid} did not exit after SIGKILL")));
+        }
+        tracing::info!(container = %cid, "container killed");
+        Ok(())
+    }
+
+    /// Polls the exit record until the container is no longer running or created.
+    async fn wait_exit(&self, id: &crate::model::ids::ContainerId, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            match self.refresh(id) {
+                Some(c) if matches!(c.status.state, ContainerState::Running | ContainerState::Created) => {}
+                _ => return true,
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}

@@ -1,0 +1,53 @@
+use k8s_cri::v1 as cri;
+use serde_json::json;
+
+use crate::error::Error;
+
+use super::pods::PodService;
+
+impl PodService {
+    /// Applies new resources to a running or created container (in-place resize).
+    pub async fn update_container(
+        &self,
+        id: &str,
+        resources: Option<cri::LinuxContainerResources>,
+    ) -> Result<(), Error> {
+        let Some(resources) = resources else { return Ok(()) };
+        let container = self.find_container(id)?;
+        let _guard = self.locks.lock(container.meta.id.as_str()).await;
+        let container = self.find_container(container.meta.id.as_str())?;
+        if !container.status.state.needs_stop()
+            && container.status.state != crate::model::container::ContainerState::Created
+        {
+            return Err(Error::FailedPrecondition(format!("container {} is not running", container.meta.id)));
+        }
+        let sandbox = self.find_sandbox(container.meta.sandbox_id.as_str())?;
+        let document = self.resources_document(&resources);
+        let runtime = self.handler(&sandbox.meta.runtime_handler)?.runtime.clone();
+        runtime.update(container.meta.id.as_str(), document.to_string().as_bytes()).await?;
+        let mut status = container.status.clone();
+        status.resources = Some(resources);
+        self.save_container_status(&container.meta.id, status)?;
+        tracing::info!(container = %container.meta.id, "container resources updated");
+        Ok(())
+    }
+
+    /// OCI LinuxResources as `runc update --resources` reads it.
+    fn resources_document(&self, r: &cri::LinuxContainerResources) -> serde_json::Value {
+        let positive = |v: i64| (v > 0).then_some(v);
+        let mut doc = json!({
+            "cpu": {
+                "shares": positive(r.cpu_shares),
+                "quota": positive(r.cpu_quota),
+                "period": positive(r.cpu_period),
+                "cpus": (!r.cpuset_cpus.is_empty()).then(|| r.cpuset_cpus.clone()),
+                "mems": (!r.cpuset_mems.is_empty()).then(|| r.cpuset_mems.clone()),
+            },
+            "memory": { "limit": positive(r.memory_limit_in_bytes) },
+        });
+        if self.node.cgroup_mode.has_unified_memory() && !r.unified.is_empty() {
+            doc["unified"] = json!(r.unified);
+        }
+        doc
+    }
+}

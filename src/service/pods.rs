@@ -1,0 +1,235 @@
+//! Pod sandboxes and containers: shared state, paths and helpers for the RPC files.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+
+use crate::cgroup::Hierarchy;
+use crate::config::Config;
+use crate::error::Error;
+use crate::image::ImageStore;
+use crate::model::container::{ContainerMeta, ContainerState, ContainerStatus, ExitRecord};
+use crate::model::ids::{ContainerId, SandboxId};
+use crate::model::sandbox::{SandboxMeta, SandboxStatus};
+use crate::oci::{OciRuntime, Runc};
+use crate::policy::NodeFacts;
+use crate::store::Records;
+
+#[derive(Debug, Clone)]
+pub struct Sandbox {
+    pub meta: Arc<SandboxMeta>,
+    pub status: SandboxStatus,
+}
+
+#[derive(Debug, Clone)]
+pub struct Container {
+    pub meta: Arc<ContainerMeta>,
+    pub status: ContainerStatus,
+}
+
+#[derive(Default)]
+pub(super) struct State {
+    pub sandboxes: HashMap<SandboxId, Sandbox>,
+    pub containers: HashMap<ContainerId, Container>,
+}
+
+/// One async lock per sandbox or container id: state changes of one object run in order
+/// while other objects proceed.
+#[derive(Default)]
+pub(super) struct ObjectLocks(std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>);
+
+impl ObjectLocks {
+    pub async fn lock(&self, id: &str) -> tokio::sync::OwnedMutexGuard<()> {
+        let lock = self.0.lock().unwrap_or_else(|p| p.into_inner()).entry(id.to_string()).or_default().clone();
+        lock.lock_owned().await
+    }
+
+    pub fn forget(&self, id: &str) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+    }
+}
+
+/// A runtime handler: its settings and its runtime.
+pub(super) struct Handler {
+    pub runc: Runc,
+    pub no_pivot: bool,
+    pub runtime: Arc<dyn OciRuntime>,
+}
+
+/// Pod sandboxes and containers.
+pub struct PodService {
+    pub(super) config: Arc<Config>,
+    pub(super) node: NodeFacts,
+    pub(super) images: Arc<ImageStore>,
+    pub(super) handlers: HashMap<String, Handler>,
+    pub(super) sandbox_records: Records,
+    pub(super) container_records: Records,
+    pub(super) state: RwLock<State>,
+    pub(super) locks: ObjectLocks,
+    pub(super) hierarchies: Vec<Hierarchy>,
+}
+
+impl PodService {
+    pub fn new(config: Arc<Config>, node: NodeFacts, images: Arc<ImageStore>) -> Result<Self, Error> {
+        let handlers = config
+            .runtime
+            .handlers
+            .iter()
+            .map(|(name, h)| {
+                let runc = Runc { binary: h.binary.clone(), root: h.root.clone() };
+                (name.clone(), Handler { runtime: Arc::new(runc.clone()), runc, no_pivot: h.no_pivot })
+            })
+            .collect();
+        Ok(PodService {
+            sandbox_records: Records::open(&config.state_root.join("sandboxes"))?,
+            container_records: Records::open(&config.state_root.join("containers"))?,
+            config,
+            node,
+            images,
+            handlers,
+            state: RwLock::new(State::default()),
+            locks: ObjectLocks::default(),
+            hierarchies: crate::cgroup::hierarchies(),
+        })
+    }
+
+    pub fn node(&self) -> &NodeFacts {
+        &self.node
+    }
+
+    pub(super) fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(super) fn write(&self) -> std::sync::RwLockWriteGuard<'_, State> {
+        self.state.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The runtime handler name a request resolves to ("" is the default).
+    pub(super) fn handler_name(&self, requested: &str) -> Result<String, Error> {
+        let name = if requested.is_empty() { self.config.runtime.default_handler.as_str() } else { requested };
+        if self.handlers.contains_key(name) {
+            Ok(name.to_string())
+        } else {
+            Err(Error::InvalidArgument(format!("unknown runtime handler {requested:?}")))
+        }
+    }
+
+    pub(super) fn handler(&self, name: &str) -> Result<&Handler, Error> {
+        self.handlers
+            .get(name)
+            .ok_or_else(|| Error::FailedPrecondition(format!("runtime handler {name:?} is no longer configured")))
+    }
+
+    /// Volatile directory of a sandbox (namespaces, shm, pod files).
+    pub(super) fn sandbox_run_dir(&self, id: &SandboxId) -> PathBuf {
+        self.config.run_root.join("sandboxes").join(id.as_str())
+    }
+
+    /// Volatile directory of a container (bundle, rootfs mount, monitor files).
+    pub(super) fn container_run_dir(&self, id: &ContainerId) -> PathBuf {
+        self.config.run_root.join("containers").join(id.as_str())
+    }
+
+    pub(super) fn exit_file(&self, id: &ContainerId) -> PathBuf {
+        self.container_records.dir(id.as_str()).join("exit.json")
+    }
+
+    /// Resolves a sandbox id (full or a unique prefix).
+    pub(super) fn find_sandbox(&self, id: &str) -> Result<Sandbox, Error> {
+        let state = self.read();
+        let mut matches = state.sandboxes.iter().filter(|(k, _)| k.as_str().starts_with(id) && !id.is_empty());
+        match (matches.next(), matches.next()) {
+            (Some((_, s)), None) => Ok(s.clone()),
+            (Some(_), Some(_)) => Err(Error::InvalidArgument(format!("sandbox id prefix {id:?} is ambiguous"))),
+            _ => Err(Error::NotFound(format!("pod sandbox {id:?} not found"))),
+        }
+    }
+
+    /// Resolves a container id (full or a unique prefix) and refreshes its state.
+    pub(super) fn find_container(&self, id: &str) -> Result<Container, Error> {
+        let found = {
+            let state = self.read();
+            let mut matches = state.containers.iter().filter(|(k, _)| k.as_str().starts_with(id) && !id.is_empty());
+            match (matches.next(), matches.next()) {
+                (Some((k, _)), None) => k.clone(),
+                (Some(_), Some(_)) => {
+                    return Err(Error::InvalidArgument(format!("container id prefix {id:?} is ambiguous")))
+                }
+                _ => return Err(Error::NotFound(format!("container {id:?} not found"))),
+            }
+        };
+        self.refresh(&found).ok_or_else(|| Error::NotFound(format!("container {id:?} not found")))
+    }
+
+    /// Picks up an exit the monitor recorded; a monitor that died without recording one
+    /// leaves the container Unknown. Returns the current record.
+    pub(super) fn refresh(&self, id: &ContainerId) -> Option<Container> {
+        let current = self.read().containers.get(id)?.clone();
+        if !matches!(current.status.state, ContainerState::Created | ContainerState::Running) {
+            return Some(current);
+        }
+        let mut status = current.status.clone();
+        match read_exit(&self.exit_file(id)) {
+            Some(exit) => {
+                status.state = ContainerState::Exited;
+                status.exit_code = exit.exit_code;
+                status.finished_at = exit.finished_at;
+                status.reason = exit.reason().to_string();
+                status.pid = None;
+            }
+            None if status.monitor.is_some_and(|m| !m.is_alive()) => {
+                status.state = ContainerState::Unknown;
+                status.reason = "MonitorLost".into();
+                status.message = "the container's monitor exited without recording an exit".into();
+            }
+            None => return Some(current),
+        }
+        if let Err(e) = self.container_records.write_status(id.as_str(), &status) {
+            tracing::error!(container = %id, error = %e, "cannot persist container status");
+        }
+        let mut state = self.write();
+        let entry = state.containers.get_mut(id)?;
+        entry.status = status;
+        Some(entry.clone())
+    }
+
+    pub(super) fn save_container_status(&self, id: &ContainerId, status: ContainerStatus) -> Result<(), Error> {
+        self.container_records.write_status(id.as_str(), &status)?;
+        if let Some(c) = self.write().containers.get_mut(id) {
+            c.status = status;
+        }
+        Ok(())
+    }
+
+    pub(super) fn save_sandbox_status(&self, id: &SandboxId, status: SandboxStatus) -> Result<(), Error> {
+        self.sandbox_records.write_status(id.as_str(), &status)?;
+        if let Some(s) = self.write().sandboxes.get_mut(id) {
+            s.status = status;
+        }
+        Ok(())
+    }
+
+    /// Containers of a sandbox.
+    pub(super) fn containers_of(&self, sandbox: &SandboxId) -> Vec<ContainerId> {
+        self.read().containers.values().filter(|c| &c.meta.sandbox_id == sandbox).map(|c| c.meta.id.clone()).collect()
+    }
+
+    /// Containers that use an image (RemoveImage refuses while there are any).
+    pub fn containers_using(&self, image: &crate::model::image::ImageId) -> Vec<String> {
+        self.read().containers.values().filter(|c| &c.meta.image_id == image).map(|c| c.meta.id.to_string()).collect()
+    }
+}
+
+pub(super) fn read_exit(path: &std::path::Path) -> Option<ExitRecord> {
+    std::fs::read(path).ok().and_then(|b| serde_json::from_slice(&b).ok())
+}
+
+pub(super) fn now_nanos() -> i64 {
+    chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0)
+}
+
+/// Labels match a selector when every selector pair is present.
+pub(super) fn labels_match(labels: &HashMap<String, String>, selector: &HashMap<String, String>) -> bool {
+    selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+}

@@ -1,0 +1,105 @@
+//! Start-up reconciliation of the records on disk with what is running.
+
+use std::path::Path;
+
+use crate::error::Error;
+use crate::model::container::{ContainerMeta, ContainerStatus};
+use crate::model::sandbox::{SandboxMeta, SandboxState, SandboxStatus};
+use crate::sandbox;
+
+use super::pods::{Container, PodService, Sandbox};
+
+/// statfs magic of the nsfs filesystem (a pinned namespace file).
+const NSFS_MAGIC: i64 = 0x6e73_6673;
+
+impl PodService {
+    /// Loads every sandbox and container, picks up exits that happened while the daemon was
+    /// away, marks pods whose namespaces are gone NotReady, and cleans what a crash during
+    /// creation left. Runs before the socket opens.
+    pub fn recover(&self) -> Result<(), Error> {
+        let sandboxes = self.sandbox_records.load::<SandboxMeta, SandboxStatus>()?;
+        for id in &sandboxes.incomplete {
+            tracing::info!(sandbox = %id, "cleaning up a sandbox whose creation did not finish");
+            cleanup_sandbox_dir(&self.config.run_root.join("sandboxes").join(id));
+            self.sandbox_records.remove(id)?;
+        }
+        for (meta, mut status) in sandboxes.complete {
+            if status.state == SandboxState::Ready {
+                let request = self.ns_request(&meta.id, &meta.config);
+                let pinned = [&request.net, &request.ipc, &request.uts].into_iter().flatten().all(|p| is_nsfs(p));
+                let holder_ok = !request.pid_holder || status.holder.is_some_and(|h| h.is_alive());
+                if !pinned || !holder_ok {
+                    tracing::warn!(sandbox = %meta.id, "pod namespaces are gone; the sandbox is not ready");
+                    sandbox::release(&request, status.holder.filter(|h| h.is_alive()));
+                    status.state = SandboxState::NotReady;
+                    status.holder = None;
+                    self.sandbox_records.write_status(meta.id.as_str(), &status)?;
+                }
+            }
+            self.write().sandboxes.insert(meta.id.clone(), Sandbox { meta: std::sync::Arc::new(meta), status });
+        }
+
+        let containers = self.container_records.load::<ContainerMeta, ContainerStatus>()?;
+        for id in &containers.incomplete {
+            tracing::info!(container = %id, "cleaning up a container whose creation did not finish");
+            for handler in self.handlers.values() {
+                let _ = std::process::Command::new(&handler.runc.binary)
+                    .arg("--root")
+                    .arg(&handler.runc.root)
+                    .args(["delete", "--force", id])
+                    .output();
+            }
+            let run_dir = self.config.run_root.join("containers").join(id);
+            let _ = sandbox::unmount(&run_dir.join("rootfs"));
+            let _ = std::fs::remove_dir_all(&run_dir);
+            self.container_records.remove(id)?;
+        }
+        let mut ids = Vec::new();
+        for (meta, status) in containers.complete {
+            ids.push(meta.id.clone());
+            self.write().containers.insert(meta.id.clone(), Container { meta: std::sync::Arc::new(meta), status });
+        }
+        for id in &ids {
+            self.refresh(id);
+        }
+        self.sweep_orphan_dirs();
+        let state = self.read();
+        tracing::info!(sandboxes = state.sandboxes.len(), containers = state.containers.len(), "state recovered");
+        Ok(())
+    }
+
+    /// Run directories that no record owns (a crash before the first record was written).
+    fn sweep_orphan_dirs(&self) {
+        let known_containers: Vec<String> = self.read().containers.keys().map(|k| k.to_string()).collect();
+        let known_sandboxes: Vec<String> = self.read().sandboxes.keys().map(|k| k.to_string()).collect();
+        for (dir, known, is_sandbox) in [("containers", known_containers, false), ("sandboxes", known_sandboxes, true)]
+        {
+            let Ok(entries) = std::fs::read_dir(self.config.run_root.join(dir)) else { continue };
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if known.contains(&name) {
+                    continue;
+                }
+                tracing::info!(path = %entry.path().display(), "removing an orphaned run directory");
+                if is_sandbox {
+                    cleanup_sandbox_dir(&entry.path());
+                } else {
+                    let _ = sandbox::unmount(&entry.path().join("rootfs"));
+                    let _ = std::fs::remove_dir_all(entry.path());
+                }
+            }
+        }
+    }
+}
+
+fn is_nsfs(path: &Path) -> bool {
+    nix::sys::statfs::statfs(path).map(|s| s.filesystem_type().0 as i64 == NSFS_MAGIC).unwrap_or(false)
+}
+
+fn cleanup_sandbox_dir(dir: &Path) {
+    for ns in ["net", "ipc", "uts"] {
+        let _ = sandbox::unmount(&dir.join("ns").join(ns));
+    }
+    let _ = sandbox::unmount(&dir.join("shm"));
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -1,0 +1,127 @@
+use k8s_cri::v1 as cri;
+
+use crate::error::Error;
+use crate::model::ids::SandboxId;
+use crate::model::sandbox::{sandbox_name, SandboxMeta, SandboxState, SandboxStatus};
+use crate::policy::mounts::tmpfs_options;
+use crate::sandbox::{self, NsRequest};
+
+use super::pods::{now_nanos, PodService, Sandbox};
+use super::rollback::Rollback;
+
+/// How a sandbox's namespaces were asked for.
+pub(super) struct NsModes {
+    pub host_network: bool,
+    pub host_ipc: bool,
+    pub shared_pid: bool,
+}
+
+pub(super) fn ns_modes(config: &cri::PodSandboxConfig) -> NsModes {
+    let options = config
+        .linux
+        .as_ref()
+        .and_then(|l| l.security_context.as_ref())
+        .and_then(|s| s.namespace_options.clone())
+        .unwrap_or_default();
+    NsModes {
+        host_network: options.network == cri::NamespaceMode::Node as i32,
+        host_ipc: options.ipc == cri::NamespaceMode::Node as i32,
+        shared_pid: options.pid == cri::NamespaceMode::Pod as i32,
+    }
+}
+
+impl PodService {
+    /// The namespace files a sandbox pins (none for host namespaces).
+    pub(super) fn ns_request(&self, id: &SandboxId, config: &cri::PodSandboxConfig) -> NsRequest {
+        let dir = self.sandbox_run_dir(id).join("ns");
+        let modes = ns_modes(config);
+        NsRequest {
+            net: (!modes.host_network).then(|| dir.join("net")),
+            ipc: (!modes.host_ipc).then(|| dir.join("ipc")),
+            uts: (!modes.host_network).then(|| dir.join("uts")),
+            hostname: Some(config.hostname.clone()).filter(|h| !h.is_empty()),
+            pid_holder: modes.shared_pid,
+            cgroup: Some(self.config.runtime.monitor_cgroup.clone()),
+        }
+    }
+
+    pub async fn run_sandbox(&self, config: cri::PodSandboxConfig, runtime_handler: &str) -> Result<SandboxId, Error> {
+        let metadata =
+            config.metadata.clone().ok_or_else(|| Error::InvalidArgument("sandbox metadata is required".into()))?;
+        if metadata.name.is_empty() || metadata.namespace.is_empty() || metadata.uid.is_empty() {
+            return Err(Error::InvalidArgument("sandbox metadata needs name, namespace and uid".into()));
+        }
+        let handler = self.handler_name(runtime_handler)?;
+        let name = sandbox_name(&metadata);
+        let _guard = self.locks.lock(&format!("sandbox-name/{name}")).await;
+        if let Some(existing) = self.read().sandboxes.values().find(|s| s.meta.name == name) {
+            if existing.status.state == SandboxState::Ready {
+                return Ok(existing.meta.id.clone());
+            }
+            return Err(Error::AlreadyExists(format!("sandbox name {name:?} is taken by {}", existing.meta.id)));
+        }
+        let id = SandboxId::generate();
+        let dir = self.sandbox_run_dir(&id);
+        let mut rollback = Rollback::new();
+        std::fs::create_dir_all(dir.join("ns")).map_err(|e| Error::Internal(format!("{}: {e}", dir.display())))?;
+        let cleanup_dir = dir.clone();
+        rollback.push("remove run directory", move || {
+            let _ = std::fs::remove_dir_all(cleanup_dir);
+        });
+
+        let modes = ns_modes(&config);
+        let request = self.ns_request(&id, &config);
+        let (req, work) = (request.clone(), dir.clone());
+        let holder = tokio::task::spawn_blocking(move || sandbox::create(&req, &work))
+            .await?
+            .map_err(|e| Error::Internal(format!("creating the pod's namespaces: {e}")))?;
+        let released = request.clone();
+        rollback.push("release namespaces", move || sandbox::release(&released, holder));
+
+        if !modes.host_ipc {
+            let shm = dir.join("shm");
+            sandbox::mount_tmpfs(&shm, &tmpfs_options(0o1777, Some(self.config.runtime.shm_size_bytes)))
+                .map_err(|e| Error::Internal(format!("mounting {}: {e}", shm.display())))?;
+            rollback.push("unmount shm", move || {
+                let _ = sandbox::unmount(&shm);
+            });
+        }
+        let hostname = if modes.host_network || config.hostname.is_empty() {
+            nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default()
+        } else {
+            config.hostname.clone()
+        };
+        sandbox::write_pod_files(&dir, &hostname, config.dns_config.as_ref())
+            .map_err(|e| Error::Internal(format!("writing pod files: {e}")))?;
+
+        let requested_parent = config.linux.as_ref().map(|l| l.cgroup_parent.clone()).unwrap_or_default();
+        let owns = requested_parent.is_empty();
+        let cgroup_parent = if owns {
+            format!("{}/{}", self.config.runtime.default_cgroup_parent.trim_end_matches('/'), id)
+        } else {
+            requested_parent
+        };
+        let meta = SandboxMeta {
+            id: id.clone(),
+            name,
+            config,
+            runtime_handler: handler,
+            cgroup_parent,
+            owns_cgroup_parent: owns,
+            created_at: now_nanos(),
+            dir,
+        };
+        let status = SandboxStatus { state: SandboxState::Ready, holder };
+        self.sandbox_records.write_meta(id.as_str(), &meta)?;
+        let records_id = id.to_string();
+        let records = self.sandbox_records.dir(&records_id);
+        rollback.push("remove records", move || {
+            let _ = std::fs::remove_dir_all(records);
+        });
+        self.sandbox_records.write_status(id.as_str(), &status)?;
+        self.write().sandboxes.insert(id.clone(), Sandbox { meta: std::sync::Arc::new(meta), status });
+        rollback.commit();
+        tracing::info!(sandbox = %id, "pod sandbox ready");
+        Ok(id)
+    }
+}

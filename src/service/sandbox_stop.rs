@@ -1,0 +1,40 @@
+use std::time::Duration;
+
+use crate::error::Error;
+use crate::model::sandbox::SandboxState;
+use crate::sandbox;
+
+use super::pods::PodService;
+
+impl PodService {
+    /// Kills the pod's containers and releases its namespaces and shm. Idempotent; an
+    /// unknown sandbox is already stopped.
+    pub async fn stop_sandbox(&self, id: &str) -> Result<(), Error> {
+        let sandbox = match self.find_sandbox(id) {
+            Ok(s) => s,
+            Err(Error::NotFound(_)) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let _guard = self.locks.lock(sandbox.meta.id.as_str()).await;
+        for container in self.containers_of(&sandbox.meta.id) {
+            self.stop_container(container.as_str(), Duration::ZERO).await?;
+        }
+        let sandbox = self.find_sandbox(sandbox.meta.id.as_str())?;
+        let request = self.ns_request(&sandbox.meta.id, &sandbox.meta.config);
+        let holder = sandbox.status.holder;
+        let shm = sandbox.meta.dir.join("shm");
+        tokio::task::spawn_blocking(move || {
+            sandbox::release(&request, holder);
+            let _ = sandbox::unmount(&shm);
+        })
+        .await?;
+        if sandbox.status.state != SandboxState::NotReady {
+            let mut status = sandbox.status.clone();
+            status.state = SandboxState::NotReady;
+            status.holder = None;
+            self.save_sandbox_status(&sandbox.meta.id, status)?;
+            tracing::info!(sandbox = %sandbox.meta.id, "pod sandbox stopped");
+        }
+        Ok(())
+    }
+}
