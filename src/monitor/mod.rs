@@ -28,7 +28,9 @@ pub struct MonitorConfig {
     pub max_log_line: usize,
     pub exit_file: PathBuf,
     pub ctl_socket: PathBuf,
-    /// Private directory for the pid file, runc's log and the console socket.
+    /// Where runc hands over the pty of a tty container (unix socket paths are short).
+    pub console_socket: PathBuf,
+    /// Private directory for the pid file and runc's log.
     pub work_dir: PathBuf,
     pub tty: bool,
     pub stdin: bool,

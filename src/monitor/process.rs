@@ -120,7 +120,7 @@ fn create(cfg: &MonitorConfig) -> Result<Created, String> {
     let mut outputs = Vec::new();
     let mut stdin_keep = None;
     let console = if cfg.tty {
-        let path = cfg.work_dir.join("console.sock");
+        let path = cfg.console_socket.clone();
         let _ = std::fs::remove_file(&path);
         let listener = UnixListener::bind(&path).map_err(|e| format!("console socket: {e}"))?;
         cmd.arg("--console-socket").arg(&path);

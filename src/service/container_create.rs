@@ -118,12 +118,14 @@ impl PodService {
             log_path: (!log_path.is_empty()).then(|| PathBuf::from(&log_path)),
             max_log_line: self.config.runtime.max_log_line_bytes,
             exit_file: self.exit_file(&id),
-            ctl_socket: run_dir.join("ctl.sock"),
+            ctl_socket: self.socket_path(&id, "ctl"),
+            console_socket: self.socket_path(&id, "console"),
             work_dir: run_dir.join("monitor"),
             tty: config.tty,
             stdin: config.stdin,
             cgroup: Some(self.config.runtime.monitor_cgroup.clone()),
         };
+        std::fs::create_dir_all(self.config.run_root.join("sock")).map_err(|e| Error::Internal(e.to_string()))?;
         let monitor_path = run_dir.join("monitor.json");
         std::fs::write(&monitor_path, serde_json::to_vec(&monitor_config).map_err(|e| Error::Internal(e.to_string()))?)
             .map_err(|e| Error::Internal(e.to_string()))?;

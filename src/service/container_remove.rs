@@ -31,6 +31,9 @@ impl PodService {
         sandbox::unmount(&run_dir.join("rootfs"))
             .map_err(|e| Error::Internal(format!("unmounting the root filesystem: {e}")))?;
         let _ = std::fs::remove_dir_all(&run_dir);
+        for kind in ["ctl", "console"] {
+            let _ = std::fs::remove_file(self.socket_path(&cid, kind));
+        }
         self.container_records.remove(cid.as_str())?;
         self.write().containers.remove(&cid);
         self.locks.forget(cid.as_str());

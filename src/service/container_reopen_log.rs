@@ -9,7 +9,7 @@ impl PodService {
         if container.status.state != crate::model::container::ContainerState::Running {
             return Err(Error::FailedPrecondition(format!("container {} is not running", container.meta.id)));
         }
-        let socket = self.container_run_dir(&container.meta.id).join("ctl.sock");
+        let socket = self.socket_path(&container.meta.id, "ctl");
         crate::monitor::reopen_log(&socket).await?;
         Ok(())
     }

@@ -131,6 +131,11 @@ impl PodService {
         self.config.run_root.join("containers").join(id.as_str())
     }
 
+    /// Unix socket paths must stay under 108 bytes: a short directory and half the id.
+    pub(super) fn socket_path(&self, id: &ContainerId, kind: &str) -> PathBuf {
+        self.config.run_root.join("sock").join(format!("{}.{kind}", &id.as_str()[..32]))
+    }
+
     pub(super) fn exit_file(&self, id: &ContainerId) -> PathBuf {
         self.container_records.dir(id.as_str()).join("exit.json")
     }

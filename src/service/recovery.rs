@@ -18,6 +18,9 @@ impl PodService {
     /// creation left. Runs before the socket opens.
     pub fn recover(&self) -> Result<(), Error> {
         let sandboxes = self.sandbox_records.load::<SandboxMeta, SandboxStatus>()?;
+        for (id, error) in &sandboxes.quarantined {
+            tracing::error!(sandbox = %id, %error, "unreadable sandbox record moved aside as {id}.corrupt");
+        }
         for id in &sandboxes.incomplete {
             tracing::info!(sandbox = %id, "cleaning up a sandbox whose creation did not finish");
             cleanup_sandbox_dir(&self.config.run_root.join("sandboxes").join(id));
@@ -40,6 +43,9 @@ impl PodService {
         }
 
         let containers = self.container_records.load::<ContainerMeta, ContainerStatus>()?;
+        for (id, error) in &containers.quarantined {
+            tracing::error!(container = %id, %error, "unreadable container record moved aside as {id}.corrupt");
+        }
         for id in &containers.incomplete {
             tracing::info!(container = %id, "cleaning up a container whose creation did not finish");
             for handler in self.handlers.values() {

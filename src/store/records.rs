@@ -21,6 +21,8 @@ pub struct Loaded<M, S> {
     pub complete: Vec<(M, S)>,
     /// Ids whose directory has no status: half-created objects to clean up.
     pub incomplete: Vec<String>,
+    /// Records that cannot be read; moved aside (never deleted) for an operator to inspect.
+    pub quarantined: Vec<(String, String)>,
 }
 
 impl Records {
@@ -51,17 +53,25 @@ impl Records {
     }
 
     pub fn load<M: DeserializeOwned, S: DeserializeOwned>(&self) -> Result<Loaded<M, S>, StoreError> {
-        let mut loaded = Loaded { complete: Vec::new(), incomplete: Vec::new() };
+        let mut loaded = Loaded { complete: Vec::new(), incomplete: Vec::new(), quarantined: Vec::new() };
         let entries =
             fs::read_dir(&self.root).map_err(|source| StoreError::Read { path: self.root.clone(), source })?;
         for entry in entries.flatten() {
             let id = entry.file_name().to_string_lossy().into_owned();
+            if id.contains('.') {
+                continue; // quarantined earlier
+            }
             let dir = entry.path();
-            let meta = read_versioned::<M>(&dir.join("meta.json"), VERSION)?;
-            let status = read_versioned::<S>(&dir.join("status.json"), VERSION)?;
-            match (meta, status) {
-                (Some(m), Some(s)) => loaded.complete.push((m, s)),
-                _ => loaded.incomplete.push(id),
+            let read = read_versioned::<M>(&dir.join("meta.json"), VERSION)
+                .and_then(|m| Ok((m, read_versioned::<S>(&dir.join("status.json"), VERSION)?)));
+            match read {
+                Ok((Some(m), Some(s))) => loaded.complete.push((m, s)),
+                Ok(_) => loaded.incomplete.push(id),
+                Err(e) => {
+                    let aside = self.root.join(format!("{id}.corrupt"));
+                    let _ = fs::rename(&dir, &aside);
+                    loaded.quarantined.push((id, e.to_string()));
+                }
             }
         }
         Ok(loaded)
@@ -79,9 +89,13 @@ mod tests {
         records.write_meta("a", &"meta-a").unwrap();
         records.write_status("a", &1u32).unwrap();
         records.write_meta("b", &"meta-b").unwrap();
+        records.write_meta("c", &7u32).unwrap();
+        records.write_status("c", &1u32).unwrap();
         let loaded: Loaded<String, u32> = records.load().unwrap();
         assert_eq!(loaded.complete, vec![("meta-a".to_string(), 1)]);
         assert_eq!(loaded.incomplete, vec!["b".to_string()]);
+        assert_eq!(loaded.quarantined.len(), 1, "a record of the wrong shape is moved aside");
+        assert!(dir.path().join("c.corrupt/meta.json").exists());
         records.remove("b").unwrap();
         records.remove("b").unwrap();
         assert_eq!(records.load::<String, u32>().unwrap().incomplete.len(), 0);

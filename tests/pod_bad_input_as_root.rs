@@ -1,0 +1,55 @@
+//! Requests that must be refused with the right code and change nothing.
+
+mod common;
+
+use common::pods::*;
+use common::{require_root, Daemon};
+use k8s_cri::v1 as cri;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_requests_are_refused() {
+    require_root();
+    let daemon = Daemon::start("");
+    import_busybox(&daemon);
+    let logs = daemon.dir.path().join("logs");
+    let mut rt = daemon.runtime().await;
+
+    let code = |r: Result<tonic::Response<cri::RunPodSandboxResponse>, tonic::Status>| r.unwrap_err().code();
+    assert_eq!(code(rt.run_pod_sandbox(cri::RunPodSandboxRequest::default()).await), tonic::Code::InvalidArgument);
+    let handler = cri::RunPodSandboxRequest { config: Some(sandbox_config("x", &logs)), runtime_handler: "kata".into() };
+    assert_eq!(code(rt.run_pod_sandbox(handler).await), tonic::Code::InvalidArgument);
+    assert!(rt.list_pod_sandbox(cri::ListPodSandboxRequest::default()).await.unwrap().into_inner().items.is_empty());
+
+    let pod_config = sandbox_config("pod", &logs);
+    let pod = run_sandbox(&daemon, pod_config.clone()).await;
+    let create = |sandbox: &str, config: cri::ContainerConfig| cri::CreateContainerRequest {
+        pod_sandbox_id: sandbox.into(),
+        config: Some(config),
+        sandbox_config: Some(pod_config.clone()),
+    };
+    let err = rt.create_container(create("no-such-pod", container_config("c", &["true"]))).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::NotFound);
+    let mut missing_image = container_config("c", &["true"]);
+    missing_image.image = Some(cri::ImageSpec { image: "localhost/absent:1".into(), ..Default::default() });
+    assert_eq!(rt.create_container(create(&pod, missing_image)).await.unwrap_err().code(), tonic::Code::NotFound);
+    let mut relative_dir = container_config("c", &["true"]);
+    relative_dir.working_dir = "relative/dir".into();
+    let err = rt.create_container(create(&pod, relative_dir)).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument, "{}", err.message());
+    let mut bad_cap = container_config("c", &["true"]);
+    bad_cap.linux.as_mut().unwrap().security_context.as_mut().unwrap().capabilities =
+        Some(cri::Capability { add_capabilities: vec!["NOT_A_CAP".into()], ..Default::default() });
+    assert_eq!(rt.create_container(create(&pod, bad_cap)).await.unwrap_err().code(), tonic::Code::InvalidArgument);
+    assert!(rt.list_containers(cri::ListContainersRequest::default()).await.unwrap().into_inner().containers.is_empty(), "nothing created");
+    assert!(std::fs::read_dir(daemon.dir.path().join("run/containers")).map(|d| d.count()).unwrap_or(0) == 0);
+
+    let id = start(&daemon, &pod, &pod_config, container_config("c", &["sleep", "30"])).await;
+    let again = rt.start_container(cri::StartContainerRequest { container_id: id.clone() }).await.unwrap_err();
+    assert_eq!(again.code(), tonic::Code::FailedPrecondition);
+    let taken = rt.create_container(create(&pod, container_config("c", &["true"]))).await.unwrap_err();
+    assert_eq!(taken.code(), tonic::Code::AlreadyExists);
+    assert_eq!(rt.start_container(cri::StartContainerRequest { container_id: String::new() }).await.unwrap_err().code(), tonic::Code::InvalidArgument);
+    assert_eq!(rt.container_status(cri::ContainerStatusRequest { container_id: "0".repeat(64), verbose: false }).await.unwrap_err().code(), tonic::Code::NotFound);
+    assert_eq!(rt.exec_sync(cri::ExecSyncRequest { container_id: id.clone(), cmd: vec![], timeout: 0 }).await.unwrap_err().code(), tonic::Code::InvalidArgument);
+    rt.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: pod }).await.unwrap();
+}

@@ -1,0 +1,118 @@
+//! Pod-level sharing and container options on real runc: IPC and /dev/shm shared by a
+//! pod's containers, a shared PID namespace, users, read-only root filesystems, the
+//! RuntimeDefault seccomp profile, log reopening and OOM kills.
+
+mod common;
+
+use std::time::Duration;
+
+use common::pods::*;
+use common::{require_root, Daemon};
+use k8s_cri::v1 as cri;
+
+fn stdout(r: &cri::ExecSyncResponse) -> String {
+    String::from_utf8_lossy(&r.stdout).trim().to_string()
+}
+
+fn security(c: &mut cri::ContainerConfig) -> &mut cri::LinuxContainerSecurityContext {
+    c.linux.get_or_insert_with(Default::default).security_context.get_or_insert_with(Default::default)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn containers_share_ipc_and_shm_and_options_apply() {
+    require_root();
+    let daemon = Daemon::start("");
+    import_busybox(&daemon);
+    let logs = daemon.dir.path().join("logs");
+    let pod_config = sandbox_config("shared", &logs);
+    let pod = run_sandbox(&daemon, pod_config.clone()).await;
+    let forever = ["sh", "-c", "while true; do sleep 1; done"];
+    let a = start(&daemon, &pod, &pod_config, container_config("a", &forever)).await;
+    let mut b_config = container_config("b", &forever);
+    security(&mut b_config).run_as_user = Some(cri::Int64Value { value: 1000 });
+    security(&mut b_config).readonly_rootfs = true;
+    security(&mut b_config).seccomp =
+        Some(cri::SecurityProfile { profile_type: cri::security_profile::ProfileType::RuntimeDefault as i32, ..Default::default() });
+    let b = start(&daemon, &pod, &pod_config, b_config).await;
+
+    // Same IPC and network namespaces, separate PID namespaces.
+    let ns = |id: String, kind: &'static str| {
+        let daemon = &daemon;
+        async move { stdout(&exec(daemon, &id, &["readlink", &format!("/proc/self/ns/{kind}")], 10).await.unwrap()) }
+    };
+    assert_eq!(ns(a.clone(), "ipc").await, ns(b.clone(), "ipc").await);
+    assert_eq!(ns(a.clone(), "net").await, ns(b.clone(), "net").await);
+    assert_ne!(ns(a.clone(), "pid").await, ns(b.clone(), "pid").await);
+    // /dev/shm is the pod's: what one writes, the other reads.
+    exec(&daemon, &a, &["sh", "-c", "echo from-a > /dev/shm/note"], 10).await.unwrap();
+    assert_eq!(stdout(&exec(&daemon, &b, &["cat", "/dev/shm/note"], 10).await.unwrap()), "from-a");
+    let mounts = stdout(&exec(&daemon, &a, &["cat", "/proc/mounts"], 10).await.unwrap());
+    assert!(mounts.lines().any(|l| l.contains(" /dev/shm tmpfs ")), "{mounts}");
+
+    // User, read-only root filesystem and seccomp in b.
+    assert_eq!(stdout(&exec(&daemon, &b, &["id", "-u"], 10).await.unwrap()), "1000");
+    let touch = exec(&daemon, &b, &["touch", "/newfile"], 10).await.unwrap();
+    assert_ne!(touch.exit_code, 0, "read-only root filesystem");
+    // The RuntimeDefault profile lets ordinary work through.
+    assert_eq!(stdout(&exec(&daemon, &b, &["sh", "-c", "seq 3 | wc -l"], 10).await.unwrap()), "3");
+    let status = daemon.runtime().await.container_status(cri::ContainerStatusRequest { container_id: b.clone(), verbose: true }).await.unwrap().into_inner();
+    let info: serde_json::Value = serde_json::from_str(&status.info["info"]).unwrap();
+    assert_eq!(info["runtimeSpec"]["linux"]["seccomp"]["defaultAction"], "SCMP_ACT_ERRNO");
+    assert!(info["pid"].as_i64().unwrap() > 0);
+
+    // Log rotation: kubelet renames the file and asks for a reopen.
+    let mut logger_config = container_config("logger", &["sh", "-c", "i=0; while true; do echo line $i; i=$((i+1)); sleep 0.05; done"]);
+    logger_config.log_path = "logger.log".into();
+    let logger = start(&daemon, &pod, &pod_config, logger_config).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    std::fs::rename(logs.join("logger.log"), logs.join("logger.log.1")).unwrap();
+    daemon.runtime().await.reopen_container_log(cri::ReopenContainerLogRequest { container_id: logger.clone() }).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let old = std::fs::read_to_string(logs.join("logger.log.1")).unwrap();
+    let new = std::fs::read_to_string(logs.join("logger.log")).unwrap();
+    let numbers = |text: &str| text.lines().filter_map(|l| l.rsplit(' ').next()?.parse::<u32>().ok()).collect::<Vec<_>>();
+    let (old, new) = (numbers(&old), numbers(&new));
+    assert!(!old.is_empty() && !new.is_empty());
+    assert_eq!(new[0], old.last().unwrap() + 1, "no line lost or repeated across the reopen");
+
+    daemon.runtime().await.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: pod }).await.unwrap();
+    assert!(mounts_under(daemon.dir.path()).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn shared_pid_namespace_and_oom_kill() {
+    require_root();
+    let daemon = Daemon::start("");
+    import_busybox(&daemon);
+    let logs = daemon.dir.path().join("logs");
+    let mut pod_config = sandbox_config("pidshare", &logs);
+    let ns = pod_config.linux.as_mut().unwrap().security_context.as_mut().unwrap().namespace_options.as_mut().unwrap();
+    ns.pid = cri::NamespaceMode::Pod as i32;
+    let pod = run_sandbox(&daemon, pod_config.clone()).await;
+    let forever = ["sh", "-c", "while true; do sleep 1; done"];
+    let mut shared = |name: &str| {
+        let mut c = container_config(name, &forever);
+        security(&mut c).namespace_options.as_mut().unwrap().pid = cri::NamespaceMode::Pod as i32;
+        c
+    };
+    let a = start(&daemon, &pod, &pod_config, shared("a")).await;
+    let b = start(&daemon, &pod, &pod_config, shared("b")).await;
+    let ps = stdout(&exec(&daemon, &b, &["ps", "-o", "pid,args"], 10).await.unwrap());
+    let sleepers = ps.lines().filter(|l| l.contains("while true")).count();
+    assert_eq!(sleepers, 2, "b sees a's process too:\n{ps}");
+    assert!(ps.lines().any(|l| l.trim_start().starts_with("1 ")), "the pod's init holds pid 1:\n{ps}");
+    let _ = a;
+
+    // A container that allocates past its memory limit is OOM-killed and says so.
+    let mut hog = container_config("hog", &["sh", "-c", "dd if=/dev/zero of=/dev/null bs=256M count=1"]);
+    hog.linux.as_mut().unwrap().resources =
+        Some(cri::LinuxContainerResources { memory_limit_in_bytes: 64 * 1024 * 1024, ..Default::default() });
+    security(&mut hog).namespace_options.as_mut().unwrap().pid = cri::NamespaceMode::Container as i32;
+    let hog = start(&daemon, &pod, &pod_config, hog).await;
+    let exited = wait_exited(&daemon, &hog, Duration::from_secs(30)).await;
+    assert_eq!(exited.reason, "OOMKilled", "exit {} {}", exited.exit_code, exited.message);
+    assert_eq!(exited.exit_code, 137);
+
+    daemon.runtime().await.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: pod }).await.unwrap();
+    assert!(mounts_under(daemon.dir.path()).is_empty());
+}
