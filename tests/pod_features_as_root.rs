@@ -116,3 +116,67 @@ async fn shared_pid_namespace_and_oom_kill() {
     daemon.runtime().await.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: pod }).await.unwrap();
     assert!(mounts_under(daemon.dir.path()).is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tty_updates_v1_notes_and_monitor_cgroup() {
+    require_root();
+    let daemon = Daemon::start("");
+    import_busybox(&daemon);
+    let logs = daemon.dir.path().join("logs");
+    let pod_config = sandbox_config("misc", &logs);
+    let pod = run_sandbox(&daemon, pod_config.clone()).await;
+
+    // A tty container: output comes through the pty into the log.
+    let mut tty = container_config("tty", &["sh", "-c", "tty; echo on-a-terminal"]);
+    tty.tty = true;
+    let tty = start(&daemon, &pod, &pod_config, tty).await;
+    assert_eq!(wait_exited(&daemon, &tty, Duration::from_secs(20)).await.exit_code, 0);
+    let log = std::fs::read_to_string(logs.join("tty.log")).unwrap();
+    assert!(log.contains("stdout F /dev/pts/"), "{log}");
+    assert!(log.contains("on-a-terminal"), "{log}");
+
+    // cgroup v2 values cannot apply on this node's v1 memory controller: dropped, noted.
+    let mut worker = container_config("worker", &["sh", "-c", "while true; do sleep 1; done"]);
+    worker.linux.as_mut().unwrap().resources = Some(cri::LinuxContainerResources {
+        memory_limit_in_bytes: 128 * 1024 * 1024,
+        unified: [("memory.swap.max".to_string(), "0".to_string())].into(),
+        ..Default::default()
+    });
+    let worker = start(&daemon, &pod, &pod_config, worker).await;
+    let verbose = daemon.runtime().await.container_status(cri::ContainerStatusRequest { container_id: worker.clone(), verbose: true }).await.unwrap().into_inner();
+    let info: serde_json::Value = serde_json::from_str(&verbose.info["info"]).unwrap();
+    let v1_host = !std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+    if v1_host {
+        assert!(info["warnings"].to_string().contains("memory.swap.max"), "{}", info["warnings"]);
+    }
+
+    // In-place update: the new limit reaches the cgroup and the status reports it.
+    daemon
+        .runtime()
+        .await
+        .update_container_resources(cri::UpdateContainerResourcesRequest {
+            container_id: worker.clone(),
+            linux: Some(cri::LinuxContainerResources { memory_limit_in_bytes: 256 * 1024 * 1024, cpu_shares: 256, ..Default::default() }),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let updated = status(&daemon, &worker).await;
+    assert_eq!(updated.resources.unwrap().linux.unwrap().memory_limit_in_bytes, 256 * 1024 * 1024);
+    let pid = info["pid"].as_i64().unwrap();
+    let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    let memory_dir = if v1_host {
+        let rel = cgroups.lines().find(|l| l.split(':').nth(1).is_some_and(|c| c.split(',').any(|x| x == "memory"))).unwrap().splitn(3, ':').nth(2).unwrap().to_string();
+        format!("/sys/fs/cgroup/memory{rel}/memory.limit_in_bytes")
+    } else {
+        format!("/sys/fs/cgroup{}/memory.max", cgroups.lines().find(|l| l.starts_with("0::")).unwrap().trim_start_matches("0::"))
+    };
+    assert_eq!(std::fs::read_to_string(&memory_dir).unwrap().trim(), (256 * 1024 * 1024).to_string(), "{memory_dir}");
+
+    // The monitor lives outside the daemon's cgroup.
+    let monitor = info["monitor"]["pid"].as_i64().unwrap();
+    let monitor_cgroup = std::fs::read_to_string(format!("/proc/{monitor}/cgroup")).unwrap();
+    assert!(monitor_cgroup.lines().any(|l| l.starts_with("0::") && l.contains("swapcri-monitors")), "{monitor_cgroup}");
+
+    daemon.runtime().await.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: pod }).await.unwrap();
+}

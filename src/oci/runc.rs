@@ -54,6 +54,9 @@ impl Runc {
 /// runc logs JSON or logfmt lines to stderr; keep the last message.
 pub fn runc_message(stderr: &[u8]) -> String {
     let text = String::from_utf8_lossy(stderr);
+    if let Some(panic) = text.lines().find(|l| l.starts_with("panic:")) {
+        return panic.to_string();
+    }
     let last = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
     if let Ok(v) = serde_json::from_str::<serde_json::Value>(last) {
         if let Some(msg) = v.get("msg").and_then(|m| m.as_str()) {

@@ -32,7 +32,8 @@ impl PodService {
         Ok(())
     }
 
-    /// OCI LinuxResources as `runc update --resources` reads it.
+    /// OCI LinuxResources as `runc update --resources` reads it. Absent values are left
+    /// out, not null: runc keeps the current value for a missing key but not for a null.
     fn resources_document(&self, r: &cri::LinuxContainerResources) -> serde_json::Value {
         let positive = |v: i64| (v > 0).then_some(v);
         let mut doc = json!({
@@ -48,6 +49,26 @@ impl PodService {
         if self.node.cgroup_mode.has_unified_memory() && !r.unified.is_empty() {
             doc["unified"] = json!(r.unified);
         }
-        doc
+        without_nulls(doc)
+    }
+}
+
+fn without_nulls(value: serde_json::Value) -> serde_json::Value {
+    match value {
+        serde_json::Value::Object(map) => {
+            serde_json::Value::Object(map.into_iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k, without_nulls(v))).collect())
+        }
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nulls_are_dropped_at_every_level() {
+        let doc = without_nulls(json!({"cpu": {"shares": 2, "quota": null}, "memory": {"limit": null}, "x": null}));
+        assert_eq!(doc, json!({"cpu": {"shares": 2}, "memory": {}}));
     }
 }
