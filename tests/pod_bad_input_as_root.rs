@@ -16,7 +16,8 @@ async fn bad_requests_are_refused() {
 
     let code = |r: Result<tonic::Response<cri::RunPodSandboxResponse>, tonic::Status>| r.unwrap_err().code();
     assert_eq!(code(rt.run_pod_sandbox(cri::RunPodSandboxRequest::default()).await), tonic::Code::InvalidArgument);
-    let handler = cri::RunPodSandboxRequest { config: Some(sandbox_config("x", &logs)), runtime_handler: "kata".into() };
+    let handler =
+        cri::RunPodSandboxRequest { config: Some(sandbox_config("x", &logs)), runtime_handler: "kata".into() };
     assert_eq!(code(rt.run_pod_sandbox(handler).await), tonic::Code::InvalidArgument);
     assert!(rt.list_pod_sandbox(cri::ListPodSandboxRequest::default()).await.unwrap().into_inner().items.is_empty());
 
@@ -40,7 +41,10 @@ async fn bad_requests_are_refused() {
     bad_cap.linux.as_mut().unwrap().security_context.as_mut().unwrap().capabilities =
         Some(cri::Capability { add_capabilities: vec!["NOT_A_CAP".into()], ..Default::default() });
     assert_eq!(rt.create_container(create(&pod, bad_cap)).await.unwrap_err().code(), tonic::Code::InvalidArgument);
-    assert!(rt.list_containers(cri::ListContainersRequest::default()).await.unwrap().into_inner().containers.is_empty(), "nothing created");
+    assert!(
+        rt.list_containers(cri::ListContainersRequest::default()).await.unwrap().into_inner().containers.is_empty(),
+        "nothing created"
+    );
     assert!(std::fs::read_dir(daemon.dir.path().join("run/containers")).map(|d| d.count()).unwrap_or(0) == 0);
 
     let id = start(&daemon, &pod, &pod_config, container_config("c", &["sleep", "30"])).await;
@@ -48,8 +52,23 @@ async fn bad_requests_are_refused() {
     assert_eq!(again.code(), tonic::Code::FailedPrecondition);
     let taken = rt.create_container(create(&pod, container_config("c", &["true"]))).await.unwrap_err();
     assert_eq!(taken.code(), tonic::Code::AlreadyExists);
-    assert_eq!(rt.start_container(cri::StartContainerRequest { container_id: String::new() }).await.unwrap_err().code(), tonic::Code::InvalidArgument);
-    assert_eq!(rt.container_status(cri::ContainerStatusRequest { container_id: "0".repeat(64), verbose: false }).await.unwrap_err().code(), tonic::Code::NotFound);
-    assert_eq!(rt.exec_sync(cri::ExecSyncRequest { container_id: id.clone(), cmd: vec![], timeout: 0 }).await.unwrap_err().code(), tonic::Code::InvalidArgument);
+    assert_eq!(
+        rt.start_container(cri::StartContainerRequest { container_id: String::new() }).await.unwrap_err().code(),
+        tonic::Code::InvalidArgument
+    );
+    assert_eq!(
+        rt.container_status(cri::ContainerStatusRequest { container_id: "0".repeat(64), verbose: false })
+            .await
+            .unwrap_err()
+            .code(),
+        tonic::Code::NotFound
+    );
+    assert_eq!(
+        rt.exec_sync(cri::ExecSyncRequest { container_id: id.clone(), cmd: vec![], timeout: 0 })
+            .await
+            .unwrap_err()
+            .code(),
+        tonic::Code::InvalidArgument
+    );
     rt.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: pod }).await.unwrap();
 }

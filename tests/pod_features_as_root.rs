@@ -31,8 +31,10 @@ async fn containers_share_ipc_and_shm_and_options_apply() {
     let mut b_config = container_config("b", &forever);
     security(&mut b_config).run_as_user = Some(cri::Int64Value { value: 1000 });
     security(&mut b_config).readonly_rootfs = true;
-    security(&mut b_config).seccomp =
-        Some(cri::SecurityProfile { profile_type: cri::security_profile::ProfileType::RuntimeDefault as i32, ..Default::default() });
+    security(&mut b_config).seccomp = Some(cri::SecurityProfile {
+        profile_type: cri::security_profile::ProfileType::RuntimeDefault as i32,
+        ..Default::default()
+    });
     let b = start(&daemon, &pod, &pod_config, b_config).await;
 
     // Same IPC and network namespaces, separate PID namespaces.
@@ -55,22 +57,35 @@ async fn containers_share_ipc_and_shm_and_options_apply() {
     assert_ne!(touch.exit_code, 0, "read-only root filesystem");
     // The RuntimeDefault profile lets ordinary work through.
     assert_eq!(stdout(&exec(&daemon, &b, &["sh", "-c", "seq 3 | wc -l"], 10).await.unwrap()), "3");
-    let status = daemon.runtime().await.container_status(cri::ContainerStatusRequest { container_id: b.clone(), verbose: true }).await.unwrap().into_inner();
+    let status = daemon
+        .runtime()
+        .await
+        .container_status(cri::ContainerStatusRequest { container_id: b.clone(), verbose: true })
+        .await
+        .unwrap()
+        .into_inner();
     let info: serde_json::Value = serde_json::from_str(&status.info["info"]).unwrap();
     assert_eq!(info["runtimeSpec"]["linux"]["seccomp"]["defaultAction"], "SCMP_ACT_ERRNO");
     assert!(info["pid"].as_i64().unwrap() > 0);
 
     // Log rotation: kubelet renames the file and asks for a reopen.
-    let mut logger_config = container_config("logger", &["sh", "-c", "i=0; while true; do echo line $i; i=$((i+1)); sleep 0.05; done"]);
+    let mut logger_config =
+        container_config("logger", &["sh", "-c", "i=0; while true; do echo line $i; i=$((i+1)); sleep 0.05; done"]);
     logger_config.log_path = "logger.log".into();
     let logger = start(&daemon, &pod, &pod_config, logger_config).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     std::fs::rename(logs.join("logger.log"), logs.join("logger.log.1")).unwrap();
-    daemon.runtime().await.reopen_container_log(cri::ReopenContainerLogRequest { container_id: logger.clone() }).await.unwrap();
+    daemon
+        .runtime()
+        .await
+        .reopen_container_log(cri::ReopenContainerLogRequest { container_id: logger.clone() })
+        .await
+        .unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     let old = std::fs::read_to_string(logs.join("logger.log.1")).unwrap();
     let new = std::fs::read_to_string(logs.join("logger.log")).unwrap();
-    let numbers = |text: &str| text.lines().filter_map(|l| l.rsplit(' ').next()?.parse::<u32>().ok()).collect::<Vec<_>>();
+    let numbers =
+        |text: &str| text.lines().filter_map(|l| l.rsplit(' ').next()?.parse::<u32>().ok()).collect::<Vec<_>>();
     let (old, new) = (numbers(&old), numbers(&new));
     assert!(!old.is_empty() && !new.is_empty());
     assert_eq!(new[0], old.last().unwrap() + 1, "no line lost or repeated across the reopen");
@@ -143,7 +158,13 @@ async fn tty_updates_v1_notes_and_monitor_cgroup() {
         ..Default::default()
     });
     let worker = start(&daemon, &pod, &pod_config, worker).await;
-    let verbose = daemon.runtime().await.container_status(cri::ContainerStatusRequest { container_id: worker.clone(), verbose: true }).await.unwrap().into_inner();
+    let verbose = daemon
+        .runtime()
+        .await
+        .container_status(cri::ContainerStatusRequest { container_id: worker.clone(), verbose: true })
+        .await
+        .unwrap()
+        .into_inner();
     let info: serde_json::Value = serde_json::from_str(&verbose.info["info"]).unwrap();
     let v1_host = !std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
     if v1_host {
@@ -156,7 +177,11 @@ async fn tty_updates_v1_notes_and_monitor_cgroup() {
         .await
         .update_container_resources(cri::UpdateContainerResourcesRequest {
             container_id: worker.clone(),
-            linux: Some(cri::LinuxContainerResources { memory_limit_in_bytes: 256 * 1024 * 1024, cpu_shares: 256, ..Default::default() }),
+            linux: Some(cri::LinuxContainerResources {
+                memory_limit_in_bytes: 256 * 1024 * 1024,
+                cpu_shares: 256,
+                ..Default::default()
+            }),
             ..Default::default()
         })
         .await
@@ -166,10 +191,20 @@ async fn tty_updates_v1_notes_and_monitor_cgroup() {
     let pid = info["pid"].as_i64().unwrap();
     let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
     let memory_dir = if v1_host {
-        let rel = cgroups.lines().find(|l| l.split(':').nth(1).is_some_and(|c| c.split(',').any(|x| x == "memory"))).unwrap().splitn(3, ':').nth(2).unwrap().to_string();
+        let rel = cgroups
+            .lines()
+            .find(|l| l.split(':').nth(1).is_some_and(|c| c.split(',').any(|x| x == "memory")))
+            .unwrap()
+            .splitn(3, ':')
+            .nth(2)
+            .unwrap()
+            .to_string();
         format!("/sys/fs/cgroup/memory{rel}/memory.limit_in_bytes")
     } else {
-        format!("/sys/fs/cgroup{}/memory.max", cgroups.lines().find(|l| l.starts_with("0::")).unwrap().trim_start_matches("0::"))
+        format!(
+            "/sys/fs/cgroup{}/memory.max",
+            cgroups.lines().find(|l| l.starts_with("0::")).unwrap().trim_start_matches("0::")
+        )
     };
     assert_eq!(std::fs::read_to_string(&memory_dir).unwrap().trim(), (256 * 1024 * 1024).to_string(), "{memory_dir}");
 

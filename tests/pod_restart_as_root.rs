@@ -39,9 +39,16 @@ async fn containers_survive_a_daemon_crash() {
         .into_inner()
         .container_id
     };
-    let before_containers = daemon.runtime().await.list_containers(cri::ListContainersRequest::default()).await.unwrap().into_inner();
+    let before_containers =
+        daemon.runtime().await.list_containers(cri::ListContainersRequest::default()).await.unwrap().into_inner();
     let counter_pid = {
-        let s = daemon.runtime().await.container_status(cri::ContainerStatusRequest { container_id: counter.clone(), verbose: true }).await.unwrap().into_inner();
+        let s = daemon
+            .runtime()
+            .await
+            .container_status(cri::ContainerStatusRequest { container_id: counter.clone(), verbose: true })
+            .await
+            .unwrap()
+            .into_inner();
         serde_json::from_str::<serde_json::Value>(&s.info["info"]).unwrap()["pid"].as_i64().unwrap()
     };
 
@@ -53,11 +60,16 @@ async fn containers_survive_a_daemon_crash() {
     std::fs::create_dir_all(daemon.state_root().join("containers").join(&half)).unwrap();
     let broken = "e".repeat(64);
     std::fs::create_dir_all(daemon.state_root().join("containers").join(&broken)).unwrap();
-    std::fs::write(daemon.state_root().join("containers").join(&broken).join("meta.json"), b"{\"version\":1,\"data\":{}}").unwrap();
+    std::fs::write(
+        daemon.state_root().join("containers").join(&broken).join("meta.json"),
+        b"{\"version\":1,\"data\":{}}",
+    )
+    .unwrap();
     std::fs::create_dir_all(daemon.dir.path().join("run/containers").join(&half).join("rootfs")).unwrap();
     daemon.restart();
 
-    let after = daemon.runtime().await.list_containers(cri::ListContainersRequest::default()).await.unwrap().into_inner();
+    let after =
+        daemon.runtime().await.list_containers(cri::ListContainersRequest::default()).await.unwrap().into_inner();
     assert_eq!(after.containers.len(), 3);
     let ids = |l: &cri::ListContainersResponse| {
         let mut v: Vec<String> = l.containers.iter().map(|c| c.id.clone()).collect();
@@ -72,12 +84,16 @@ async fn containers_survive_a_daemon_crash() {
     assert_eq!(short_status.state, cri::ContainerState::ContainerExited as i32);
     assert_eq!(short_status.exit_code, 42, "exit recorded while the daemon was away");
     assert_eq!(status(&daemon, &created).await.state, cri::ContainerState::ContainerCreated as i32);
-    let sandboxes = daemon.runtime().await.list_pod_sandbox(cri::ListPodSandboxRequest::default()).await.unwrap().into_inner();
+    let sandboxes =
+        daemon.runtime().await.list_pod_sandbox(cri::ListPodSandboxRequest::default()).await.unwrap().into_inner();
     assert_eq!(sandboxes.items.len(), 1);
     assert_eq!(sandboxes.items[0].state, cri::PodSandboxState::SandboxReady as i32);
     assert!(!daemon.state_root().join("containers").join(&half).exists(), "half-created container cleaned");
     assert!(!daemon.dir.path().join("run/containers").join(&half).exists());
-    assert!(daemon.state_root().join("containers").join(format!("{broken}.corrupt")).exists(), "unreadable record kept aside");
+    assert!(
+        daemon.state_root().join("containers").join(format!("{broken}.corrupt")).exists(),
+        "unreadable record kept aside"
+    );
 
     // The counter's log has no gap across the crash; exec and start still work.
     tokio::time::sleep(Duration::from_millis(500)).await;

@@ -55,9 +55,9 @@ impl PodService {
 
 fn without_nulls(value: serde_json::Value) -> serde_json::Value {
     match value {
-        serde_json::Value::Object(map) => {
-            serde_json::Value::Object(map.into_iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k, without_nulls(v))).collect())
-        }
+        serde_json::Value::Object(map) => serde_json::Value::Object(
+            map.into_iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k, without_nulls(v))).collect(),
+        ),
         other => other,
     }
 }

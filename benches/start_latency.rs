@@ -1,0 +1,80 @@
+//! Pod + container start latency through the CRI (RunPodSandbox, CreateContainer,
+//! StartContainer) against a bare `runc run` of the same root filesystem. Needs root.
+//!   sudo hack/bench.sh
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::pods::*;
+use common::Daemon;
+use k8s_cri::v1 as cri;
+
+const RUNS: usize = 20;
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+}
+
+#[tokio::main]
+async fn main() {
+    common::require_root();
+    let daemon = Daemon::start("");
+    import_busybox(&daemon);
+    let logs = daemon.dir.path().join("logs");
+    let mut cri_samples = Vec::new();
+    for n in 0..RUNS {
+        let pod_config = sandbox_config(&format!("bench-{n}"), &logs);
+        let started = Instant::now();
+        let pod = run_sandbox(&daemon, pod_config.clone()).await;
+        start(&daemon, &pod, &pod_config, container_config("c", &["sleep", "30"])).await;
+        cri_samples.push(started.elapsed());
+        daemon.runtime().await.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: pod }).await.unwrap();
+    }
+
+    // The same root filesystem (the image's one layer) under bare runc.
+    let image = busybox_image();
+    let layer = daemon.state_root().join("images/layers").join(&image.diff_ids[0]["sha256:".len()..]);
+    let bundle = daemon.dir.path().join("bare");
+    std::fs::create_dir_all(&bundle).unwrap();
+    let spec = Command::new("runc").arg("spec").current_dir(&bundle).status().unwrap();
+    assert!(spec.success());
+    let mut config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(bundle.join("config.json")).unwrap()).unwrap();
+    config["root"] = serde_json::json!({"path": layer, "readonly": true});
+    config["process"]["terminal"] = serde_json::json!(false);
+    config["process"]["args"] = serde_json::json!(["sleep", "30"]);
+    std::fs::write(bundle.join("config.json"), serde_json::to_vec(&config).unwrap()).unwrap();
+    let root = daemon.dir.path().join("bare-runc");
+    let errors = daemon.dir.path().join("bare-runc.err");
+    let mut bare_samples = Vec::new();
+    for n in 0..RUNS {
+        let id = format!("bare-{n}");
+        let started = Instant::now();
+        let out = Command::new("runc")
+            .arg("--root")
+            .arg(&root)
+            .args(["run", "--detach", "--bundle"])
+            .arg(&bundle)
+            .arg(&id)
+            // The container inherits runc's stdio: a pipe would stay open for its lifetime.
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&errors).unwrap())
+            .status()
+            .unwrap();
+        bare_samples.push(started.elapsed());
+        assert!(out.success(), "{}", std::fs::read_to_string(&errors).unwrap_or_default());
+        let _ = Command::new("runc").arg("--root").arg(&root).args(["delete", "--force", &id]).output();
+    }
+    println!("start latency, median of {RUNS} runs:");
+    println!("  swapcri RunPodSandbox + CreateContainer + StartContainer: {}", ms(median(cri_samples)));
+    println!("  bare runc run --detach (same root filesystem):             {}", ms(median(bare_samples)));
+}
