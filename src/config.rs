@@ -34,6 +34,8 @@ pub struct Config {
     /// Where the cgroup filesystem is mounted (probed for the cgroup mode).
     pub cgroup_root: PathBuf,
     pub runtime: RuntimeConfig,
+    pub swap: SwapConfig,
+    pub memory_qos: MemoryQosConfig,
     pub image: ImageConfig,
     /// Per-registry settings, keyed by host[:port] (e.g. "registry.local:5000").
     pub registries: BTreeMap<String, RegistryConfig>,
@@ -78,6 +80,72 @@ pub enum CgroupDriver {
     Cgroupfs,
 }
 
+/// How containers' `memory.swap.max` is decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SwapBehavior {
+    /// Apply what kubelet sends; NoSwap where it sends nothing.
+    #[serde(rename = "follow-kubelet")]
+    FollowKubelet,
+    NoSwap,
+    LimitedSwap,
+}
+
+/// Whose value is applied when swapcri's own swap decision differs from kubelet's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SwapAuthority {
+    Kubelet,
+    Runtime,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SwapConfig {
+    pub behavior: SwapBehavior,
+    pub authority: SwapAuthority,
+    /// Swap kept for processes outside containers; LimitedSwap shares out the rest.
+    pub reserved_for_system_bytes: u64,
+}
+
+/// Memory protection (`memory.min` / `memory.low`) of swapcri's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Reservation {
+    /// Apply what kubelet sends, nothing of our own.
+    #[serde(rename = "follow-kubelet")]
+    FollowKubelet,
+    /// Every container's `memory.min` = its request (kubelet's original MemoryQoS).
+    #[serde(rename = "min")]
+    Min,
+    /// Guaranteed: `memory.min` = request; Burstable: `memory.low` = request.
+    #[serde(rename = "tiered")]
+    Tiered,
+    /// No reservation at all, kubelet's included.
+    #[serde(rename = "none")]
+    None,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MemoryQosConfig {
+    pub reservation: Reservation,
+    /// `memory.high` = request + factor × (limit − request); unset: none of our own.
+    pub throttling_factor: Option<f64>,
+    /// Node allocatable memory; unset: the kubepods cgroup's memory.max, else MemTotal.
+    pub node_allocatable_bytes: Option<u64>,
+}
+
+impl Default for SwapConfig {
+    fn default() -> Self {
+        Self { behavior: SwapBehavior::FollowKubelet, authority: SwapAuthority::Kubelet, reserved_for_system_bytes: 0 }
+    }
+}
+
+impl Default for MemoryQosConfig {
+    fn default() -> Self {
+        Self { reservation: Reservation::FollowKubelet, throttling_factor: None, node_allocatable_bytes: None }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ImageConfig {
@@ -114,6 +182,8 @@ impl Default for Config {
             log_level: "info".to_string(),
             cgroup_root: PathBuf::from("/sys/fs/cgroup"),
             runtime: RuntimeConfig::default(),
+            swap: SwapConfig::default(),
+            memory_qos: MemoryQosConfig::default(),
             image: ImageConfig::default(),
             registries: BTreeMap::new(),
         }
@@ -244,6 +314,14 @@ impl Config {
         }
         if !self.runtime.default_cgroup_parent.starts_with('/') {
             return Err(invalid("runtime.default_cgroup_parent", "must start with /".into()));
+        }
+        if let Some(factor) = self.memory_qos.throttling_factor {
+            if !(factor > 0.0 && factor <= 1.0) {
+                return Err(invalid("memory_qos.throttling_factor", format!("{factor} is not in (0, 1]")));
+            }
+        }
+        if self.memory_qos.node_allocatable_bytes == Some(0) {
+            return Err(invalid("memory_qos.node_allocatable_bytes", "must be above 0".into()));
         }
         if self.image.pull_progress_timeout_secs == 0 {
             return Err(invalid("image.pull_progress_timeout_secs", "must be at least 1".into()));

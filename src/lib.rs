@@ -15,3 +15,8 @@ pub mod policy;
 pub mod sandbox;
 pub mod service;
 pub mod store;
+
+/// The running binary, for the helper processes the daemon starts (monitors, namespace
+/// holders). `/proc/self/exe` stays valid when the file is replaced by an upgrade, so helpers
+/// always match the daemon that speaks to them.
+pub const SELF_EXE: &str = "/proc/self/exe";

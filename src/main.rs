@@ -107,10 +107,19 @@ fn main() -> anyhow::Result<()> {
             }
             anyhow::Ok(())
         })?,
-        Command::Client { command } => {
-            let out = runtime.block_on(swapcri::client::run(&config.socket, command))?;
-            println!("{out}");
-        }
+        Command::Client { command } => match runtime.block_on(swapcri::client::run(&config.socket, command)) {
+            Ok(out) => println!("{out}"),
+            Err(e) => match e.downcast::<swapcri::client::CommandExit>() {
+                Ok(exit) => {
+                    print!("{}", exit.output);
+                    std::process::exit(exit.code.clamp(1, 255));
+                }
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    std::process::exit(1);
+                }
+            },
+        },
         Command::Config { .. } | Command::Monitor { .. } | Command::SandboxNs { .. } => {
             unreachable!("handled before loading the config")
         }

@@ -2,6 +2,8 @@
 //! OOM kill counts, removal of cgroups swapcri created, and moving helper processes out of
 //! the daemon's cgroup.
 
+pub mod memory_files;
+
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};

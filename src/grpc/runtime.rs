@@ -49,7 +49,11 @@ impl CriRuntimeService for RuntimeApi {
     }
 
     async fn status(&self, request: Request<cri::StatusRequest>) -> Result<Response<cri::StatusResponse>, Status> {
-        Ok(Response::new(convert::status(self.runtime.status(request.into_inner().verbose))))
+        let mut status = self.runtime.status(request.into_inner().verbose);
+        if let Some(info) = &mut status.info {
+            *info = self.pods.add_memory_status(info);
+        }
+        Ok(Response::new(convert::status(status)))
     }
 
     async fn runtime_config(

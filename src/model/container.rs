@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::ids::{ContainerId, SandboxId};
 use super::image::ImageId;
 use super::sandbox::ProcessRef;
+use crate::policy::memory::MemoryPlan;
 
 /// created --start--> running --exit/stop--> exited; unknown when the runtime cannot tell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -75,6 +76,12 @@ pub struct ContainerStatus {
     pub message: String,
     /// Current resources (in-place updates included).
     pub resources: Option<cri::LinuxContainerResources>,
+    /// The memory and swap plan applied (recomputed on resource updates).
+    #[serde(default)]
+    pub memory_plan: Option<MemoryPlan>,
+    /// Plan values the kernel did not hold when read back (empty: all matched or unchecked).
+    #[serde(default)]
+    pub memory_mismatches: Vec<String>,
 }
 
 impl ContainerStatus {
@@ -89,6 +96,8 @@ impl ContainerStatus {
             reason: String::new(),
             message: String::new(),
             resources,
+            memory_plan: None,
+            memory_mismatches: Vec::new(),
         }
     }
 }

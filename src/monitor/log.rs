@@ -109,9 +109,45 @@ pub fn timestamp() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Nanos, true)
 }
 
+/// The messages of a CRI log, partial lines joined: what `kubectl logs` shows. Lines that
+/// are not in the CRI format are kept as they are.
+pub fn messages(log: &str) -> String {
+    let mut out = String::new();
+    for line in log.lines() {
+        let mut parts = line.splitn(4, ' ');
+        match (parts.next(), parts.next(), parts.next(), parts.next()) {
+            (Some(_), Some("stdout" | "stderr"), Some(tag @ ("F" | "P")), message) => {
+                out.push_str(message.unwrap_or(""));
+                if tag == "F" {
+                    out.push('\n');
+                }
+            }
+            _ => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn messages_of_a_log() {
+        let cases = [
+            ("", ""),
+            ("2024-01-01T00:00:00Z stdout F hello\n", "hello\n"),
+            ("t stdout P ab\nt stderr F cd\nt stdout F \n", "abcd\n\n"),
+            ("t stdout F with spaces  kept\n", "with spaces  kept\n"),
+            ("not a cri line\n", "not a cri line\n"),
+        ];
+        for (log, expected) in cases {
+            assert_eq!(messages(log), expected, "{log:?}");
+        }
+    }
 
     fn frame(chunks: &[&str], max: usize) -> Vec<(String, bool)> {
         let mut out = Vec::new();

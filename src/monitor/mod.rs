@@ -3,7 +3,7 @@
 //! log, reopens it on request, reaps the container's init as a subreaper, and records the
 //! exit code, finish time and OOM kill on disk. It outlives the daemon.
 
-mod log;
+pub mod log;
 mod process;
 mod spawn;
 

@@ -26,9 +26,9 @@ pub enum MonitorError {
 /// waits until it reports the container created.
 /// Returns the monitor (pid + start time) and the container's init pid.
 pub async fn spawn(config: &Path, stderr_log: &Path, timeout: Duration) -> Result<(ProcessRef, i32), MonitorError> {
-    let exe = std::env::current_exe().map_err(MonitorError::Spawn)?;
     let stderr = std::fs::OpenOptions::new().create(true).append(true).open(stderr_log).map_err(MonitorError::Spawn)?;
-    let mut child = tokio::process::Command::new(exe)
+    let mut child = tokio::process::Command::new(crate::SELF_EXE)
+        .arg0("swapcri")
         .arg("monitor")
         .arg(config)
         .stdin(Stdio::null())

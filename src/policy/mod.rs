@@ -1,6 +1,7 @@
 //! Pure policy: CRI configuration plus node facts in, OCI spec and decisions out. No I/O.
 
 pub mod caps;
+pub mod memory;
 pub mod mounts;
 pub mod seccomp;
 pub mod spec;
@@ -32,6 +33,7 @@ impl PolicyError {
 #[derive(Debug, Clone, Serialize)]
 pub struct NodeFacts {
     pub cgroup_mode: CgroupMode,
+    pub memory: memory::MemoryFacts,
     /// Capabilities the daemon holds (its bounding set): the most any container gets.
     pub held_capabilities: Vec<String>,
     /// Lowest oom_score_adj the daemon may give (its own when it lacks CAP_SYS_RESOURCE).

@@ -1,6 +1,6 @@
 //! CRI container config + pod context + image defaults + node facts → OCI runtime spec.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use k8s_cri::v1 as cri;
@@ -11,7 +11,7 @@ use oci_spec::runtime::{
 };
 
 use super::user::ResolvedUser;
-use super::{caps, mounts, seccomp, NodeFacts, PolicyError};
+use super::{caps, memory, mounts, seccomp, NodeFacts, PolicyError};
 
 /// What the image says about running it.
 #[derive(Debug, Clone, Default)]
@@ -65,6 +65,8 @@ pub struct ContainerInput<'a> {
     pub localhost_seccomp: Option<LinuxSeccomp>,
     /// PID namespace of the target container (NamespaceMode TARGET).
     pub target_pid_ns: Option<PathBuf>,
+    /// The memory plan's cgroup v2 files (`MemoryPlan::unified`).
+    pub memory_unified: BTreeMap<String, String>,
 }
 
 #[derive(Debug)]
@@ -259,14 +261,22 @@ pub fn build(input: &ContainerInput, node: &NodeFacts) -> Result<BuiltSpec, Poli
             .collect();
         linux_resources.set_hugepage_limits(Some(limits));
     }
-    if !resources.unified.is_empty() {
-        if node.cgroup_mode.has_unified_memory() {
-            linux_resources.set_unified(Some(resources.unified.clone()));
-        } else {
-            let mut keys: Vec<&String> = resources.unified.keys().collect();
-            keys.sort();
-            warnings.push(format!("cgroup v2 values {keys:?} dropped: this node's cgroups are not unified v2"));
+    // The memory plan owns its files; kubelet's values for them were its inputs.
+    let mut unified: HashMap<String, String> = resources
+        .unified
+        .iter()
+        .filter(|(k, _)| !memory::PLAN_FILES.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if node.cgroup_mode.has_unified_memory() {
+        unified.extend(input.memory_unified.iter().map(|(k, v)| (k.clone(), v.clone())));
+        if !unified.is_empty() {
+            linux_resources.set_unified(Some(unified));
         }
+    } else if !resources.unified.is_empty() {
+        let mut keys: Vec<&String> = resources.unified.keys().collect();
+        keys.sort();
+        warnings.push(format!("cgroup v2 values {keys:?} dropped: this node's cgroups are not unified v2"));
     }
     let mut device_rules = vec![device_rule(false, None, None, None, "rwm")];
     let mut linux_devices = Vec::new();

@@ -7,6 +7,7 @@ use crate::cgroup::CgroupMode;
 
 fn node(mode: CgroupMode) -> NodeFacts {
     NodeFacts {
+        memory: crate::policy::memory::MemoryFacts::without_swap(16 << 30),
         cgroup_mode: mode,
         held_capabilities: caps::names_in_mask(0x1fffeffffff),
         min_oom_score_adj: 0,
@@ -57,6 +58,7 @@ fn build_in(config: cri::ContainerConfig, mode: CgroupMode, pod: PodContext) -> 
         devices: vec![],
         localhost_seccomp: None,
         target_pid_ns: None,
+        memory_unified: Default::default(),
     };
     build(&input, &node(mode))
 }
@@ -149,26 +151,51 @@ fn request_mounts_win_over_pod_files() {
 }
 
 #[test]
-fn unified_values_pass_on_v2_and_are_dropped_with_a_warning_on_v1() {
+fn unified_carries_the_memory_plan_on_v2_and_is_dropped_with_a_warning_on_v1() {
     let config = cri::ContainerConfig {
         linux: Some(cri::LinuxContainerConfig {
             resources: Some(cri::LinuxContainerResources {
                 memory_limit_in_bytes: 1 << 30,
                 cpu_shares: 512,
-                unified: HashMap::from([("memory.swap.max".to_string(), "0".to_string())]),
+                unified: HashMap::from([
+                    ("memory.swap.max".to_string(), "0".to_string()),
+                    ("memory.high".to_string(), "0".to_string()),
+                    ("cpu.weight.nice".to_string(), "5".to_string()),
+                ]),
                 ..Default::default()
             }),
             ..Default::default()
         }),
         ..Default::default()
     };
-    let v2 = build_with(config.clone(), CgroupMode::Unified).unwrap();
+    let build_mode = |mode| {
+        let (image, pod) = (image(), pod());
+        let input = ContainerInput {
+            id: "c1",
+            config: &config,
+            pod: &pod,
+            image: &image,
+            user: ResolvedUser { uid: 0, gid: 0, additional_gids: vec![] },
+            rootfs: "/rootfs".into(),
+            devices: vec![],
+            localhost_seccomp: None,
+            target_pid_ns: None,
+            memory_unified: [("memory.swap.max".to_string(), "536870912".to_string())].into(),
+        };
+        build(&input, &node(mode)).unwrap()
+    };
+    let v2 = build_mode(CgroupMode::Unified);
     let res = v2.spec.linux().as_ref().unwrap().resources().as_ref().unwrap().clone();
-    assert_eq!(res.unified().as_ref().unwrap()["memory.swap.max"], "0");
+    let unified = res.unified().as_ref().unwrap();
+    assert_eq!(unified.len(), 2, "kubelet's memory keys replaced by the plan's: {unified:?}");
+    assert_eq!(unified["memory.swap.max"], "536870912");
+    assert_eq!(unified["cpu.weight.nice"], "5");
     assert_eq!(res.memory().as_ref().unwrap().limit(), Some(1 << 30));
+    assert_eq!(res.memory().as_ref().unwrap().swap(), None, "OCI memory.swap is memory+swap: never set");
+    assert_eq!(res.memory().as_ref().unwrap().reservation(), None, "runc maps it to memory.low: never set");
     assert_eq!(res.cpu().as_ref().unwrap().shares(), Some(512));
     assert!(v2.warnings.is_empty());
-    let v1 = build_with(config, CgroupMode::Hybrid).unwrap();
+    let v1 = build_mode(CgroupMode::Hybrid);
     assert!(v1.spec.linux().as_ref().unwrap().resources().as_ref().unwrap().unified().is_none());
     assert!(v1.warnings[0].contains("memory.swap.max"), "{:?}", v1.warnings);
 }

@@ -4,6 +4,7 @@
 //! namespace it leaves a holder behind as that namespace's PID 1, reaping zombies.
 
 use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -37,8 +38,8 @@ enum NsReport {
 pub fn create(request: &NsRequest, work_dir: &Path) -> Result<Option<ProcessRef>, String> {
     let path = work_dir.join("namespaces.json");
     std::fs::write(&path, serde_json::to_vec(request).map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let mut child = Command::new(exe)
+    let mut child = Command::new(crate::SELF_EXE)
+        .arg0("swapcri")
         .arg("sandbox-ns")
         .arg(&path)
         .stdin(Stdio::null())

@@ -52,6 +52,8 @@ impl PodService {
             }
             return Err(Error::AlreadyExists(format!("container name {name:?} is taken by {}", existing.meta.id)));
         }
+        let resources = config.linux.as_ref().and_then(|l| l.resources.clone()).unwrap_or_default();
+        let memory_plan = self.memory_plan(&sandbox, &config, &resources)?;
         let lookup = ImageLookup::parse(&image_name)?;
         let store = self.images.clone();
         let image = tokio::task::spawn_blocking(move || store.find(&lookup))
@@ -94,6 +96,7 @@ impl PodService {
                 devices,
                 localhost_seccomp,
                 target_pid_ns,
+                memory_unified: memory_plan.unified(),
             },
             &self.node,
         )?;
@@ -107,6 +110,7 @@ impl PodService {
             .save(bundle.join("config.json"))
             .map_err(|e| Error::Internal(format!("writing the OCI spec: {e}")))?;
 
+        self.apply_pod_reservations(Some((&sandbox, &memory_plan)))?;
         let log_path = log_path(&sandbox, &config);
         let handler = self.handler(&sandbox.meta.runtime_handler)?;
         let monitor_config = MonitorConfig {
@@ -154,7 +158,9 @@ impl PodService {
             warnings: built.warnings,
             config: config.clone(),
         };
-        let status = ContainerStatus::created(monitor, pid, config.linux.as_ref().and_then(|l| l.resources.clone()));
+        let mut status =
+            ContainerStatus::created(monitor, pid, config.linux.as_ref().and_then(|l| l.resources.clone()));
+        status.memory_plan = Some(memory_plan);
         self.container_records.write_meta(id.as_str(), &meta)?;
         self.container_records.write_status(id.as_str(), &status)?;
         self.write().containers.insert(id.clone(), Container { meta: Arc::new(meta), status });

@@ -20,6 +20,9 @@ impl PodService {
         let mut status = container.status.clone();
         status.state = ContainerState::Running;
         status.started_at = now_nanos();
+        if let Some(plan) = &status.memory_plan {
+            status.memory_mismatches = self.check_memory(&sandbox, &container.meta.id, plan);
+        }
         self.save_container_status(&container.meta.id, status)?;
         // A process that exits at once may already have an exit record.
         self.refresh(&container.meta.id);

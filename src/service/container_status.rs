@@ -22,6 +22,9 @@ impl PodService {
                     "imageID": container.meta.image_id,
                     "runtimeSpec": spec,
                     "warnings": container.meta.warnings,
+                    "memoryPlan": container.status.memory_plan,
+                    "memoryMismatches": container.status.memory_mismatches,
+                    "memory": self.memory_usage(&container),
                 })
                 .to_string(),
             )

@@ -2,6 +2,7 @@ use k8s_cri::v1 as cri;
 use serde_json::json;
 
 use crate::error::Error;
+use crate::policy::memory::{MemoryPlan, PLAN_FILES};
 
 use super::pods::PodService;
 
@@ -22,11 +23,17 @@ impl PodService {
             return Err(Error::FailedPrecondition(format!("container {} is not running", container.meta.id)));
         }
         let sandbox = self.find_sandbox(container.meta.sandbox_id.as_str())?;
-        let document = self.resources_document(&resources);
+        // Requests and limits change in place: the plan follows them.
+        let plan = self.memory_plan(&sandbox, &container.meta.config, &resources)?;
+        let document = self.resources_document(&resources, &plan);
         let runtime = self.handler(&sandbox.meta.runtime_handler)?.runtime.clone();
         runtime.update(container.meta.id.as_str(), document.to_string().as_bytes()).await?;
         let mut status = container.status.clone();
         status.resources = Some(resources);
+        if status.state == crate::model::container::ContainerState::Running {
+            status.memory_mismatches = self.check_memory(&sandbox, &container.meta.id, &plan);
+        }
+        status.memory_plan = Some(plan);
         self.save_container_status(&container.meta.id, status)?;
         tracing::info!(container = %container.meta.id, "container resources updated");
         Ok(())
@@ -34,7 +41,7 @@ impl PodService {
 
     /// OCI LinuxResources as `runc update --resources` reads it. Absent values are left
     /// out, not null: runc keeps the current value for a missing key but not for a null.
-    fn resources_document(&self, r: &cri::LinuxContainerResources) -> serde_json::Value {
+    fn resources_document(&self, r: &cri::LinuxContainerResources, plan: &MemoryPlan) -> serde_json::Value {
         let positive = |v: i64| (v > 0).then_some(v);
         let mut doc = json!({
             "cpu": {
@@ -46,8 +53,18 @@ impl PodService {
             },
             "memory": { "limit": positive(r.memory_limit_in_bytes) },
         });
-        if self.node.cgroup_mode.has_unified_memory() && !r.unified.is_empty() {
-            doc["unified"] = json!(r.unified);
+        if self.node.cgroup_mode.has_unified_memory() {
+            // As at create: the plan's files replace kubelet's values for them.
+            let mut unified: std::collections::BTreeMap<String, String> = r
+                .unified
+                .iter()
+                .filter(|(k, _)| !PLAN_FILES.contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            unified.extend(plan.unified());
+            if !unified.is_empty() {
+                doc["unified"] = json!(unified);
+            }
         }
         without_nulls(doc)
     }

@@ -9,11 +9,14 @@ mod container_start;
 mod container_status;
 mod container_stop;
 mod container_update;
+#[cfg(test)]
+mod fake_runtime_tests;
 mod image_fs_info;
 mod image_list;
 mod image_pull;
 mod image_remove;
 mod image_status;
+mod memory;
 mod pods;
 mod recovery;
 mod rollback;

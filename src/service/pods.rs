@@ -67,6 +67,7 @@ pub struct PodService {
     pub(super) state: RwLock<State>,
     pub(super) locks: ObjectLocks,
     pub(super) hierarchies: Vec<Hierarchy>,
+    pub(super) memory_counters: super::memory::MemoryCounters,
 }
 
 impl PodService {
@@ -90,6 +91,7 @@ impl PodService {
             state: RwLock::new(State::default()),
             locks: ObjectLocks::default(),
             hierarchies: crate::cgroup::hierarchies(),
+            memory_counters: Default::default(),
         })
     }
 

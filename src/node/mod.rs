@@ -6,7 +6,9 @@ use crate::cgroup::CgroupMode;
 use crate::policy::caps::{mask_from_status, names_in_mask, CAP_SYS_RESOURCE};
 use crate::policy::NodeFacts;
 
-pub fn probe(cgroup_root: &Path) -> NodeFacts {
+pub mod memory;
+
+pub fn probe(cgroup_root: &Path, allocatable_override: Option<u64>) -> NodeFacts {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let bounding = mask_from_status(&status, "CapBnd").unwrap_or(0);
     let effective = mask_from_status(&status, "CapEff").unwrap_or(0);
@@ -18,8 +20,12 @@ pub fn probe(cgroup_root: &Path) -> NodeFacts {
     };
     let apparmor_enabled =
         std::fs::read_to_string("/sys/module/apparmor/parameters/enabled").map(|s| s.trim() == "Y").unwrap_or(false);
+    let cgroup_mode = CgroupMode::probe(cgroup_root);
+    let page_size = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE).ok().flatten().unwrap_or(4096) as u64;
+    let memory = memory::probe(Path::new("/proc"), cgroup_root, cgroup_mode, page_size, allocatable_override);
     let facts = NodeFacts {
-        cgroup_mode: CgroupMode::probe(cgroup_root),
+        cgroup_mode,
+        memory,
         held_capabilities: names_in_mask(bounding),
         min_oom_score_adj,
         apparmor_enabled,
@@ -31,6 +37,15 @@ pub fn probe(cgroup_root: &Path) -> NodeFacts {
             facts.min_oom_score_adj
         );
     }
+    let m = &facts.memory;
+    tracing::info!(
+        mem_total = m.mem_total,
+        swap_total = m.swap_total,
+        swap_accounting = m.swap_accounting,
+        kernel = %m.kernel_release,
+        allocatable = m.allocatable,
+        "node memory"
+    );
     tracing::info!(cgroup_mode = ?facts.cgroup_mode, capabilities = facts.held_capabilities.len(), apparmor = facts.apparmor_enabled, "node facts");
     facts
 }

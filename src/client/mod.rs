@@ -10,6 +10,24 @@ use k8s_cri::v1::image_service_client::ImageServiceClient;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use tonic::transport::{Channel, Endpoint, Uri};
 
+mod pods;
+
+/// A command run in a container exited non-zero: the client prints its output and exits
+/// with the same code, like `crictl exec`.
+#[derive(Debug)]
+pub struct CommandExit {
+    pub code: i32,
+    pub output: String,
+}
+
+impl std::fmt::Display for CommandExit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "command exited with code {}", self.code)
+    }
+}
+
+impl std::error::Error for CommandExit {}
+
 #[derive(Debug, Subcommand)]
 pub enum ClientCommand {
     /// Runtime name and versions.
@@ -41,6 +59,8 @@ pub enum ClientCommand {
     Rmi { image: String },
     /// Usage of the image filesystem.
     Imagefsinfo,
+    #[command(flatten)]
+    Pods(pods::PodCommand),
 }
 
 pub async fn connect(socket: &Path) -> Result<Channel, tonic::transport::Error> {
@@ -81,6 +101,7 @@ pub async fn run(socket: &Path, command: ClientCommand) -> anyhow::Result<String
             to_json(images.remove_image(cri::RemoveImageRequest { image: spec(image) }).await?)
         }
         ClientCommand::Imagefsinfo => to_json(images.image_fs_info(cri::ImageFsInfoRequest {}).await?),
+        ClientCommand::Pods(command) => return pods::run(runtime, command).await,
     };
     Ok(json?)
 }

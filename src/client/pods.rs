@@ -1,0 +1,253 @@
+//! Pod and container commands of `swapcri client`, shaped after crictl's verbs but taking
+//! flags instead of JSON files, so a node without crictl can run and inspect workloads.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+use k8s_cri::v1 as cri;
+use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
+use tonic::transport::Channel;
+
+#[derive(Debug, Subcommand)]
+pub enum PodCommand {
+    /// Run a pod sandbox; prints its id.
+    Runp(PodArgs),
+    /// Stop a pod sandbox and all its containers.
+    Stopp { id: String },
+    /// Remove a pod sandbox (stopping it first).
+    Rmp { id: String },
+    /// List pod sandboxes.
+    Pods,
+    /// Status of one pod sandbox.
+    Inspectp {
+        id: String,
+        #[arg(long)]
+        verbose: bool,
+    },
+    /// Create a container in a pod; prints its id. Arguments after `--` are its command.
+    Create(ContainerArgs),
+    /// Start a created container.
+    Start { id: String },
+    /// Stop a container (SIGTERM, then SIGKILL after the timeout).
+    Stop {
+        id: String,
+        #[arg(long, default_value_t = 10)]
+        timeout: i64,
+    },
+    /// Remove a container.
+    Rm { id: String },
+    /// List containers (of one pod with --pod).
+    Ps {
+        #[arg(long)]
+        pod: Option<String>,
+    },
+    /// Status of one container.
+    Inspect {
+        id: String,
+        #[arg(long)]
+        verbose: bool,
+    },
+    /// Print a container's log (the message part of each CRI log line).
+    Logs { id: String },
+    /// Run a command in a running container and print its output (ExecSync).
+    Exec {
+        id: String,
+        /// Seconds before the command is killed (0: no limit).
+        #[arg(long, default_value_t = 0)]
+        timeout: i64,
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct PodArgs {
+    name: String,
+    #[arg(long, default_value = "default")]
+    namespace: String,
+    /// Pod UID (default: derived from namespace and name).
+    #[arg(long)]
+    uid: Option<String>,
+    /// Directory for the pod's container logs (default /var/log/pods/<namespace>_<name>_<uid>).
+    #[arg(long)]
+    log_dir: Option<PathBuf>,
+    /// Cgroup parent (e.g. /kubepods/burstable/pod<uid>); empty: swapcri's own parent.
+    #[arg(long, default_value = "")]
+    cgroup_parent: String,
+    /// Share one PID namespace between the pod's containers.
+    #[arg(long)]
+    share_pid: bool,
+    /// Annotation key=value (repeatable), e.g. swapcri.io/qos-class=Burstable.
+    #[arg(long = "annotation", value_parser = key_value)]
+    annotations: Vec<(String, String)>,
+    /// Label key=value (repeatable).
+    #[arg(long = "label", value_parser = key_value)]
+    labels: Vec<(String, String)>,
+}
+
+#[derive(Debug, Args)]
+pub struct ContainerArgs {
+    /// Pod sandbox id.
+    pod: String,
+    name: String,
+    image: String,
+    /// Environment variable KEY=VALUE (repeatable).
+    #[arg(long = "env", value_parser = key_value)]
+    env: Vec<(String, String)>,
+    /// Annotation key=value (repeatable).
+    #[arg(long = "annotation", value_parser = key_value)]
+    annotations: Vec<(String, String)>,
+    /// Memory limit in bytes.
+    #[arg(long, default_value_t = 0)]
+    memory_limit: i64,
+    /// CPU shares.
+    #[arg(long, default_value_t = 0)]
+    cpu_shares: i64,
+    /// oom_score_adj as kubelet would send it (-997 Guaranteed, 1000 BestEffort).
+    #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
+    oom_score_adj: i64,
+    /// Allocate a terminal.
+    #[arg(long)]
+    tty: bool,
+    #[arg(last = true)]
+    command: Vec<String>,
+}
+
+fn key_value(s: &str) -> Result<(String, String), String> {
+    s.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())).ok_or_else(|| format!("{s:?} is not KEY=VALUE"))
+}
+
+fn to_map(pairs: Vec<(String, String)>) -> HashMap<String, String> {
+    pairs.into_iter().collect()
+}
+
+pub async fn run(mut rt: RuntimeServiceClient<Channel>, command: PodCommand) -> anyhow::Result<String> {
+    let out = match command {
+        PodCommand::Runp(args) => {
+            let config = pod_config(args);
+            let req = cri::RunPodSandboxRequest { config: Some(config), runtime_handler: String::new() };
+            rt.run_pod_sandbox(req).await?.into_inner().pod_sandbox_id
+        }
+        PodCommand::Stopp { id } => {
+            rt.stop_pod_sandbox(cri::StopPodSandboxRequest { pod_sandbox_id: id.clone() }).await?;
+            id
+        }
+        PodCommand::Rmp { id } => {
+            rt.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: id.clone() }).await?;
+            id
+        }
+        PodCommand::Pods => json(rt.list_pod_sandbox(cri::ListPodSandboxRequest { filter: None }).await?)?,
+        PodCommand::Inspectp { id, verbose } => {
+            json(rt.pod_sandbox_status(cri::PodSandboxStatusRequest { pod_sandbox_id: id, verbose }).await?)?
+        }
+        PodCommand::Create(args) => create(&mut rt, args).await?,
+        PodCommand::Start { id } => {
+            rt.start_container(cri::StartContainerRequest { container_id: id.clone() }).await?;
+            id
+        }
+        PodCommand::Stop { id, timeout } => {
+            rt.stop_container(cri::StopContainerRequest { container_id: id.clone(), timeout }).await?;
+            id
+        }
+        PodCommand::Rm { id } => {
+            rt.remove_container(cri::RemoveContainerRequest { container_id: id.clone() }).await?;
+            id
+        }
+        PodCommand::Ps { pod } => {
+            let filter = pod.map(|pod_sandbox_id| cri::ContainerFilter { pod_sandbox_id, ..Default::default() });
+            json(rt.list_containers(cri::ListContainersRequest { filter }).await?)?
+        }
+        PodCommand::Inspect { id, verbose } => {
+            json(rt.container_status(cri::ContainerStatusRequest { container_id: id, verbose }).await?)?
+        }
+        PodCommand::Logs { id } => logs(&mut rt, id).await?,
+        PodCommand::Exec { id, timeout, command } => {
+            let req = cri::ExecSyncRequest { container_id: id, cmd: command, timeout };
+            let resp = rt.exec_sync(req).await?.into_inner();
+            let mut out = String::from_utf8_lossy(&resp.stdout).into_owned();
+            out.push_str(&String::from_utf8_lossy(&resp.stderr));
+            if resp.exit_code != 0 {
+                return Err(super::CommandExit { code: resp.exit_code, output: out }.into());
+            }
+            out.trim_end().to_string()
+        }
+    };
+    Ok(out)
+}
+
+fn pod_config(args: PodArgs) -> cri::PodSandboxConfig {
+    let uid = args.uid.unwrap_or_else(|| format!("{}-{}", args.namespace, args.name));
+    let log_dir = args
+        .log_dir
+        .unwrap_or_else(|| PathBuf::from(format!("/var/log/pods/{}_{}_{}", args.namespace, args.name, uid)));
+    let pid = if args.share_pid { cri::NamespaceMode::Pod } else { cri::NamespaceMode::Container };
+    cri::PodSandboxConfig {
+        metadata: Some(cri::PodSandboxMetadata { name: args.name.clone(), uid, namespace: args.namespace, attempt: 0 }),
+        hostname: args.name,
+        log_directory: log_dir.display().to_string(),
+        labels: to_map(args.labels),
+        annotations: to_map(args.annotations),
+        linux: Some(cri::LinuxPodSandboxConfig {
+            cgroup_parent: args.cgroup_parent,
+            security_context: Some(cri::LinuxSandboxSecurityContext {
+                namespace_options: Some(cri::NamespaceOption { pid: pid as i32, ..Default::default() }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+async fn create(rt: &mut RuntimeServiceClient<Channel>, args: ContainerArgs) -> anyhow::Result<String> {
+    let status = rt
+        .pod_sandbox_status(cri::PodSandboxStatusRequest { pod_sandbox_id: args.pod.clone(), verbose: false })
+        .await?
+        .into_inner()
+        .status
+        .ok_or_else(|| anyhow::anyhow!("pod {} has no status", args.pod))?;
+    let pid = status.linux.and_then(|l| l.namespaces).and_then(|n| n.options).map(|o| o.pid).unwrap_or_default();
+    let config = cri::ContainerConfig {
+        metadata: Some(cri::ContainerMetadata { name: args.name.clone(), attempt: 0 }),
+        image: Some(cri::ImageSpec { image: args.image, ..Default::default() }),
+        command: args.command,
+        envs: args.env.into_iter().map(|(key, value)| cri::KeyValue { key, value }).collect(),
+        annotations: to_map(args.annotations),
+        log_path: format!("{}.log", args.name),
+        tty: args.tty,
+        stdin: args.tty,
+        linux: Some(cri::LinuxContainerConfig {
+            resources: Some(cri::LinuxContainerResources {
+                memory_limit_in_bytes: args.memory_limit,
+                cpu_shares: args.cpu_shares,
+                oom_score_adj: args.oom_score_adj,
+                ..Default::default()
+            }),
+            security_context: Some(cri::LinuxContainerSecurityContext {
+                namespace_options: Some(cri::NamespaceOption { pid, ..Default::default() }),
+                ..Default::default()
+            }),
+        }),
+        ..Default::default()
+    };
+    // The daemon uses the pod's stored configuration; the request field stays empty.
+    let req = cri::CreateContainerRequest { pod_sandbox_id: args.pod, config: Some(config), sandbox_config: None };
+    Ok(rt.create_container(req).await?.into_inner().container_id)
+}
+
+async fn logs(rt: &mut RuntimeServiceClient<Channel>, id: String) -> anyhow::Result<String> {
+    let status = rt
+        .container_status(cri::ContainerStatusRequest { container_id: id.clone(), verbose: false })
+        .await?
+        .into_inner()
+        .status
+        .ok_or_else(|| anyhow::anyhow!("container {id} has no status"))?;
+    let text = std::fs::read_to_string(&status.log_path)
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", status.log_path))?;
+    Ok(crate::monitor::log::messages(&text))
+}
+
+fn json<T: serde::Serialize>(response: tonic::Response<T>) -> anyhow::Result<String> {
+    Ok(serde_json::to_string_pretty(response.get_ref())?)
+}

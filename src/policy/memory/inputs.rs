@@ -1,0 +1,240 @@
+//! Gathers the policy's inputs from a CRI request, each from the best source present.
+
+use std::collections::HashMap;
+
+use k8s_cri::v1 as cri;
+use serde::Serialize;
+
+use super::quantity::parse_bytes;
+use super::{CgroupValue, MemoryFacts, QosClass, RequestEstimate, Source};
+use crate::policy::PolicyError;
+
+pub const ANNOTATION_QOS: &str = "swapcri.io/qos-class";
+pub const ANNOTATION_REQUEST: &str = "swapcri.io/memory-request";
+pub const ANNOTATION_CRITICAL: &str = "swapcri.io/critical";
+const CONFIG_SOURCE: &str = "kubernetes.io/config.source";
+/// kubelet's oom_score_adj for Guaranteed and node-critical pods, and for BestEffort.
+const OOM_GUARANTEED: i64 = -997;
+const OOM_BEST_EFFORT: i64 = 1000;
+
+/// What the pod contributes: kubelet's parent cgroup as requested, annotations, labels.
+#[derive(Debug, Clone, Default)]
+pub struct PodMemoryContext<'a> {
+    /// `cgroup_parent` as the request gave it (empty for crictl).
+    pub requested_cgroup_parent: &'a str,
+    pub annotations: Option<&'a HashMap<String, String>>,
+    pub labels: Option<&'a HashMap<String, String>>,
+}
+
+/// kubelet's values for the plan's files. `"0"` for min/low/high is a reset, not a request.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct KubeletMemory {
+    pub swap_max: Option<CgroupValue>,
+    pub min: Option<KubeletValue>,
+    pub low: Option<KubeletValue>,
+    pub high: Option<KubeletValue>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub enum KubeletValue {
+    Set(CgroupValue),
+    Reset,
+}
+
+impl KubeletValue {
+    fn request_bytes(self) -> Option<u64> {
+        match self {
+            KubeletValue::Set(CgroupValue::Bytes(b)) if b > 0 => Some(b),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MemoryInputs {
+    /// kubelet markers present (its QoS cgroups, its labels): annotations are not read.
+    pub kubelet_managed: bool,
+    pub qos_class: QosClass,
+    pub qos_source: Source,
+    pub request: Option<RequestEstimate>,
+    pub limit: u64,
+    pub critical: Option<String>,
+    pub kubelet: KubeletMemory,
+    pub notes: Vec<String>,
+}
+
+/// The QoS class kubelet's cgroup parent names: `/kubepods/burstable/pod<uid>` (cgroupfs)
+/// or `kubepods-burstable-pod<uid>.slice` (systemd); Guaranteed pods sit under kubepods.
+pub fn qos_from_cgroup_parent(parent: &str) -> Option<QosClass> {
+    let classify = |next: Option<&str>| match next {
+        Some("burstable") => QosClass::Burstable,
+        Some("besteffort") => QosClass::BestEffort,
+        _ => QosClass::Guaranteed,
+    };
+    let parts: Vec<&str> = parent.split('/').filter(|p| !p.is_empty()).collect();
+    if let Some(i) = parts.iter().position(|p| *p == "kubepods") {
+        return Some(classify(parts.get(i + 1).copied()));
+    }
+    // systemd: the deepest slice spells the whole path.
+    let slice = parts.iter().rev().find_map(|p| p.strip_suffix(".slice"))?;
+    let mut words = slice.split('-');
+    (words.next() == Some("kubepods")).then(|| classify(words.next()))
+}
+
+fn parse_unified(unified: &HashMap<String, String>) -> Result<KubeletMemory, PolicyError> {
+    let value = |key: &str| -> Result<Option<CgroupValue>, PolicyError> {
+        unified
+            .get(key)
+            .map(|v| {
+                CgroupValue::parse(v).ok_or_else(|| {
+                    PolicyError::Invalid(format!("unified {key} = {v:?} is neither a byte count nor \"max\""))
+                })
+            })
+            .transpose()
+    };
+    let reset_aware = |v: Option<CgroupValue>| {
+        v.map(|v| if v == CgroupValue::Bytes(0) { KubeletValue::Reset } else { KubeletValue::Set(v) })
+    };
+    Ok(KubeletMemory {
+        swap_max: value("memory.swap.max")?,
+        min: reset_aware(value("memory.min")?),
+        low: reset_aware(value("memory.low")?),
+        high: reset_aware(value("memory.high")?),
+    })
+}
+
+/// The smallest request whose kubelet LimitedSwap value is `swap`, and the largest.
+fn request_from_swap(swap: u64, facts: &MemoryFacts) -> Option<RequestEstimate> {
+    if swap == 0 || facts.swap_total == 0 || facts.mem_total == 0 {
+        return None;
+    }
+    let f = |r: u64| super::decide::kubelet_limited_swap(r, facts.mem_total, facts.swap_total);
+    // Integer estimate, then settle the float rounding the way kubelet computes it.
+    let guess = ((swap as u128 * facts.mem_total as u128) / facts.swap_total as u128) as u64;
+    let mut low = guess.saturating_sub(2);
+    while f(low) < swap {
+        low += 1;
+    }
+    while low > 0 && f(low - 1) >= swap {
+        low -= 1;
+    }
+    if f(low) != swap {
+        return None;
+    }
+    let next = ((swap as u128 + 1) * facts.mem_total as u128 / facts.swap_total as u128) as u64;
+    let mut high = next.saturating_add(2);
+    while f(high) > swap {
+        high -= 1;
+    }
+    Some(RequestEstimate { low, high, source: Source::KubeletSwapMax })
+}
+
+/// kubelet's Burstable formula `1000 − 1000·request/capacity`, clamped to [3, 999], inverted.
+fn request_from_oom_score_adj(adj: i64, mem_total: u64) -> Option<RequestEstimate> {
+    if !(3..=999).contains(&adj) || mem_total == 0 {
+        return None;
+    }
+    let cap = mem_total as u128;
+    let bound = |k: i64| (k as u128 * cap).div_ceil(1000) as u64;
+    let (low, high) = match adj {
+        3 => (bound(997), u64::MAX),
+        999 => (0, bound(2).saturating_sub(1)),
+        a => (bound(1000 - a), bound(1001 - a).saturating_sub(1)),
+    };
+    (low > 0).then_some(RequestEstimate { low, high, source: Source::OomScoreAdj })
+}
+
+pub fn gather(
+    pod: &PodMemoryContext,
+    container: &cri::ContainerConfig,
+    resources: &cri::LinuxContainerResources,
+    facts: &MemoryFacts,
+) -> Result<MemoryInputs, PolicyError> {
+    let mut notes = Vec::new();
+    let kubelet = parse_unified(&resources.unified)?;
+    let parent_qos = qos_from_cgroup_parent(pod.requested_cgroup_parent);
+    let has_label = |labels: Option<&HashMap<String, String>>, key: &str| labels.is_some_and(|l| l.contains_key(key));
+    let kubelet_managed = parent_qos.is_some()
+        || has_label(pod.labels, "io.kubernetes.pod.uid")
+        || has_label(Some(&container.labels), "io.kubernetes.container.name");
+
+    // crictl annotations: the container's first, then the pod's.
+    let annotation = |key: &str| -> Option<&str> {
+        container.annotations.get(key).or_else(|| pod.annotations.and_then(|a| a.get(key))).map(String::as_str)
+    };
+    let ours = |key: &str| -> Option<&str> {
+        let value = annotation(key)?;
+        if kubelet_managed {
+            return None;
+        }
+        Some(value)
+    };
+    if kubelet_managed
+        && [ANNOTATION_QOS, ANNOTATION_REQUEST, ANNOTATION_CRITICAL].iter().any(|k| annotation(k).is_some())
+    {
+        notes.push("swapcri.io/ annotations ignored: the pod is managed by kubelet".into());
+    }
+    let limit = resources.memory_limit_in_bytes.max(0) as u64;
+    let adj = resources.oom_score_adj;
+
+    let (qos_class, qos_source) = if let Some(q) = parent_qos {
+        (q, Source::CgroupParent)
+    } else if let Some(v) = ours(ANNOTATION_QOS) {
+        let q = QosClass::parse(v).ok_or_else(|| {
+            PolicyError::Invalid(format!("{ANNOTATION_QOS} = {v:?}: expected Guaranteed, Burstable or BestEffort"))
+        })?;
+        (q, Source::Annotation)
+    } else if adj == OOM_GUARANTEED {
+        (QosClass::Guaranteed, Source::OomScoreAdj)
+    } else if adj == OOM_BEST_EFFORT {
+        (QosClass::BestEffort, Source::OomScoreAdj)
+    } else if limit == 0 && resources.cpu_quota <= 0 && resources.cpu_shares <= 2 {
+        (QosClass::BestEffort, Source::Resources)
+    } else {
+        (QosClass::Burstable, Source::Resources)
+    };
+
+    let critical = if let Some(src) = pod.annotations.and_then(|a| a.get(CONFIG_SOURCE)).filter(|s| *s != "api") {
+        Some(format!("static pod ({CONFIG_SOURCE} = {src})"))
+    } else if adj == OOM_GUARANTEED && qos_class != QosClass::Guaranteed {
+        Some(format!("node-critical: oom_score_adj {OOM_GUARANTEED} on a {qos_class:?} pod"))
+    } else if let Some(v) = ours(ANNOTATION_CRITICAL) {
+        match v {
+            "true" => Some(format!("{ANNOTATION_CRITICAL} = true")),
+            "false" => None,
+            other => {
+                return Err(PolicyError::Invalid(format!("{ANNOTATION_CRITICAL} = {other:?}: expected true or false")))
+            }
+        }
+    } else {
+        None
+    };
+
+    let from_annotation = match ours(ANNOTATION_REQUEST) {
+        Some(v) => Some(parse_bytes(v).ok_or_else(|| {
+            PolicyError::Invalid(format!("{ANNOTATION_REQUEST} = {v:?}: expected bytes or a quantity such as 512Mi"))
+        })?),
+        None => None,
+    };
+    let request = kubelet
+        .min
+        .and_then(KubeletValue::request_bytes)
+        .or_else(|| kubelet.low.and_then(KubeletValue::request_bytes))
+        .map(|b| RequestEstimate::exact(b, Source::KubeletUnified))
+        .or_else(|| match kubelet.swap_max {
+            Some(CgroupValue::Bytes(s)) => request_from_swap(s, facts),
+            _ => None,
+        })
+        .or_else(|| from_annotation.map(|b| RequestEstimate::exact(b, Source::Annotation)))
+        .or_else(|| {
+            (qos_class == QosClass::Guaranteed && limit > 0).then(|| RequestEstimate::exact(limit, Source::Resources))
+        })
+        .or_else(|| {
+            if qos_class == QosClass::Burstable {
+                request_from_oom_score_adj(adj, facts.mem_total)
+            } else {
+                None
+            }
+        });
+    Ok(MemoryInputs { kubelet_managed, qos_class, qos_source, request, limit, critical, kubelet, notes })
+}

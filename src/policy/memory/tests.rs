@@ -1,0 +1,700 @@
+//! SPEC §1–§2 as tables: each case is a CRI request on a node under a configuration, and
+//! the values the plan must hold.
+
+use std::collections::HashMap;
+
+use k8s_cri::v1 as cri;
+use proptest::prelude::*;
+
+use super::decide::{kubelet_limited_swap, throttle_high};
+use super::*;
+use crate::config::{Reservation, SwapAuthority, SwapBehavior};
+use crate::policy::PolicyError;
+
+const GI: u64 = 1 << 30;
+const MI: u64 = 1 << 20;
+
+#[derive(Clone)]
+struct Case {
+    name: &'static str,
+    parent: &'static str,
+    pod_annotations: Vec<(&'static str, &'static str)>,
+    annotations: Vec<(&'static str, &'static str)>,
+    unified: Vec<(&'static str, &'static str)>,
+    oom: i64,
+    limit: u64,
+    cpu_shares: i64,
+    mem: u64,
+    swap: u64,
+    v2: bool,
+    accounting: bool,
+    kernel: (u32, u32),
+    behavior: SwapBehavior,
+    authority: SwapAuthority,
+    reserved: u64,
+    reservation: Reservation,
+    factor: Option<f64>,
+}
+
+/// A 16 GiB node with 8 GiB swap on cgroup v2, follow-kubelet, a crictl Burstable pod.
+fn base(name: &'static str) -> Case {
+    Case {
+        name,
+        parent: "",
+        pod_annotations: vec![],
+        annotations: vec![],
+        unified: vec![],
+        oom: 0,
+        limit: 0,
+        cpu_shares: 512,
+        mem: 16 * GI,
+        swap: 8 * GI,
+        v2: true,
+        accounting: true,
+        kernel: (6, 1),
+        behavior: SwapBehavior::FollowKubelet,
+        authority: SwapAuthority::Kubelet,
+        reserved: 0,
+        reservation: Reservation::FollowKubelet,
+        factor: None,
+    }
+}
+
+fn limited(name: &'static str) -> Case {
+    Case { behavior: SwapBehavior::LimitedSwap, ..base(name) }
+}
+
+/// kubelet's Burstable pod, as it sends one (cgroupfs parent, oom_score_adj for 1 GiB).
+fn kubelet_burstable(name: &'static str) -> Case {
+    Case { parent: "/kubepods/burstable/pod1234", oom: 938, limit: 2 * GI, ..base(name) }
+}
+
+fn map(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+fn run(case: &Case) -> Result<MemoryPlan, PolicyError> {
+    let facts = MemoryFacts {
+        mem_total: case.mem,
+        swap_total: case.swap,
+        page_size: 4096,
+        kernel_release: format!("{}.{}.0", case.kernel.0, case.kernel.1),
+        kernel: Some(KernelVersion { major: case.kernel.0, minor: case.kernel.1 }),
+        swap_accounting: case.v2 && case.accounting,
+        allocatable: case.mem - GI,
+        allocatable_source: AllocatableSource::Config,
+    };
+    let pod_annotations = map(&case.pod_annotations);
+    let labels = HashMap::new();
+    let pod = PodMemoryContext {
+        requested_cgroup_parent: case.parent,
+        annotations: Some(&pod_annotations),
+        labels: Some(&labels),
+    };
+    let container = cri::ContainerConfig { annotations: map(&case.annotations), ..Default::default() };
+    let resources = cri::LinuxContainerResources {
+        oom_score_adj: case.oom,
+        memory_limit_in_bytes: case.limit as i64,
+        cpu_shares: case.cpu_shares,
+        unified: map(&case.unified),
+        ..Default::default()
+    };
+    let inputs = gather(&pod, &container, &resources, &facts)?;
+    let settings = PlanSettings {
+        behavior: case.behavior,
+        authority: case.authority,
+        reserved_for_system: case.reserved,
+        reservation: case.reservation,
+        throttling_factor: case.factor,
+        cgroup_v2: case.v2,
+        owns_pod_parent: case.parent.is_empty(),
+    };
+    plan(&inputs, &facts, &settings)
+}
+
+fn bytes(b: u64) -> Option<CgroupValue> {
+    Some(CgroupValue::Bytes(b))
+}
+
+/// (case, expected memory.swap.max, a word the reason must contain)
+fn swap_cases() -> Vec<(Case, Option<CgroupValue>, &'static str)> {
+    let req_1g = ("swapcri.io/memory-request", "1Gi");
+    vec![
+        // follow-kubelet
+        (
+            Case {
+                unified: vec![("memory.swap.max", "536870912")],
+                ..kubelet_burstable("kubelet LimitedSwap value applied")
+            },
+            bytes(536870912),
+            "sent by kubelet",
+        ),
+        (kubelet_burstable("kubelet sent none: NoSwap"), bytes(0), "kubelet sent none"),
+        (
+            Case { unified: vec![("memory.swap.max", "0")], ..kubelet_burstable("kubelet NoSwap 0") },
+            bytes(0),
+            "sent by kubelet",
+        ),
+        (
+            Case {
+                parent: "/kubepods/besteffort/pod1",
+                oom: 1000,
+                limit: 0,
+                ..base("BestEffort, nothing sent: 0, not unbounded")
+            },
+            bytes(0),
+            "kubelet sent none",
+        ),
+        (Case { swap: 0, ..kubelet_burstable("node without swap: nothing written") }, None, "no swap"),
+        (
+            Case {
+                v2: false,
+                unified: vec![("memory.swap.max", "536870912")],
+                ..kubelet_burstable("cgroup v1: nothing written")
+            },
+            None,
+            "cgroup v1",
+        ),
+        (
+            Case { accounting: false, ..kubelet_burstable("no swap accounting: nothing written") },
+            None,
+            "swap accounting",
+        ),
+        // LimitedSwap, computed by swapcri
+        (
+            Case { annotations: vec![req_1g], ..limited("crictl Burstable 1Gi of 16Gi, 8Gi swap") },
+            bytes(536870912),
+            "LimitedSwap: request 1073741824",
+        ),
+        (
+            Case { annotations: vec![req_1g], limit: 2 * GI, ..limited("crictl request 1Gi limit 2Gi") },
+            bytes(536870912),
+            "LimitedSwap",
+        ),
+        (
+            Case { annotations: vec![req_1g], limit: GI, ..limited("request == limit opts out") },
+            bytes(0),
+            "equals the limit",
+        ),
+        (Case { cpu_shares: 2, ..limited("crictl without request or limit: BestEffort") }, bytes(0), "BestEffort pods"),
+        (limited("crictl Burstable, request unknown"), bytes(0), "no memory request"),
+        (
+            Case { annotations: vec![req_1g], reserved: 4 * GI, ..limited("4Gi reserved for the system") },
+            bytes(268435456),
+            "reserved 4294967296",
+        ),
+        (
+            Case { annotations: vec![req_1g], reserved: 8 * GI, ..limited("all swap reserved") },
+            bytes(0),
+            "all swap is reserved",
+        ),
+        (
+            Case { annotations: vec![("swapcri.io/memory-request", "17Gi")], ..limited("request above node memory") },
+            bytes(0),
+            "exceeds node memory",
+        ),
+        (
+            Case {
+                parent: "/kubepods/pod1",
+                oom: -997,
+                limit: GI,
+                behavior: SwapBehavior::LimitedSwap,
+                ..base("Guaranteed")
+            },
+            bytes(0),
+            "Guaranteed pods",
+        ),
+        (
+            Case {
+                parent: "/kubepods/besteffort/pod1",
+                oom: 1000,
+                behavior: SwapBehavior::LimitedSwap,
+                ..base("BestEffort")
+            },
+            bytes(0),
+            "BestEffort pods",
+        ),
+        (
+            Case {
+                oom: -997,
+                behavior: SwapBehavior::LimitedSwap,
+                ..kubelet_burstable("node-critical: -997 on a Burstable parent")
+            },
+            bytes(0),
+            "node-critical",
+        ),
+        (
+            Case {
+                pod_annotations: vec![("kubernetes.io/config.source", "file")],
+                behavior: SwapBehavior::LimitedSwap,
+                ..kubelet_burstable("static pod")
+            },
+            bytes(0),
+            "static pod",
+        ),
+        (
+            Case {
+                pod_annotations: vec![("kubernetes.io/config.source", "api")],
+                unified: vec![("memory.min", "1073741824")],
+                behavior: SwapBehavior::LimitedSwap,
+                ..kubelet_burstable("api pod is not static")
+            },
+            bytes(536870912),
+            "LimitedSwap",
+        ),
+        (
+            Case {
+                annotations: vec![req_1g, ("swapcri.io/critical", "true")],
+                ..limited("crictl critical annotation")
+            },
+            bytes(0),
+            "critical pod",
+        ),
+        (
+            Case {
+                unified: vec![("memory.min", "1073741824")],
+                behavior: SwapBehavior::LimitedSwap,
+                ..kubelet_burstable("request from kubelet memory.min")
+            },
+            bytes(536870912),
+            "request 1073741824",
+        ),
+        (
+            Case {
+                parent: "kubepods-burstable-pod1234.slice",
+                unified: vec![("memory.low", "1073741824")],
+                behavior: SwapBehavior::LimitedSwap,
+                ..kubelet_burstable("systemd parent, request from memory.low")
+            },
+            bytes(536870912),
+            "LimitedSwap",
+        ),
+        (
+            Case {
+                unified: vec![("memory.swap.max", "536870912")],
+                behavior: SwapBehavior::LimitedSwap,
+                ..kubelet_burstable("kubelet agrees")
+            },
+            bytes(536870912),
+            "kubelet sent the same",
+        ),
+        // disagreements
+        (
+            Case {
+                unified: vec![("memory.swap.max", "0"), ("memory.min", "1073741824")],
+                behavior: SwapBehavior::LimitedSwap,
+                ..kubelet_burstable("kubelet 0, swapcri LimitedSwap, authority kubelet")
+            },
+            bytes(0),
+            "swapcri's own: 536870912",
+        ),
+        (
+            Case {
+                unified: vec![("memory.swap.max", "0"), ("memory.min", "1073741824")],
+                behavior: SwapBehavior::LimitedSwap,
+                authority: SwapAuthority::Runtime,
+                ..kubelet_burstable("kubelet 0, swapcri LimitedSwap, authority runtime")
+            },
+            bytes(536870912),
+            "authority runtime",
+        ),
+        (
+            Case {
+                unified: vec![("memory.swap.max", "536870912")],
+                behavior: SwapBehavior::NoSwap,
+                ..kubelet_burstable("NoSwap configured, kubelet LimitedSwap, authority kubelet")
+            },
+            bytes(536870912),
+            "swapcri's own: 0",
+        ),
+        (
+            Case {
+                unified: vec![("memory.swap.max", "536870912")],
+                behavior: SwapBehavior::NoSwap,
+                authority: SwapAuthority::Runtime,
+                ..kubelet_burstable("NoSwap configured, authority runtime")
+            },
+            bytes(0),
+            "NoSwap",
+        ),
+        (
+            Case { behavior: SwapBehavior::NoSwap, annotations: vec![req_1g], ..base("NoSwap, crictl Burstable") },
+            bytes(0),
+            "NoSwap",
+        ),
+        (Case { behavior: SwapBehavior::NoSwap, swap: 0, ..base("NoSwap on a node without swap") }, None, "no swap"),
+    ]
+}
+
+#[test]
+fn swap_limits_follow_the_rules() {
+    for (case, expected, reason) in swap_cases() {
+        let plan = run(&case).unwrap_or_else(|e| panic!("{}: {e}", case.name));
+        assert_eq!(plan.swap_max.value, expected, "{}: {:?}", case.name, plan.swap_max);
+        assert!(
+            plan.swap_max.reason.contains(reason),
+            "{}: reason {:?} lacks {reason:?}",
+            case.name,
+            plan.swap_max.reason
+        );
+        assert_eq!(plan.unified().get("memory.swap.max"), expected.map(|v| v.render()).as_ref(), "{}", case.name);
+    }
+}
+
+#[test]
+fn disagreements_are_recorded_with_both_values() {
+    let cases = swap_cases();
+    let find = |name: &str| cases.iter().find(|(c, _, _)| c.name.starts_with(name)).unwrap().0.clone();
+    let plan = run(&find("kubelet 0, swapcri LimitedSwap, authority kubelet")).unwrap();
+    let d = plan.swap_disagreement.expect("disagreement");
+    assert_eq!(
+        (d.kubelet, d.runtime, d.applied.as_str()),
+        (CgroupValue::Bytes(0), CgroupValue::Bytes(536870912), "kubelet")
+    );
+    assert!(plan.notes.iter().any(|n| n.contains("swap disagreement")), "{:?}", plan.notes);
+    assert!(run(&find("kubelet agrees")).unwrap().swap_disagreement.is_none());
+    assert!(
+        run(&find("kubelet LimitedSwap value applied")).unwrap().swap_disagreement.is_none(),
+        "follow-kubelet never disagrees"
+    );
+}
+
+#[test]
+fn qos_class_and_request_come_from_the_best_source() {
+    let cases: Vec<(Case, QosClass, Source, Option<(u64, u64, Source)>)> = vec![
+        (
+            Case {
+                unified: vec![("memory.swap.max", "536870912")],
+                ..kubelet_burstable("request inverted from kubelet's swap")
+            },
+            QosClass::Burstable,
+            Source::CgroupParent,
+            Some((GI, GI + 1, Source::KubeletSwapMax)),
+        ),
+        (
+            Case {
+                unified: vec![("memory.min", "1073741824"), ("memory.swap.max", "5")],
+                ..kubelet_burstable("memory.min beats swap")
+            },
+            QosClass::Burstable,
+            Source::CgroupParent,
+            Some((GI, GI, Source::KubeletUnified)),
+        ),
+        (
+            kubelet_burstable("oom_score_adj 938 bounds the request"),
+            QosClass::Burstable,
+            Source::CgroupParent,
+            Some((1065151890, 1082331758, Source::OomScoreAdj)),
+        ),
+        (
+            Case { oom: 999, ..kubelet_burstable("oom 999 says nothing") },
+            QosClass::Burstable,
+            Source::CgroupParent,
+            None,
+        ),
+        (
+            Case { oom: 3, ..kubelet_burstable("oom 3: at least 99.7% of memory") },
+            QosClass::Burstable,
+            Source::CgroupParent,
+            Some((17128329577, u64::MAX, Source::OomScoreAdj)),
+        ),
+        (
+            Case { parent: "/kubepods/pod1", oom: -997, limit: GI, ..base("Guaranteed: request = limit") },
+            QosClass::Guaranteed,
+            Source::CgroupParent,
+            Some((GI, GI, Source::Resources)),
+        ),
+        (
+            Case {
+                parent: "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1.slice",
+                ..base("systemd BestEffort path")
+            },
+            QosClass::BestEffort,
+            Source::CgroupParent,
+            None,
+        ),
+        (
+            Case { parent: "kubepods-pod1.slice", limit: GI, ..base("systemd Guaranteed") },
+            QosClass::Guaranteed,
+            Source::CgroupParent,
+            Some((GI, GI, Source::Resources)),
+        ),
+        (
+            Case { annotations: vec![("swapcri.io/qos-class", "Guaranteed")], limit: GI, ..base("crictl annotation") },
+            QosClass::Guaranteed,
+            Source::Annotation,
+            Some((GI, GI, Source::Resources)),
+        ),
+        (
+            Case {
+                pod_annotations: vec![("swapcri.io/qos-class", "besteffort"), ("swapcri.io/memory-request", "512Mi")],
+                ..base("pod annotations")
+            },
+            QosClass::BestEffort,
+            Source::Annotation,
+            Some((512 * MI, 512 * MI, Source::Annotation)),
+        ),
+        (
+            Case { oom: -997, limit: GI, ..base("crictl oom -997") },
+            QosClass::Guaranteed,
+            Source::OomScoreAdj,
+            Some((GI, GI, Source::Resources)),
+        ),
+        (Case { oom: 1000, ..base("crictl oom 1000") }, QosClass::BestEffort, Source::OomScoreAdj, None),
+        (Case { cpu_shares: 2, ..base("crictl no resources") }, QosClass::BestEffort, Source::Resources, None),
+        (Case { limit: GI, ..base("crictl limit only") }, QosClass::Burstable, Source::Resources, None),
+        (
+            Case {
+                annotations: vec![("swapcri.io/qos-class", "BestEffort"), ("swapcri.io/memory-request", "1Gi")],
+                ..kubelet_burstable("annotations ignored under kubelet")
+            },
+            QosClass::Burstable,
+            Source::CgroupParent,
+            Some((1065151890, 1082331758, Source::OomScoreAdj)),
+        ),
+    ];
+    for (case, qos, qos_source, request) in cases {
+        let plan = run(&case).unwrap_or_else(|e| panic!("{}: {e}", case.name));
+        assert_eq!((plan.qos_class, plan.qos_source), (qos, qos_source), "{}", case.name);
+        assert_eq!(plan.request.map(|r| (r.low, r.high, r.source)), request, "{}", case.name);
+    }
+    let ignored = run(&Case { annotations: vec![("swapcri.io/critical", "true")], ..kubelet_burstable("x") }).unwrap();
+    assert!(ignored.notes[0].contains("ignored"), "{:?}", ignored.notes);
+    assert!(ignored.critical.is_none());
+}
+
+#[test]
+fn oom_score_adj_bounds_contain_the_request() {
+    // kubelet: 1000 − 1000·request/capacity (integer division), clamped to [3, 999].
+    let cap = 16 * GI;
+    for request in [200 * MI, GI, 3 * GI + 17, 8 * GI, 15 * GI] {
+        let adj = (1000 - (1000 * request as i64) / cap as i64).clamp(3, 999);
+        let case = Case { oom: adj, ..kubelet_burstable("oom bound") };
+        let r = run(&case).unwrap().request.expect("a bound");
+        assert!(r.low <= request && request <= r.high, "request {request} outside {r:?} (adj {adj})");
+    }
+}
+
+#[test]
+fn protection_values() {
+    type Expect = (Option<CgroupValue>, Option<CgroupValue>, Option<CgroupValue>);
+    let req_1g = ("swapcri.io/memory-request", "1Gi");
+    let cases: Vec<(Case, Expect)> = vec![
+        (
+            Case {
+                unified: vec![("memory.min", "1073741824"), ("memory.high", "1900000000")],
+                ..kubelet_burstable("kubelet MemoryQoS values applied")
+            },
+            (bytes(GI), None, bytes(1900000000)),
+        ),
+        (
+            Case {
+                unified: vec![("memory.min", "0"), ("memory.low", "0"), ("memory.high", "0")],
+                ..kubelet_burstable("\"0\" resets: min/low 0, high max")
+            },
+            (bytes(0), bytes(0), Some(CgroupValue::Max)),
+        ),
+        (kubelet_burstable("nothing sent, nothing of our own"), (None, None, None)),
+        (
+            Case {
+                unified: vec![("memory.min", "1073741824")],
+                reservation: Reservation::None,
+                ..base("reservation none drops kubelet's")
+            },
+            (None, None, None),
+        ),
+        (
+            Case { annotations: vec![req_1g], reservation: Reservation::Min, ..base("min: memory.min = request") },
+            (bytes(GI), None, None),
+        ),
+        (
+            Case {
+                annotations: vec![("swapcri.io/qos-class", "Guaranteed")],
+                limit: GI,
+                reservation: Reservation::Tiered,
+                ..base("tiered Guaranteed")
+            },
+            (bytes(GI), None, None),
+        ),
+        (
+            Case {
+                annotations: vec![req_1g],
+                limit: 2 * GI,
+                reservation: Reservation::Tiered,
+                ..base("tiered Burstable")
+            },
+            (None, bytes(GI), None),
+        ),
+        (Case { cpu_shares: 2, reservation: Reservation::Tiered, ..base("tiered BestEffort") }, (None, None, None)),
+        (
+            Case {
+                annotations: vec![req_1g],
+                limit: 2 * GI,
+                factor: Some(0.9),
+                ..base("high = request + 0.9 (limit - request)")
+            },
+            (None, None, bytes(2040107008)),
+        ),
+        (
+            Case { annotations: vec![req_1g], factor: Some(0.9), ..base("high without limit uses allocatable") },
+            (None, None, bytes(throttle_high(GI, 15 * GI, 0.9, 4096))),
+        ),
+        (
+            Case { annotations: vec![req_1g], limit: GI, factor: Some(0.9), ..base("no high when request == limit") },
+            (None, None, None),
+        ),
+        (
+            Case {
+                annotations: vec![req_1g],
+                limit: GI + 4096,
+                factor: Some(0.5),
+                ..base("no high unless above the request")
+            },
+            (None, None, None),
+        ),
+        (
+            Case {
+                unified: vec![("memory.high", "1900000000")],
+                factor: Some(0.5),
+                ..kubelet_burstable("kubelet's high wins over our factor")
+            },
+            (None, None, bytes(1900000000)),
+        ),
+        (
+            Case {
+                v2: false,
+                unified: vec![("memory.min", "1073741824")],
+                factor: Some(0.9),
+                ..kubelet_burstable("cgroup v1: nothing")
+            },
+            (None, None, None),
+        ),
+    ];
+    for (case, (min, low, high)) in cases {
+        let plan = run(&case).unwrap_or_else(|e| panic!("{}: {e}", case.name));
+        assert_eq!((plan.min.value, plan.low.value, plan.high.value), (min, low, high), "{}: {plan:#?}", case.name);
+    }
+}
+
+#[test]
+fn reservation_designs_need_a_parent_swapcri_owns() {
+    for reservation in [Reservation::Min, Reservation::Tiered] {
+        let err = run(&Case { reservation, ..kubelet_burstable("x") }).unwrap_err();
+        assert!(matches!(err, PolicyError::Unsupported(ref m) if m.contains("belongs to kubelet")), "{err}");
+    }
+}
+
+#[test]
+fn old_kernels_get_a_warning_with_memory_high() {
+    let plan = run(&Case {
+        kernel: (5, 4),
+        annotations: vec![("swapcri.io/memory-request", "1Gi")],
+        limit: 2 * GI,
+        factor: Some(0.9),
+        ..base("x")
+    })
+    .unwrap();
+    assert!(plan.notes.iter().any(|n| n.contains("5.9")), "{:?}", plan.notes);
+    let plan = run(&Case {
+        kernel: (5, 9),
+        annotations: vec![("swapcri.io/memory-request", "1Gi")],
+        limit: 2 * GI,
+        factor: Some(0.9),
+        ..base("x")
+    })
+    .unwrap();
+    assert!(plan.notes.is_empty());
+}
+
+#[test]
+fn bad_values_are_invalid_arguments() {
+    for case in [
+        Case { unified: vec![("memory.swap.max", "lots")], ..base("bad unified") },
+        Case { unified: vec![("memory.min", "-1")], ..base("negative unified") },
+        Case { annotations: vec![("swapcri.io/memory-request", "1.5Gi")], ..base("bad quantity") },
+        Case { annotations: vec![("swapcri.io/qos-class", "Gold")], ..base("bad class") },
+        Case { annotations: vec![("swapcri.io/critical", "yes")], ..base("bad bool") },
+    ] {
+        assert!(matches!(run(&case), Err(PolicyError::Invalid(_))), "{}", case.name);
+    }
+}
+
+#[test]
+fn plans_round_trip_through_json() {
+    let plan = run(&Case {
+        unified: vec![("memory.swap.max", "0"), ("memory.min", "1073741824")],
+        behavior: SwapBehavior::LimitedSwap,
+        ..kubelet_burstable("x")
+    })
+    .unwrap();
+    let json = serde_json::to_string(&plan).unwrap();
+    assert!(json.contains("\"swap_max\":{\"value\":\"0\""), "{json}");
+    assert_eq!(serde_json::from_str::<MemoryPlan>(&json).unwrap(), plan);
+}
+
+proptest! {
+    #[test]
+    fn limited_swap_stays_within_the_pods_share_and_grows_with_the_request(
+        mem in GI..(1u64 << 40),
+        swap_factor in 0.0f64..2.0,
+        reserved_factor in 0.0f64..1.0,
+        r1 in 1u64..(1u64 << 40),
+        r2 in 1u64..(1u64 << 40),
+    ) {
+        let swap = (mem as f64 * swap_factor) as u64;
+        let reserved = (swap as f64 * reserved_factor) as u64;
+        let available = swap - reserved;
+        let (r1, r2) = (r1 % mem + 1, r2 % mem + 1);
+        let (lo, hi) = (r1.min(r2), r1.max(r2));
+        let s = |r| kubelet_limited_swap(r, mem, available);
+        prop_assert!(s(lo) <= s(hi));
+        prop_assert!(s(hi) <= available);
+        // Through the whole policy too, for every class.
+        for class in ["Guaranteed", "Burstable", "BestEffort"] {
+            let request = lo.to_string();
+            let case = Case {
+                mem, swap, reserved,
+                annotations: vec![("swapcri.io/qos-class", Box::leak(class.to_string().into_boxed_str())), ("swapcri.io/memory-request", Box::leak(request.into_boxed_str()))],
+                limit: if class == "Guaranteed" { lo } else { 0 },
+                ..limited("prop")
+            };
+            let plan = run(&case).unwrap();
+            match (class, plan.swap_max.value) {
+                (_, None) => prop_assert_eq!(swap, 0),
+                ("Burstable", Some(CgroupValue::Bytes(v))) => prop_assert_eq!(v, s(lo)),
+                (_, Some(v)) => prop_assert_eq!(v, CgroupValue::Bytes(0)),
+            }
+        }
+    }
+
+    #[test]
+    fn memory_high_lies_between_request_and_limit(
+        request in 0u64..(1u64 << 40),
+        extra in 1u64..(1u64 << 40),
+        factor in 0.01f64..=1.0,
+    ) {
+        let limit = request + extra;
+        let high = throttle_high(request, limit, factor, 4096);
+        prop_assert!(high <= limit);
+        prop_assert_eq!(high % 4096, 0);
+        let case = Case {
+            annotations: vec![("swapcri.io/memory-request", Box::leak(request.to_string().into_boxed_str()))],
+            limit, factor: Some(factor), mem: 1 << 42, ..base("prop")
+        };
+        if let Some(CgroupValue::Bytes(v)) = run(&case).unwrap().high.value {
+            prop_assert!(request < v && v <= limit);
+        }
+    }
+
+    #[test]
+    fn swap_inversion_recovers_the_request_range(request in 1u64..(16 * GI)) {
+        let mem = 16 * GI;
+        let swap = kubelet_limited_swap(request, mem, 8 * GI);
+        prop_assume!(swap > 0);
+        let case = Case { unified: vec![("memory.swap.max", Box::leak(swap.to_string().into_boxed_str()))], ..kubelet_burstable("prop") };
+        let r = run(&case).unwrap().request.unwrap();
+        prop_assert!(r.low <= request && request <= r.high, "{request} not in {r:?}");
+        prop_assert_eq!(kubelet_limited_swap(r.low, mem, 8 * GI), swap);
+        prop_assert_eq!(kubelet_limited_swap(r.high, mem, 8 * GI), swap);
+    }
+}

@@ -1,0 +1,225 @@
+//! Service-level behaviour against a fake OCI runtime: what the services ask of the runtime
+//! and how they react to its answers, without runc.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use k8s_cri::v1 as cri;
+
+use crate::cgroup::CgroupMode;
+use crate::config::Config;
+use crate::error::{Error, ErrorKind};
+use crate::image::ImageStore;
+use crate::model::container::{ContainerMeta, ContainerState, ContainerStatus, ExitRecord};
+use crate::model::ids::{ContainerId, SandboxId};
+use crate::model::sandbox::{ProcessRef, SandboxMeta, SandboxState, SandboxStatus};
+use crate::oci::{ExecOutput, OciError, OciRuntime, RuntimeState};
+use crate::policy::NodeFacts;
+
+use super::pods::{Container, PodService, Sandbox};
+
+/// Records every call; "exits" the container (writes the monitor's exit record) when it
+/// receives `exit_on`.
+struct FakeRuntime {
+    calls: Mutex<Vec<String>>,
+    exit_on: &'static str,
+    exit_file: PathBuf,
+    fail_update: bool,
+}
+
+impl FakeRuntime {
+    fn calls(&self) -> Vec<String> {
+        self.calls.lock().unwrap().clone()
+    }
+
+    fn record(&self, call: String) {
+        self.calls.lock().unwrap().push(call);
+    }
+}
+
+#[async_trait]
+impl OciRuntime for FakeRuntime {
+    async fn start(&self, id: &str) -> Result<(), OciError> {
+        self.record(format!("start {id}"));
+        Ok(())
+    }
+
+    async fn kill(&self, _id: &str, signal: &str, all: bool) -> Result<(), OciError> {
+        self.record(format!("kill {signal}{}", if all { " all" } else { "" }));
+        if signal == self.exit_on {
+            let code = if signal == "SIGKILL" { 137 } else { 143 };
+            let exit = ExitRecord { exit_code: code, finished_at: 1, oom_killed: false };
+            std::fs::create_dir_all(self.exit_file.parent().unwrap()).unwrap();
+            std::fs::write(&self.exit_file, serde_json::to_vec(&exit).unwrap()).unwrap();
+        }
+        Ok(())
+    }
+
+    async fn delete(&self, id: &str) -> Result<(), OciError> {
+        self.record(format!("delete {id}"));
+        Ok(())
+    }
+
+    async fn state(&self, _id: &str) -> Result<Option<RuntimeState>, OciError> {
+        Ok(None)
+    }
+
+    async fn update(&self, _id: &str, resources_json: &[u8]) -> Result<(), OciError> {
+        self.record(format!("update {}", String::from_utf8_lossy(resources_json)));
+        if self.fail_update {
+            return Err(OciError::Failed { command: "update", id: "x".into(), message: "refused".into() });
+        }
+        Ok(())
+    }
+
+    async fn exec(&self, _: &str, _: &[u8], _: Option<Duration>, _: usize) -> Result<ExecOutput, OciError> {
+        unreachable!("not used by these tests")
+    }
+}
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    service: PodService,
+    fake: Arc<FakeRuntime>,
+    id: ContainerId,
+}
+
+/// A service holding one sandbox and one container in `state`, its runtime the fake.
+fn fixture(state: ContainerState, stop_signal: &str, exit_on: &'static str, fail_update: bool) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config { state_root: dir.path().join("state"), run_root: dir.path().join("run"), ..Config::default() };
+    let images = Arc::new(ImageStore::open(&config.image_root()).unwrap());
+    let node = NodeFacts {
+        memory: crate::policy::memory::MemoryFacts::without_swap(16 << 30),
+        cgroup_mode: CgroupMode::Unified,
+        held_capabilities: vec![],
+        min_oom_score_adj: -1000,
+        apparmor_enabled: false,
+    };
+    let mut service = PodService::new(Arc::new(config), node, images).unwrap();
+    let id = ContainerId::generate();
+    let fake =
+        Arc::new(FakeRuntime { calls: Mutex::default(), exit_on, exit_file: service.exit_file(&id), fail_update });
+    for handler in service.handlers.values_mut() {
+        handler.runtime = fake.clone();
+    }
+    let sandbox_id = SandboxId::generate();
+    let sandbox = Sandbox {
+        meta: Arc::new(SandboxMeta {
+            id: sandbox_id.clone(),
+            name: "pod".into(),
+            config: cri::PodSandboxConfig::default(),
+            runtime_handler: "runc".into(),
+            cgroup_parent: "/test".into(),
+            owns_cgroup_parent: false,
+            created_at: 0,
+            dir: dir.path().join("pod"),
+        }),
+        status: SandboxStatus { state: SandboxState::Ready, holder: None },
+    };
+    // The test process stands in for a live monitor.
+    let me = ProcessRef::of(std::process::id() as i32).unwrap();
+    let mut status = ContainerStatus::created(me, 1, Some(cri::LinuxContainerResources::default()));
+    status.state = state;
+    let container = Container {
+        meta: Arc::new(ContainerMeta {
+            id: id.clone(),
+            sandbox_id: sandbox_id.clone(),
+            name: "c_0".into(),
+            config: cri::ContainerConfig::default(),
+            image_ref: "img".into(),
+            image_id: serde_json::from_str(&format!("\"sha256:{}\"", "a".repeat(64))).unwrap(),
+            log_path: String::new(),
+            created_at: 0,
+            stop_signal: stop_signal.into(),
+            warnings: vec![],
+        }),
+        status,
+    };
+    {
+        let mut state = service.write();
+        state.sandboxes.insert(sandbox_id, sandbox);
+        state.containers.insert(id.clone(), container);
+    }
+    Fixture { _dir: dir, service, fake, id }
+}
+
+fn state_of(f: &Fixture) -> ContainerStatus {
+    f.service.find_container(f.id.as_str()).unwrap().status
+}
+
+#[tokio::test]
+async fn stop_sends_the_stop_signal_and_returns_when_the_container_exits() {
+    for signal in ["SIGTERM", "SIGQUIT"] {
+        let f = fixture(ContainerState::Running, signal, signal, false);
+        f.service.stop_container(f.id.as_str(), Duration::from_secs(30)).await.unwrap();
+        assert_eq!(f.fake.calls(), vec![format!("kill {signal}")]);
+        let status = state_of(&f);
+        assert_eq!((status.state, status.exit_code), (ContainerState::Exited, 143));
+    }
+}
+
+#[tokio::test]
+async fn stop_escalates_to_sigkill_of_every_process_after_the_timeout() {
+    let f = fixture(ContainerState::Running, "SIGTERM", "SIGKILL", false);
+    let started = Instant::now();
+    f.service.stop_container(f.id.as_str(), Duration::from_millis(200)).await.unwrap();
+    assert!(started.elapsed() >= Duration::from_millis(200));
+    assert_eq!(f.fake.calls(), vec!["kill SIGTERM", "kill SIGKILL all"]);
+    assert_eq!(state_of(&f).exit_code, 137);
+}
+
+#[tokio::test]
+async fn stop_with_zero_timeout_kills_at_once() {
+    let f = fixture(ContainerState::Running, "SIGTERM", "SIGKILL", false);
+    f.service.stop_container(f.id.as_str(), Duration::ZERO).await.unwrap();
+    assert_eq!(f.fake.calls(), vec!["kill SIGKILL all"]);
+}
+
+#[tokio::test]
+async fn stop_of_an_exited_or_unknown_container_does_nothing() {
+    let f = fixture(ContainerState::Exited, "SIGTERM", "SIGTERM", false);
+    f.service.stop_container(f.id.as_str(), Duration::from_secs(1)).await.unwrap();
+    f.service.stop_container(&"b".repeat(64), Duration::from_secs(1)).await.unwrap();
+    assert!(f.fake.calls().is_empty());
+}
+
+#[tokio::test]
+async fn update_sends_only_the_given_values_and_records_them() {
+    let f = fixture(ContainerState::Running, "SIGTERM", "", false);
+    let resources = cri::LinuxContainerResources {
+        cpu_shares: 512,
+        memory_limit_in_bytes: 1 << 30,
+        unified: [("memory.high".to_string(), "900000000".to_string())].into(),
+        ..Default::default()
+    };
+    f.service.update_container(f.id.as_str(), Some(resources.clone())).await.unwrap();
+    let calls = f.fake.calls();
+    let sent: serde_json::Value = serde_json::from_str(calls[0].strip_prefix("update ").unwrap()).unwrap();
+    assert_eq!(
+        sent,
+        serde_json::json!({"cpu": {"shares": 512}, "memory": {"limit": 1073741824}, "unified": {"memory.high": "900000000"}})
+    );
+    assert_eq!(state_of(&f).resources, Some(resources));
+}
+
+#[tokio::test]
+async fn update_of_an_exited_container_is_refused_and_changes_nothing() {
+    let f = fixture(ContainerState::Exited, "SIGTERM", "", false);
+    let resources = cri::LinuxContainerResources { cpu_shares: 2, ..Default::default() };
+    let err = f.service.update_container(f.id.as_str(), Some(resources)).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::FailedPrecondition);
+    assert!(f.fake.calls().is_empty());
+    assert_eq!(state_of(&f).resources, Some(cri::LinuxContainerResources::default()));
+}
+
+#[tokio::test]
+async fn a_runtime_refusing_an_update_keeps_the_old_resources() {
+    let f = fixture(ContainerState::Running, "SIGTERM", "", true);
+    let resources = cri::LinuxContainerResources { cpu_shares: 2, ..Default::default() };
+    let err: Error = f.service.update_container(f.id.as_str(), Some(resources)).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Internal);
+    assert_eq!(state_of(&f).resources, Some(cri::LinuxContainerResources::default()));
+}

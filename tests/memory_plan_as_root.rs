@@ -1,0 +1,94 @@
+//! The memory plan through the CRI on this host (cgroup v1 memory: plans are decided and
+//! shown, nothing swap-related is written). Real cgroup v2 files are checked in the VM tests.
+
+mod common;
+
+use common::pods::*;
+use common::{require_root, Daemon};
+use k8s_cri::v1 as cri;
+
+const CONFIG: &str = "[swap]\nbehavior = \"LimitedSwap\"\n[memory_qos]\nthrottling_factor = 0.9\n";
+
+fn meminfo(key: &str) -> u64 {
+    let text = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let line = text.lines().find(|l| l.starts_with(&format!("{key}:"))).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn plans_are_decided_shown_and_bad_annotations_refused() {
+    require_root();
+    let daemon = Daemon::start(CONFIG);
+    import_busybox(&daemon);
+    let mut rt = daemon.runtime().await;
+
+    let status = rt.status(cri::StatusRequest { verbose: true }).await.unwrap().into_inner();
+    let info: serde_json::Value = serde_json::from_str(&status.info["info"]).unwrap();
+    assert_eq!(info["node"]["memory"]["mem_total"], meminfo("MemTotal"));
+    assert_eq!(info["node"]["memory"]["swap_total"], meminfo("SwapTotal"));
+    assert_eq!(info["swap"]["behavior"], "LimitedSwap");
+    assert_eq!(info["swap"]["limitsApplied"], false, "this host's memory controller is on cgroup v1");
+    assert!(info["swap"]["whyNot"].as_str().unwrap().contains("cgroup v1"), "{}", info["swap"]);
+
+    let logs = daemon.dir.path().join("logs");
+    let pod_config = sandbox_config("plan", &logs);
+    let pod = run_sandbox(&daemon, pod_config.clone()).await;
+    let mut config = container_config("app", &["sleep", "30"]);
+    config.annotations.insert("swapcri.io/memory-request".into(), "256Mi".into());
+    let resources = config.linux.as_mut().unwrap().resources.get_or_insert_with(Default::default);
+    resources.memory_limit_in_bytes = 512 << 20;
+    resources.cpu_shares = 256;
+    resources.unified.insert("memory.swap.max".into(), "0".into());
+    let id = start(&daemon, &pod, &pod_config, config.clone()).await;
+    let verbose = rt
+        .container_status(cri::ContainerStatusRequest { container_id: id.clone(), verbose: true })
+        .await
+        .unwrap()
+        .into_inner();
+    let info: serde_json::Value = serde_json::from_str(&verbose.info["info"]).unwrap();
+    let plan = &info["memoryPlan"];
+    assert_eq!(plan["qos_class"], "Burstable", "{plan}");
+    assert_eq!(plan["request"]["low"], 256u64 << 20);
+    assert_eq!(plan["request"]["source"], "annotation");
+    assert_eq!(plan["limit"], 512u64 << 20);
+    assert_eq!(plan["swap_max"]["value"], serde_json::Value::Null);
+    assert!(plan["swap_max"]["reason"].as_str().unwrap().contains("cgroup v1"), "{plan}");
+    assert!(info["warnings"][0].as_str().unwrap().contains("memory.swap.max"), "{}", info["warnings"]);
+    let spec = &info["runtimeSpec"]["linux"]["resources"];
+    assert_eq!(spec["memory"]["limit"], 512u64 << 20);
+    assert!(spec["memory"].get("swap").is_none() && spec.get("unified").is_none(), "{spec}");
+
+    // Bad input: refused, nothing created.
+    let mut bad = container_config("bad", &["true"]);
+    bad.annotations.insert("swapcri.io/memory-request".into(), "a lot".into());
+    let err = rt
+        .create_container(cri::CreateContainerRequest {
+            pod_sandbox_id: pod.clone(),
+            config: Some(bad),
+            sandbox_config: Some(pod_config.clone()),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
+    assert!(err.message().contains("swapcri.io/memory-request"), "{}", err.message());
+    let list = rt.list_containers(cri::ListContainersRequest { filter: None }).await.unwrap().into_inner();
+    assert_eq!(list.containers.len(), 1);
+
+    // In-place resize recomputes the plan.
+    let update = cri::LinuxContainerResources { memory_limit_in_bytes: 1 << 30, cpu_shares: 256, ..Default::default() };
+    rt.update_container_resources(cri::UpdateContainerResourcesRequest {
+        container_id: id.clone(),
+        linux: Some(update),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let verbose = rt
+        .container_status(cri::ContainerStatusRequest { container_id: id.clone(), verbose: true })
+        .await
+        .unwrap()
+        .into_inner();
+    let info: serde_json::Value = serde_json::from_str(&verbose.info["info"]).unwrap();
+    assert_eq!(info["memoryPlan"]["limit"], 1u64 << 30);
+    rt.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: pod }).await.unwrap();
+}
