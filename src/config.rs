@@ -61,6 +61,8 @@ pub struct RuntimeConfig {
     pub monitor_cgroup: String,
     /// cgroup parent for pods whose request names none (crictl); swapcri owns it.
     pub default_cgroup_parent: String,
+    /// `noswap` on the tmpfs mounts swapcri creates: "auto" (probe), "on" or "off".
+    pub tmpfs_noswap: crate::node::noswap::NoswapMode,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -203,6 +205,7 @@ impl Default for RuntimeConfig {
             exec_output_limit_bytes: 16 * 1024 * 1024,
             monitor_cgroup: "swapcri-monitors".to_string(),
             default_cgroup_parent: "/swapcri".to_string(),
+            tmpfs_noswap: crate::node::noswap::NoswapMode::Auto,
         }
     }
 }

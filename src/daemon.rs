@@ -47,7 +47,7 @@ fn prepare(path: &Path, mode: u32) -> Result<(), DaemonError> {
 pub fn build(config: Arc<Config>) -> Result<(Arc<RuntimeService>, Arc<ImageService>, Arc<PodService>), DaemonError> {
     prepare(&config.state_root, 0o711)?;
     prepare(&config.run_root, 0o711)?;
-    let node = crate::node::probe(&config.cgroup_root, config.memory_qos.node_allocatable_bytes);
+    let node = crate::node::probe(&config);
     let store = Arc::new(ImageStore::open(&config.image_root())?);
     store.collect_garbage()?;
     let pinned = config

@@ -92,3 +92,42 @@ async fn plans_are_decided_shown_and_bad_annotations_refused() {
     assert_eq!(info["memoryPlan"]["limit"], 1u64 << 30);
     rt.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: pod }).await.unwrap();
 }
+
+fn shm_options(daemon: &Daemon, pod: &str) -> String {
+    let shm = daemon.dir.path().join("run/sandboxes").join(pod).join("shm");
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    let line = mounts.lines().find(|l| l.split(' ').nth(1) == Some(shm.to_str().unwrap())).expect("pod shm mounted");
+    line.split(' ').nth(3).unwrap().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn pod_tmpfs_is_kept_out_of_swap() {
+    require_root();
+    let daemon = Daemon::start("");
+    import_busybox(&daemon);
+    let mut rt = daemon.runtime().await;
+    let status = rt.status(cri::StatusRequest { verbose: true }).await.unwrap().into_inner();
+    let info: serde_json::Value = serde_json::from_str(&status.info["info"]).unwrap();
+    // This host's kernel is newer than 6.4: decided by version, no probe mount.
+    assert_eq!(info["node"]["noswap"]["state"], "supported", "{}", info["node"]["noswap"]);
+    assert_eq!(info["node"]["noswap"]["decided_by"], "kernel-version");
+
+    let logs = daemon.dir.path().join("logs");
+    let pod_config = sandbox_config("shm", &logs);
+    let pod = run_sandbox(&daemon, pod_config.clone()).await;
+    assert!(shm_options(&daemon, &pod).split(',').any(|o| o == "noswap"), "{}", shm_options(&daemon, &pod));
+    let id = start(&daemon, &pod, &pod_config, container_config("app", &["sleep", "30"])).await;
+    let out = exec(&daemon, &id, &["cat", "/proc/mounts"], 10).await.unwrap();
+    let mounts = String::from_utf8_lossy(&out.stdout).to_string();
+    for target in ["/dev", "/dev/shm"] {
+        let line = mounts.lines().find(|l| l.split(' ').nth(1) == Some(target)).unwrap();
+        assert!(line.contains("noswap"), "{target}: {line}");
+    }
+    rt.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: pod }).await.unwrap();
+
+    // Forced off: no option.
+    let off = Daemon::start("[runtime]\ntmpfs_noswap = \"off\"\n");
+    let pod = run_sandbox(&off, sandbox_config("shm-off", &logs)).await;
+    assert!(!shm_options(&off, &pod).contains("noswap"), "{}", shm_options(&off, &pod));
+    off.runtime().await.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: pod }).await.unwrap();
+}

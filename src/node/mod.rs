@@ -7,8 +7,11 @@ use crate::policy::caps::{mask_from_status, names_in_mask, CAP_SYS_RESOURCE};
 use crate::policy::NodeFacts;
 
 pub mod memory;
+pub mod noswap;
 
-pub fn probe(cgroup_root: &Path, allocatable_override: Option<u64>) -> NodeFacts {
+pub fn probe(config: &crate::config::Config) -> NodeFacts {
+    let cgroup_root = config.cgroup_root.as_path();
+    let allocatable_override = config.memory_qos.node_allocatable_bytes;
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     let bounding = mask_from_status(&status, "CapBnd").unwrap_or(0);
     let effective = mask_from_status(&status, "CapEff").unwrap_or(0);
@@ -23,9 +26,11 @@ pub fn probe(cgroup_root: &Path, allocatable_override: Option<u64>) -> NodeFacts
     let cgroup_mode = CgroupMode::probe(cgroup_root);
     let page_size = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE).ok().flatten().unwrap_or(4096) as u64;
     let memory = memory::probe(Path::new("/proc"), cgroup_root, cgroup_mode, page_size, allocatable_override);
+    let noswap = noswap::probe(config.runtime.tmpfs_noswap, &memory.kernel_release, &config.run_root);
     let facts = NodeFacts {
         cgroup_mode,
         memory,
+        noswap,
         held_capabilities: names_in_mask(bounding),
         min_oom_score_adj,
         apparmor_enabled,

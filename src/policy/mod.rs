@@ -34,6 +34,8 @@ impl PolicyError {
 pub struct NodeFacts {
     pub cgroup_mode: CgroupMode,
     pub memory: memory::MemoryFacts,
+    /// Whether tmpfs mounts get `noswap`.
+    pub noswap: crate::node::noswap::NoswapSupport,
     /// Capabilities the daemon holds (its bounding set): the most any container gets.
     pub held_capabilities: Vec<String>,
     /// Lowest oom_score_adj the daemon may give (its own when it lacks CAP_SYS_RESOURCE).

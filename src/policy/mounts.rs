@@ -6,11 +6,15 @@ use std::path::{Path, PathBuf};
 use k8s_cri::v1 as cri;
 use oci_spec::runtime::Mount;
 
-/// Options of a tmpfs swapcri mounts itself or puts in a spec.
-pub fn tmpfs_options(mode: u32, size_bytes: Option<u64>) -> Vec<String> {
+/// Options of a tmpfs swapcri mounts itself or puts in a spec; `noswap` (when the kernel
+/// supports it) keeps the contents in RAM.
+pub fn tmpfs_options(mode: u32, size_bytes: Option<u64>, noswap: bool) -> Vec<String> {
     let mut options = vec!["nosuid".to_string(), "nodev".to_string(), format!("mode={mode:o}")];
     if let Some(size) = size_bytes {
         options.push(format!("size={}k", size.div_ceil(1024)));
+    }
+    if noswap {
+        options.push("noswap".to_string());
     }
     options
 }
@@ -33,10 +37,10 @@ pub fn bind(source: &Path, destination: &str, readonly: bool, propagation: &str)
 }
 
 /// proc, /dev, devpts, mqueue, sysfs and cgroup; sysfs and cgroup read-only unless privileged.
-pub fn standard(privileged: bool) -> Vec<Mount> {
+pub fn standard(privileged: bool, noswap: bool) -> Vec<Mount> {
     let sys_mode = if privileged { "rw" } else { "ro" };
     let mut dev = mount("/dev", "tmpfs", "tmpfs", &[]);
-    let mut dev_options = tmpfs_options(0o755, Some(64 * 1024 * 1024));
+    let mut dev_options = tmpfs_options(0o755, Some(64 * 1024 * 1024), noswap);
     dev_options.retain(|o| o != "nodev");
     dev_options.push("strictatime".into());
     dev.set_options(Some(dev_options));
@@ -83,8 +87,16 @@ mod tests {
 
     #[test]
     fn tmpfs_and_request_mounts() {
-        assert_eq!(tmpfs_options(0o1777, Some(64 * 1024 * 1024)), vec!["nosuid", "nodev", "mode=1777", "size=65536k"]);
-        assert_eq!(tmpfs_options(0o755, None), vec!["nosuid", "nodev", "mode=755"]);
+        assert_eq!(
+            tmpfs_options(0o1777, Some(64 * 1024 * 1024), false),
+            vec!["nosuid", "nodev", "mode=1777", "size=65536k"]
+        );
+        assert_eq!(tmpfs_options(0o755, None, false), vec!["nosuid", "nodev", "mode=755"]);
+        assert_eq!(tmpfs_options(0o1777, Some(1000), true), vec!["nosuid", "nodev", "mode=1777", "size=1k", "noswap"]);
+        let dev = standard(false, true).into_iter().find(|m| m.destination() == Path::new("/dev")).unwrap();
+        assert!(dev.options().as_ref().unwrap().contains(&"noswap".to_string()));
+        let dev = standard(false, false).into_iter().find(|m| m.destination() == Path::new("/dev")).unwrap();
+        assert!(!dev.options().as_ref().unwrap().contains(&"noswap".to_string()));
         let request = [cri::Mount {
             container_path: "/data".into(),
             host_path: "/srv/data".into(),
@@ -97,7 +109,7 @@ mod tests {
         let relative = [cri::Mount { container_path: "data".into(), host_path: "/x".into(), ..Default::default() }];
         assert!(from_request(&relative).is_err());
         assert!(
-            standard(false)
+            standard(false, false)
                 .iter()
                 .any(|m| m.destination() == Path::new("/sys")
                     && m.options().as_ref().unwrap().contains(&"ro".to_string()))

@@ -205,7 +205,7 @@ pub fn build(input: &ContainerInput, node: &NodeFacts) -> Result<BuiltSpec, Poli
     // Mounts: standard, pod files, request (the request wins for the same destination).
     let requested = mounts::from_request(&config.mounts).map_err(invalid)?;
     let taken = |dest: &str| requested.iter().any(|m| m.destination() == Path::new(dest));
-    let mut all_mounts = mounts::standard(security.privileged);
+    let mut all_mounts = mounts::standard(security.privileged, node.noswap.supported());
     let shm = input.pod.shm.clone().unwrap_or_else(|| PathBuf::from("/dev/shm"));
     for (source, destination, readonly) in [
         (shm.as_path(), "/dev/shm", false),

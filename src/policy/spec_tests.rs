@@ -8,6 +8,7 @@ use crate::cgroup::CgroupMode;
 fn node(mode: CgroupMode) -> NodeFacts {
     NodeFacts {
         memory: crate::policy::memory::MemoryFacts::without_swap(16 << 30),
+        noswap: crate::node::noswap::NoswapSupport::unsupported(),
         cgroup_mode: mode,
         held_capabilities: caps::names_in_mask(0x1fffeffffff),
         min_oom_score_adj: 0,

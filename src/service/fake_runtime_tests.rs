@@ -93,6 +93,7 @@ fn fixture(state: ContainerState, stop_signal: &str, exit_on: &'static str, fail
     let images = Arc::new(ImageStore::open(&config.image_root()).unwrap());
     let node = NodeFacts {
         memory: crate::policy::memory::MemoryFacts::without_swap(16 << 30),
+        noswap: crate::node::noswap::NoswapSupport::unsupported(),
         cgroup_mode: CgroupMode::Unified,
         held_capabilities: vec![],
         min_oom_score_adj: -1000,

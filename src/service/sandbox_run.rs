@@ -80,8 +80,11 @@ impl PodService {
 
         if !modes.host_ipc {
             let shm = dir.join("shm");
-            sandbox::mount_tmpfs(&shm, &tmpfs_options(0o1777, Some(self.config.runtime.shm_size_bytes)))
-                .map_err(|e| Error::Internal(format!("mounting {}: {e}", shm.display())))?;
+            sandbox::mount_tmpfs(
+                &shm,
+                &tmpfs_options(0o1777, Some(self.config.runtime.shm_size_bytes), self.node.noswap.supported()),
+            )
+            .map_err(|e| Error::Internal(format!("mounting {}: {e}", shm.display())))?;
             rollback.push("unmount shm", move || {
                 let _ = sandbox::unmount(&shm);
             });
