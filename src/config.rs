@@ -36,6 +36,7 @@ pub struct Config {
     pub runtime: RuntimeConfig,
     pub swap: SwapConfig,
     pub memory_qos: MemoryQosConfig,
+    pub system: SystemConfig,
     pub image: ImageConfig,
     /// Per-registry settings, keyed by host[:port] (e.g. "registry.local:5000").
     pub registries: BTreeMap<String, RegistryConfig>,
@@ -136,6 +137,40 @@ pub struct MemoryQosConfig {
     pub node_allocatable_bytes: Option<u64>,
 }
 
+/// Protection of the system daemons' cgroup from swap and swap I/O.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SystemConfig {
+    /// The system daemons' cgroup, relative to the cgroup root.
+    pub cgroup: String,
+    /// Create `cgroup` when it is missing (otherwise protection is reported as skipped).
+    pub create_cgroup: bool,
+    /// `memory.swap.max` of the system cgroup (e.g. 0); unset: not written.
+    pub swap_max: Option<u64>,
+    /// `io.latency` target in microseconds; unset: no io protection.
+    pub io_latency_target_us: Option<u64>,
+    /// Devices ("MAJ:MIN") the io protection covers; empty: the disks under active swap.
+    pub io_devices: Vec<String>,
+    /// Without io.latency in the kernel, fall back to `io.weight` / `io.bfq.weight`.
+    pub io_weight_fallback: bool,
+    /// The weight used by that fallback (1–10000; cgroups default to 100).
+    pub io_weight: u32,
+}
+
+impl Default for SystemConfig {
+    fn default() -> Self {
+        Self {
+            cgroup: "system.slice".into(),
+            create_cgroup: false,
+            swap_max: None,
+            io_latency_target_us: None,
+            io_devices: Vec::new(),
+            io_weight_fallback: true,
+            io_weight: 1000,
+        }
+    }
+}
+
 impl Default for SwapConfig {
     fn default() -> Self {
         Self { behavior: SwapBehavior::FollowKubelet, authority: SwapAuthority::Kubelet, reserved_for_system_bytes: 0 }
@@ -186,6 +221,7 @@ impl Default for Config {
             runtime: RuntimeConfig::default(),
             swap: SwapConfig::default(),
             memory_qos: MemoryQosConfig::default(),
+            system: SystemConfig::default(),
             image: ImageConfig::default(),
             registries: BTreeMap::new(),
         }
@@ -325,6 +361,18 @@ impl Config {
         }
         if self.memory_qos.node_allocatable_bytes == Some(0) {
             return Err(invalid("memory_qos.node_allocatable_bytes", "must be above 0".into()));
+        }
+        if self.system.cgroup.is_empty() || self.system.cgroup.split('/').any(|p| p == "..") {
+            return Err(invalid("system.cgroup", format!("{:?} is not a cgroup path", self.system.cgroup)));
+        }
+        if !(1..=10000).contains(&self.system.io_weight) {
+            return Err(invalid("system.io_weight", format!("{} is not in 1..=10000", self.system.io_weight)));
+        }
+        for dev in &self.system.io_devices {
+            let valid = dev.split_once(':').is_some_and(|(a, b)| a.parse::<u32>().is_ok() && b.parse::<u32>().is_ok());
+            if !valid {
+                return Err(invalid("system.io_devices", format!("{dev:?} is not MAJ:MIN")));
+            }
         }
         if self.image.pull_progress_timeout_secs == 0 {
             return Err(invalid("image.pull_progress_timeout_secs", "must be at least 1".into()));

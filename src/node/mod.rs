@@ -8,6 +8,8 @@ use crate::policy::NodeFacts;
 
 pub mod memory;
 pub mod noswap;
+pub mod block;
+pub mod system;
 
 pub fn probe(config: &crate::config::Config) -> NodeFacts {
     let cgroup_root = config.cgroup_root.as_path();
@@ -31,6 +33,7 @@ pub fn probe(config: &crate::config::Config) -> NodeFacts {
         cgroup_mode,
         memory,
         noswap,
+        system_protection: Some(system::apply(&config.system, cgroup_root, cgroup_mode, &block::Roots::host())),
         held_capabilities: names_in_mask(bounding),
         min_oom_score_adj,
         apparmor_enabled,

@@ -36,6 +36,8 @@ pub struct NodeFacts {
     pub memory: memory::MemoryFacts,
     /// Whether tmpfs mounts get `noswap`.
     pub noswap: crate::node::noswap::NoswapSupport,
+    /// What start-up applied to the system daemons' cgroup.
+    pub system_protection: Option<crate::node::system::ProtectionReport>,
     /// Capabilities the daemon holds (its bounding set): the most any container gets.
     pub held_capabilities: Vec<String>,
     /// Lowest oom_score_adj the daemon may give (its own when it lacks CAP_SYS_RESOURCE).

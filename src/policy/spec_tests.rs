@@ -9,6 +9,7 @@ fn node(mode: CgroupMode) -> NodeFacts {
     NodeFacts {
         memory: crate::policy::memory::MemoryFacts::without_swap(16 << 30),
         noswap: crate::node::noswap::NoswapSupport::unsupported(),
+        system_protection: None,
         cgroup_mode: mode,
         held_capabilities: caps::names_in_mask(0x1fffeffffff),
         min_oom_score_adj: 0,

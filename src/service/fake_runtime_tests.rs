@@ -94,6 +94,7 @@ fn fixture(state: ContainerState, stop_signal: &str, exit_on: &'static str, fail
     let node = NodeFacts {
         memory: crate::policy::memory::MemoryFacts::without_swap(16 << 30),
         noswap: crate::node::noswap::NoswapSupport::unsupported(),
+        system_protection: None,
         cgroup_mode: CgroupMode::Unified,
         held_capabilities: vec![],
         min_oom_score_adj: -1000,

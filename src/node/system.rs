@@ -1,0 +1,307 @@
+//! Protection of the system daemons' cgroup (SPEC §3): no swap for them
+//! (`memory.swap.max`) and I/O latency priority on the swap disks (`io.latency`, or a weight
+//! where the kernel lacks it). Applied at start-up, read back, reported; never fatal.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde::Serialize;
+
+use super::block::{swap_devices, Backing, Roots};
+use crate::cgroup::CgroupMode;
+use crate::config::SystemConfig;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "status")]
+pub enum Outcome {
+    NotConfigured,
+    Applied { file: String, written: Vec<String>, read_back: String },
+    Unsupported { reason: String },
+    Failed { error: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProtectionReport {
+    pub cgroup: String,
+    /// "cgroupfs" (files written), "systemd" (unit properties) or "none".
+    pub via: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+    pub swap_max: Outcome,
+    pub io: Outcome,
+    /// The devices the io protection covers, and what could not be covered.
+    pub io_devices: Vec<String>,
+    pub notes: Vec<String>,
+}
+
+/// The io protection's devices: configured, else the whole disks under active swap.
+pub fn io_devices(config: &SystemConfig, roots: &Roots, notes: &mut Vec<String>) -> Vec<String> {
+    if !config.io_devices.is_empty() {
+        return config.io_devices.clone();
+    }
+    let mut devices: Vec<String> = Vec::new();
+    for swap in swap_devices(roots) {
+        match swap.backing {
+            Backing::Disks { disks, .. } => {
+                for d in disks {
+                    if !devices.contains(&d.dev) {
+                        devices.push(d.dev);
+                    }
+                }
+            }
+            Backing::Zram { device } => notes.push(format!("{} is on {device}: zram has no disk to protect", swap.area.filename)),
+            Backing::Unresolved { reason } => notes.push(format!("{}: {reason}", swap.area.filename)),
+        }
+    }
+    devices
+}
+
+fn write_read(dir: &Path, file: &str, lines: &[String]) -> Outcome {
+    for line in lines {
+        if let Err(e) = std::fs::write(dir.join(file), line) {
+            return Outcome::Failed { error: format!("writing {line:?} to {file}: {e}") };
+        }
+    }
+    match std::fs::read_to_string(dir.join(file)) {
+        Ok(text) => Outcome::Applied { file: file.into(), written: lines.to_vec(), read_back: text.trim().to_string() },
+        Err(e) => Outcome::Failed { error: format!("reading {file} back: {e}") },
+    }
+}
+
+/// Writes the cgroup files directly (no systemd managing the tree).
+fn apply_files(config: &SystemConfig, dir: &Path, devices: &[String], notes: &mut Vec<String>) -> (Outcome, Outcome) {
+    let swap = match config.swap_max {
+        None => Outcome::NotConfigured,
+        Some(_) if !dir.join("memory.swap.max").exists() => Outcome::Unsupported {
+            reason: "no memory.swap.max (swap accounting off, or the memory controller is not enabled here)".into(),
+        },
+        Some(v) => write_read(dir, "memory.swap.max", &[v.to_string()]),
+    };
+    let io = match config.io_latency_target_us {
+        None => Outcome::NotConfigured,
+        Some(_) if devices.is_empty() => Outcome::Unsupported { reason: "no disk to protect".into() },
+        Some(target) if dir.join("io.latency").exists() => {
+            let lines: Vec<String> = devices.iter().map(|d| format!("{d} target={target}")).collect();
+            write_read(dir, "io.latency", &lines)
+        }
+        Some(_) if !config.io_weight_fallback => Outcome::Unsupported {
+            reason: "io.latency unsupported (kernel without CONFIG_BLK_CGROUP_IOLATENCY); weight fallback disabled".into(),
+        },
+        Some(_) => {
+            let file = ["io.weight", "io.bfq.weight"].into_iter().find(|f| dir.join(f).exists());
+            match file {
+                Some(file) => {
+                    notes.push(format!("io.latency unsupported by this kernel: {file} used instead"));
+                    let lines: Vec<String> = devices.iter().map(|d| format!("{d} {}", config.io_weight)).collect();
+                    write_read(dir, file, &lines)
+                }
+                None => Outcome::Unsupported {
+                    reason: "io.latency unsupported and no io.weight / io.bfq.weight (io controller not enabled?)".into(),
+                },
+            }
+        }
+    };
+    (swap, io)
+}
+
+/// The `systemctl set-property` assignments for a systemd-managed `system.slice`.
+pub fn systemd_properties(config: &SystemConfig, devices: &[String]) -> Vec<String> {
+    let mut props = Vec::new();
+    if let Some(v) = config.swap_max {
+        props.push(format!("MemorySwapMax={v}"));
+    }
+    if let Some(target) = config.io_latency_target_us {
+        for d in devices {
+            props.push(format!("IODeviceLatencyTargetSec=/dev/block/{d} {target}us"));
+        }
+    }
+    props
+}
+
+fn apply_systemd(config: &SystemConfig, devices: &[String]) -> (Outcome, Outcome) {
+    let unit = config.cgroup.rsplit('/').next().unwrap_or(&config.cgroup).to_string();
+    let props = systemd_properties(config, devices);
+    let result = Command::new("systemctl").args(["set-property", "--runtime", &unit]).args(&props).output();
+    let outcome = match result {
+        Ok(out) if out.status.success() => Outcome::Applied {
+            file: format!("systemd unit {unit} (runtime drop-in)"),
+            written: props.clone(),
+            read_back: String::new(),
+        },
+        Ok(out) => Outcome::Failed { error: String::from_utf8_lossy(&out.stderr).trim().to_string() },
+        Err(e) => Outcome::Failed { error: format!("systemctl: {e}") },
+    };
+    let pick = |configured: bool| if configured { outcome.clone() } else { Outcome::NotConfigured };
+    (pick(config.swap_max.is_some()), pick(config.io_latency_target_us.is_some()))
+}
+
+pub fn apply(config: &SystemConfig, cgroup_root: &Path, mode: CgroupMode, roots: &Roots) -> ProtectionReport {
+    let mut report = ProtectionReport {
+        cgroup: config.cgroup.clone(),
+        via: "none".into(),
+        skipped: None,
+        swap_max: Outcome::NotConfigured,
+        io: Outcome::NotConfigured,
+        io_devices: Vec::new(),
+        notes: Vec::new(),
+    };
+    if config.swap_max.is_none() && config.io_latency_target_us.is_none() {
+        return report;
+    }
+    if mode != CgroupMode::Unified {
+        report.skipped = Some("system protection needs cgroup v2 memory and io controllers".into());
+        return report;
+    }
+    let devices = if config.io_latency_target_us.is_some() { io_devices(config, roots, &mut report.notes) } else { vec![] };
+    report.io_devices = devices.clone();
+    let (swap, io) = if roots.fs.join("run/systemd/system").is_dir() {
+        report.via = "systemd".into();
+        apply_systemd(config, &devices)
+    } else {
+        let dir = cgroup_root.join(config.cgroup.trim_start_matches('/'));
+        if !dir.is_dir() {
+            if !config.create_cgroup {
+                report.skipped = Some(format!("{} does not exist (system.create_cgroup is off)", dir.display()));
+                return report;
+            }
+            if let Err(e) = std::fs::create_dir_all(&dir) {
+                report.skipped = Some(format!("cannot create {}: {e}", dir.display()));
+                return report;
+            }
+        }
+        // The files appear only with the controllers enabled for the cgroup's parent.
+        if let Some(parent) = dir.parent() {
+            for controller in ["+memory", "+io"] {
+                let _ = std::fs::write(parent.join("cgroup.subtree_control"), controller);
+            }
+        }
+        report.via = "cgroupfs".into();
+        apply_files(config, &dir, &devices, &mut report.notes)
+    };
+    report.swap_max = swap;
+    report.io = io;
+    for (what, outcome) in [("memory.swap.max", &report.swap_max), ("io protection", &report.io)] {
+        match outcome {
+            Outcome::Applied { file, written, .. } => tracing::info!(cgroup = %config.cgroup, %file, ?written, "system {what} applied"),
+            Outcome::Unsupported { reason } => tracing::warn!(cgroup = %config.cgroup, "system {what} not applied: {reason}"),
+            Outcome::Failed { error } => tracing::warn!(cgroup = %config.cgroup, "system {what} failed: {error}"),
+            Outcome::NotConfigured => {}
+        }
+    }
+    report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::block::fixture::*;
+    use super::*;
+
+    struct Fixture {
+        dir: tempfile::TempDir,
+    }
+
+    impl Fixture {
+        /// Swap on partition vda2 and on zram0; a system.slice with the given files.
+        fn new(files: &[&str]) -> Fixture {
+            let dir = tempfile::tempdir().unwrap();
+            let root = dir.path();
+            let sys = root.join("sys");
+            block(&sys, "vda", "254:0", Some("0"));
+            partition(&sys, "vda", "vda2", "254:2");
+            block(&sys, "zram0", "252:0", Some("0"));
+            std::fs::create_dir_all(root.join("proc")).unwrap();
+            // The swap "partition" is a file here: its device is the temp filesystem's.
+            let node = root.join("fs/dev/vda2");
+            std::fs::create_dir_all(node.parent().unwrap()).unwrap();
+            std::fs::write(&node, "").unwrap();
+            let dev = super::super::block::device_of(&node, false).unwrap();
+            block(&sys, "tmpdisk", &dev, Some("1"));
+            std::fs::write(
+                root.join("proc/swaps"),
+                "Filename Type Size Used Priority\n/dev/vda2 file 1024 0 -2\n/dev/zram0 partition 2048 0 100\n",
+            )
+            .unwrap();
+            let slice = root.join("cgroup/system.slice");
+            std::fs::create_dir_all(&slice).unwrap();
+            for f in files {
+                std::fs::write(slice.join(f), "").unwrap();
+            }
+            Fixture { dir }
+        }
+
+        fn roots(&self) -> Roots {
+            let r = self.dir.path();
+            Roots { proc: r.join("proc"), sys: r.join("sys"), fs: r.join("fs") }
+        }
+
+        fn apply(&self, config: &SystemConfig) -> ProtectionReport {
+            apply(config, &self.dir.path().join("cgroup"), CgroupMode::Unified, &self.roots())
+        }
+
+        fn file(&self, name: &str) -> String {
+            std::fs::read_to_string(self.dir.path().join("cgroup/system.slice").join(name)).unwrap()
+        }
+    }
+
+    fn configured() -> SystemConfig {
+        SystemConfig { swap_max: Some(0), io_latency_target_us: Some(10000), ..SystemConfig::default() }
+    }
+
+    #[test]
+    fn writes_swap_max_and_io_latency_on_the_swap_disks() {
+        let f = Fixture::new(&["memory.swap.max", "io.latency"]);
+        let report = f.apply(&configured());
+        assert_eq!(report.via, "cgroupfs");
+        assert!(matches!(report.swap_max, Outcome::Applied { .. }), "{report:?}");
+        assert_eq!(f.file("memory.swap.max"), "0");
+        let tmpdisk = report.io_devices[0].clone();
+        assert_eq!(report.io_devices.len(), 1, "zram has no disk: {report:?}");
+        assert_eq!(f.file("io.latency"), format!("{tmpdisk} target=10000"));
+        assert!(report.notes.iter().any(|n| n.contains("zram0")), "{:?}", report.notes);
+        // Idempotent: a second start writes the same values.
+        assert_eq!(f.apply(&configured()), report);
+    }
+
+    #[test]
+    fn falls_back_to_weights_without_io_latency() {
+        let f = Fixture::new(&["memory.swap.max", "io.weight"]);
+        let config = SystemConfig { io_devices: vec!["8:0".into()], ..configured() };
+        let report = f.apply(&config);
+        assert_eq!(f.file("io.weight"), "8:0 1000");
+        assert!(matches!(&report.io, Outcome::Applied { file, .. } if file == "io.weight"), "{report:?}");
+        assert!(report.notes.iter().any(|n| n.contains("io.latency unsupported")));
+
+        let no_fallback = f.apply(&SystemConfig { io_weight_fallback: false, ..config.clone() });
+        assert!(matches!(&no_fallback.io, Outcome::Unsupported { reason } if reason.contains("io.latency unsupported")));
+        let bfq = Fixture::new(&["io.bfq.weight"]);
+        let report = bfq.apply(&config);
+        assert_eq!(bfq.file("io.bfq.weight"), "8:0 1000");
+        assert!(matches!(report.swap_max, Outcome::Unsupported { .. }), "no memory.swap.max file: {report:?}");
+    }
+
+    #[test]
+    fn skips_and_reports_rather_than_failing() {
+        let f = Fixture::new(&[]);
+        assert_eq!(f.apply(&SystemConfig::default()).via, "none", "nothing configured: nothing done");
+        let v1 = apply(&configured(), &f.dir.path().join("cgroup"), CgroupMode::Hybrid, &f.roots());
+        assert!(v1.skipped.unwrap().contains("cgroup v2"));
+        let missing = SystemConfig { cgroup: "other.slice".into(), ..configured() };
+        assert!(f.apply(&missing).skipped.unwrap().contains("does not exist"));
+        let created = f.apply(&SystemConfig { create_cgroup: true, ..missing });
+        assert!(created.skipped.is_none() && f.dir.path().join("cgroup/other.slice").is_dir());
+        assert!(matches!(created.io, Outcome::Unsupported { .. }), "{created:?}");
+    }
+
+    #[test]
+    fn systemd_gets_unit_properties() {
+        let props = systemd_properties(&configured(), &["8:0".into(), "259:0".into()]);
+        assert_eq!(
+            props,
+            vec![
+                "MemorySwapMax=0",
+                "IODeviceLatencyTargetSec=/dev/block/8:0 10000us",
+                "IODeviceLatencyTargetSec=/dev/block/259:0 10000us"
+            ]
+        );
+    }
+}
