@@ -4,6 +4,7 @@ pub mod cgroup;
 pub mod client;
 pub mod config;
 pub mod daemon;
+pub mod doctor;
 pub mod error;
 pub mod grpc;
 pub mod image;

@@ -49,6 +49,21 @@ enum Command {
     /// Internal: creates and pins a pod's namespaces.
     #[command(hide = true, name = "sandbox-ns")]
     SandboxNs { request: PathBuf },
+    /// Check this node against the swap guidance: one line per check, non-zero exit on failures.
+    Doctor {
+        /// Print the checks as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Read the node's files below this directory instead of / (for inspecting images).
+        #[arg(long, default_value = "/")]
+        root: PathBuf,
+        /// kubelet's evictionHard memory.available (e.g. 100Mi or 5%), to compare with vm.min_free_kbytes.
+        #[arg(long)]
+        eviction_threshold: Option<String>,
+        /// Read the threshold from a KubeletConfiguration file instead.
+        #[arg(long, conflicts_with = "eviction_threshold")]
+        kubelet_config: Option<PathBuf>,
+    },
     /// Image store helpers.
     Image {
         #[command(subcommand)]
@@ -120,6 +135,38 @@ fn main() -> anyhow::Result<()> {
                 }
             },
         },
+        Command::Doctor { json, root, eviction_threshold, kubelet_config } => {
+            let meminfo = std::fs::read_to_string(root.join("proc/meminfo")).unwrap_or_default();
+            let mem_total = swapcri::node::memory::meminfo_bytes(&meminfo, "MemTotal").unwrap_or(0);
+            let threshold = match (eviction_threshold, kubelet_config) {
+                (Some(t), _) => Some(
+                    swapcri::doctor::parse_threshold(&t, mem_total)
+                        .with_context(|| format!("--eviction-threshold {t:?}: expected a quantity or a percentage"))?,
+                ),
+                (None, Some(file)) => {
+                    let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+                    Some(
+                        swapcri::doctor::eviction_from_kubelet_config(&text, mem_total)
+                            .with_context(|| format!("{}: no evictionHard memory.available found", file.display()))?,
+                    )
+                }
+                (None, None) => None,
+            };
+            let inputs = swapcri::doctor::Inputs {
+                root,
+                system_cgroup: config.system.cgroup.clone(),
+                eviction_threshold: threshold,
+            };
+            let checks = swapcri::doctor::run_checks(&inputs);
+            if json {
+                println!("{}", serde_json::to_string_pretty(&checks)?);
+            } else {
+                print!("{}", swapcri::doctor::render_text(&checks));
+            }
+            if swapcri::doctor::failed(&checks) {
+                std::process::exit(1);
+            }
+        }
         Command::Config { .. } | Command::Monitor { .. } | Command::SandboxNs { .. } => {
             unreachable!("handled before loading the config")
         }

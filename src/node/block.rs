@@ -29,10 +29,18 @@ pub struct Disk {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case", tag = "kind")]
 pub enum Backing {
-    Disks { disks: Vec<Disk>, encrypted: bool, stacked: Vec<String> },
+    Disks {
+        disks: Vec<Disk>,
+        encrypted: bool,
+        stacked: Vec<String>,
+    },
     /// Compressed RAM: no disk under it.
-    Zram { device: String },
-    Unresolved { reason: String },
+    Zram {
+        device: String,
+    },
+    Unresolved {
+        reason: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -219,7 +227,10 @@ mod tests {
         let text = "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n/dev/vda2   partition\t1048572\t0\t-2\n/swap\\040file  file  524284 12 -3\n/dev/zram0 partition 4194300 0 100\n";
         let areas = parse_swaps(text);
         assert_eq!(areas.len(), 3);
-        assert_eq!(areas[0], SwapArea { filename: "/dev/vda2".into(), kind: "partition".into(), size_bytes: 1048572 * 1024 });
+        assert_eq!(
+            areas[0],
+            SwapArea { filename: "/dev/vda2".into(), kind: "partition".into(), size_bytes: 1048572 * 1024 }
+        );
         assert_eq!(areas[1].filename, "/swap file");
         assert!(parse_swaps("Filename Type Size Used Priority\n").is_empty());
     }
@@ -237,7 +248,8 @@ mod tests {
         stacked(sys, "dm-0", "253:0", &["md0"], true);
         block(sys, "zram0", "252:0", Some("0"));
 
-        let disk = |name: &str, dev: &str, rot: bool| Disk { name: name.into(), dev: dev.into(), rotational: Some(rot) };
+        let disk =
+            |name: &str, dev: &str, rot: bool| Disk { name: name.into(), dev: dev.into(), rotational: Some(rot) };
         assert_eq!(
             backing_of_name(sys, "vda2"),
             Backing::Disks { disks: vec![disk("vda", "254:0", false)], encrypted: false, stacked: vec![] }

@@ -6,9 +6,9 @@ use crate::cgroup::CgroupMode;
 use crate::policy::caps::{mask_from_status, names_in_mask, CAP_SYS_RESOURCE};
 use crate::policy::NodeFacts;
 
+pub mod block;
 pub mod memory;
 pub mod noswap;
-pub mod block;
 pub mod system;
 
 pub fn probe(config: &crate::config::Config) -> NodeFacts {

@@ -49,7 +49,9 @@ pub fn io_devices(config: &SystemConfig, roots: &Roots, notes: &mut Vec<String>)
                     }
                 }
             }
-            Backing::Zram { device } => notes.push(format!("{} is on {device}: zram has no disk to protect", swap.area.filename)),
+            Backing::Zram { device } => {
+                notes.push(format!("{} is on {device}: zram has no disk to protect", swap.area.filename))
+            }
             Backing::Unresolved { reason } => notes.push(format!("{}: {reason}", swap.area.filename)),
         }
     }
@@ -85,7 +87,8 @@ fn apply_files(config: &SystemConfig, dir: &Path, devices: &[String], notes: &mu
             write_read(dir, "io.latency", &lines)
         }
         Some(_) if !config.io_weight_fallback => Outcome::Unsupported {
-            reason: "io.latency unsupported (kernel without CONFIG_BLK_CGROUP_IOLATENCY); weight fallback disabled".into(),
+            reason: "io.latency unsupported (kernel without CONFIG_BLK_CGROUP_IOLATENCY); weight fallback disabled"
+                .into(),
         },
         Some(_) => {
             let file = ["io.weight", "io.bfq.weight"].into_iter().find(|f| dir.join(f).exists());
@@ -96,7 +99,8 @@ fn apply_files(config: &SystemConfig, dir: &Path, devices: &[String], notes: &mu
                     write_read(dir, file, &lines)
                 }
                 None => Outcome::Unsupported {
-                    reason: "io.latency unsupported and no io.weight / io.bfq.weight (io controller not enabled?)".into(),
+                    reason: "io.latency unsupported and no io.weight / io.bfq.weight (io controller not enabled?)"
+                        .into(),
                 },
             }
         }
@@ -152,7 +156,8 @@ pub fn apply(config: &SystemConfig, cgroup_root: &Path, mode: CgroupMode, roots:
         report.skipped = Some("system protection needs cgroup v2 memory and io controllers".into());
         return report;
     }
-    let devices = if config.io_latency_target_us.is_some() { io_devices(config, roots, &mut report.notes) } else { vec![] };
+    let devices =
+        if config.io_latency_target_us.is_some() { io_devices(config, roots, &mut report.notes) } else { vec![] };
     report.io_devices = devices.clone();
     let (swap, io) = if roots.fs.join("run/systemd/system").is_dir() {
         report.via = "systemd".into();
@@ -182,8 +187,12 @@ pub fn apply(config: &SystemConfig, cgroup_root: &Path, mode: CgroupMode, roots:
     report.io = io;
     for (what, outcome) in [("memory.swap.max", &report.swap_max), ("io protection", &report.io)] {
         match outcome {
-            Outcome::Applied { file, written, .. } => tracing::info!(cgroup = %config.cgroup, %file, ?written, "system {what} applied"),
-            Outcome::Unsupported { reason } => tracing::warn!(cgroup = %config.cgroup, "system {what} not applied: {reason}"),
+            Outcome::Applied { file, written, .. } => {
+                tracing::info!(cgroup = %config.cgroup, %file, ?written, "system {what} applied")
+            }
+            Outcome::Unsupported { reason } => {
+                tracing::warn!(cgroup = %config.cgroup, "system {what} not applied: {reason}")
+            }
             Outcome::Failed { error } => tracing::warn!(cgroup = %config.cgroup, "system {what} failed: {error}"),
             Outcome::NotConfigured => {}
         }
@@ -272,7 +281,9 @@ mod tests {
         assert!(report.notes.iter().any(|n| n.contains("io.latency unsupported")));
 
         let no_fallback = f.apply(&SystemConfig { io_weight_fallback: false, ..config.clone() });
-        assert!(matches!(&no_fallback.io, Outcome::Unsupported { reason } if reason.contains("io.latency unsupported")));
+        assert!(
+            matches!(&no_fallback.io, Outcome::Unsupported { reason } if reason.contains("io.latency unsupported"))
+        );
         let bfq = Fixture::new(&["io.bfq.weight"]);
         let report = bfq.apply(&config);
         assert_eq!(bfq.file("io.bfq.weight"), "8:0 1000");

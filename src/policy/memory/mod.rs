@@ -16,6 +16,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 pub use decide::{plan, PlanSettings};
 pub use facts::{AllocatableSource, KernelVersion, MemoryFacts};
 pub use inputs::{gather, KubeletMemory, MemoryInputs, PodMemoryContext};
+pub use quantity::parse_bytes as parse_quantity;
 
 /// The cgroup v2 files the plan owns; kubelet's values for them are inputs, never passed
 /// through unexamined.
