@@ -3,6 +3,7 @@
 //! the daemon's cgroup.
 
 pub mod memory_files;
+pub mod stats;
 
 use std::fs;
 use std::io;

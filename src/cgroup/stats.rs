@@ -1,0 +1,236 @@
+//! CPU, memory and swap statistics of one cgroup, read from its files: cgroup v2
+//! (`cpu.stat`, `memory.current`, `memory.stat`, `memory.max`, `memory.swap.current`,
+//! `memory.swap.max`) or the v1 equivalents (no swap). No process is spawned.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::Hierarchy;
+
+/// Where one cgroup's files are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CgroupDirs {
+    pub v2: bool,
+    pub memory: PathBuf,
+    pub cpu: PathBuf,
+}
+
+impl CgroupDirs {
+    /// The directories of cgroup `rel` (e.g. `/kubepods/burstable/pod1/<id>`).
+    pub fn locate(rel: &str, unified_root: Option<&Path>, hierarchies: &[Hierarchy]) -> Option<CgroupDirs> {
+        let rel = rel.trim_start_matches('/');
+        if let Some(root) = unified_root {
+            let dir = root.join(rel);
+            return Some(CgroupDirs { v2: true, memory: dir.clone(), cpu: dir });
+        }
+        let v1 = |controller: &str| {
+            hierarchies
+                .iter()
+                .find(|h| !h.v2 && h.options.iter().any(|o| o == controller))
+                .map(|h| h.mountpoint.join(rel))
+        };
+        Some(CgroupDirs { v2: false, memory: v1("memory")?, cpu: v1("cpuacct")? })
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct MemoryStats {
+    pub usage_bytes: u64,
+    /// usage − inactive_file (what kubelet evicts on).
+    pub working_set_bytes: u64,
+    pub rss_bytes: u64,
+    pub page_faults: u64,
+    pub major_page_faults: u64,
+    /// The memory limit, when there is one.
+    pub limit_bytes: Option<u64>,
+}
+
+impl MemoryStats {
+    /// limit − working set, when limited.
+    pub fn available_bytes(&self) -> Option<u64> {
+        self.limit_bytes.map(|l| l.saturating_sub(self.working_set_bytes))
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct SwapStats {
+    pub usage_bytes: u64,
+    /// `memory.swap.max`; None when `max`.
+    pub limit_bytes: Option<u64>,
+}
+
+impl SwapStats {
+    /// limit − usage; None when unlimited.
+    pub fn available_bytes(&self) -> Option<u64> {
+        self.limit_bytes.map(|l| l.saturating_sub(self.usage_bytes))
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct CgroupStats {
+    pub cpu_usage_ns: Option<u64>,
+    pub memory: Option<MemoryStats>,
+    /// None on cgroup v1 or without swap accounting.
+    pub swap: Option<SwapStats>,
+}
+
+/// `key value` lines (memory.stat, cpu.stat).
+pub fn keyed(text: &str, key: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once(' ')?;
+        (k == key).then(|| v.trim().parse().ok()).flatten()
+    })
+}
+
+fn read(dir: &Path, file: &str) -> Option<String> {
+    std::fs::read_to_string(dir.join(file)).ok()
+}
+
+fn number(dir: &Path, file: &str) -> Option<u64> {
+    read(dir, file)?.trim().parse().ok()
+}
+
+/// A limit file: `max` (v2) or a huge page-aligned value (v1 unlimited) are no limit.
+fn limit(dir: &Path, file: &str) -> Option<u64> {
+    number(dir, file).filter(|v| *v < (1 << 62))
+}
+
+pub fn read_stats(dirs: &CgroupDirs) -> CgroupStats {
+    if dirs.v2 {
+        let stat = read(&dirs.memory, "memory.stat");
+        let memory = number(&dirs.memory, "memory.current").map(|usage| {
+            let stat = stat.as_deref().unwrap_or("");
+            let inactive = keyed(stat, "inactive_file").unwrap_or(0);
+            MemoryStats {
+                usage_bytes: usage,
+                working_set_bytes: usage.saturating_sub(inactive),
+                rss_bytes: keyed(stat, "anon").unwrap_or(0),
+                page_faults: keyed(stat, "pgfault").unwrap_or(0),
+                major_page_faults: keyed(stat, "pgmajfault").unwrap_or(0),
+                limit_bytes: limit(&dirs.memory, "memory.max"),
+            }
+        });
+        let swap = number(&dirs.memory, "memory.swap.current")
+            .map(|usage| SwapStats { usage_bytes: usage, limit_bytes: limit(&dirs.memory, "memory.swap.max") });
+        let cpu = read(&dirs.cpu, "cpu.stat").and_then(|s| keyed(&s, "usage_usec")).map(|us| us * 1000);
+        CgroupStats { cpu_usage_ns: cpu, memory, swap }
+    } else {
+        let stat = read(&dirs.memory, "memory.stat");
+        let memory = number(&dirs.memory, "memory.usage_in_bytes").map(|usage| {
+            let stat = stat.as_deref().unwrap_or("");
+            let inactive = keyed(stat, "total_inactive_file").unwrap_or(0);
+            MemoryStats {
+                usage_bytes: usage,
+                working_set_bytes: usage.saturating_sub(inactive),
+                rss_bytes: keyed(stat, "total_rss").unwrap_or(0),
+                page_faults: keyed(stat, "total_pgfault").unwrap_or(0),
+                major_page_faults: keyed(stat, "total_pgmajfault").unwrap_or(0),
+                limit_bytes: limit(&dirs.memory, "memory.limit_in_bytes"),
+            }
+        });
+        CgroupStats { cpu_usage_ns: number(&dirs.cpu, "cpuacct.usage"), memory, swap: None }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v2(files: &[(&str, &str)]) -> (tempfile::TempDir, CgroupDirs) {
+        let dir = tempfile::tempdir().unwrap();
+        for (f, text) in files {
+            std::fs::write(dir.path().join(f), text).unwrap();
+        }
+        let dirs = CgroupDirs { v2: true, memory: dir.path().into(), cpu: dir.path().into() };
+        (dir, dirs)
+    }
+
+    const MEMORY_STAT: &str = "anon 40960000\nfile 8192000\ninactive_file 4096000\nactive_file 4096000\npgfault 12345\npgmajfault 7\nswapcached 0\n";
+
+    #[test]
+    fn cgroup_v2_with_swap() {
+        let (_d, dirs) = v2(&[
+            ("cpu.stat", "usage_usec 1500\nuser_usec 1000\nsystem_usec 500\n"),
+            ("memory.current", "52428800\n"),
+            ("memory.stat", MEMORY_STAT),
+            ("memory.max", "104857600\n"),
+            ("memory.swap.current", "1048576\n"),
+            ("memory.swap.max", "536870912\n"),
+        ]);
+        let stats = read_stats(&dirs);
+        assert_eq!(stats.cpu_usage_ns, Some(1_500_000));
+        let m = stats.memory.unwrap();
+        assert_eq!(
+            m,
+            MemoryStats {
+                usage_bytes: 52428800,
+                working_set_bytes: 52428800 - 4096000,
+                rss_bytes: 40960000,
+                page_faults: 12345,
+                major_page_faults: 7,
+                limit_bytes: Some(104857600),
+            }
+        );
+        assert_eq!(m.available_bytes(), Some(104857600 - 48332800));
+        let s = stats.swap.unwrap();
+        assert_eq!((s.usage_bytes, s.available_bytes()), (1048576, Some(536870912 - 1048576)));
+    }
+
+    #[test]
+    fn cgroup_v2_unlimited_without_swap_files_and_missing_files() {
+        let (_d, dirs) = v2(&[("memory.current", "100\n"), ("memory.max", "max\n"), ("memory.swap.max", "max\n")]);
+        let stats = read_stats(&dirs);
+        let m = stats.memory.unwrap();
+        assert_eq!((m.working_set_bytes, m.limit_bytes, m.available_bytes()), (100, None, None));
+        assert_eq!(stats.swap, None, "no memory.swap.current: swap omitted");
+        assert_eq!(stats.cpu_usage_ns, None);
+        let (_d, dirs) = v2(&[("memory.swap.current", "0\n"), ("memory.swap.max", "max\n")]);
+        let stats = read_stats(&dirs);
+        assert_eq!(stats.swap.unwrap().available_bytes(), None, "unlimited swap has no available figure");
+        assert_eq!(stats.memory, None);
+        let (_d, dirs) = v2(&[]);
+        assert_eq!(read_stats(&dirs), CgroupStats::default());
+    }
+
+    #[test]
+    fn cgroup_v1() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mem, cpu) = (dir.path().join("memory"), dir.path().join("cpuacct"));
+        std::fs::create_dir_all(&mem).unwrap();
+        std::fs::create_dir_all(&cpu).unwrap();
+        std::fs::write(mem.join("memory.usage_in_bytes"), "8192000\n").unwrap();
+        std::fs::write(mem.join("memory.limit_in_bytes"), "9223372036854771712\n").unwrap();
+        std::fs::write(
+            mem.join("memory.stat"),
+            "cache 0\nrss 1\ntotal_rss 4096000\ntotal_inactive_file 1000\ntotal_pgfault 9\ntotal_pgmajfault 1\n",
+        )
+        .unwrap();
+        std::fs::write(cpu.join("cpuacct.usage"), "123456789\n").unwrap();
+        let stats = read_stats(&CgroupDirs { v2: false, memory: mem, cpu });
+        assert_eq!(stats.cpu_usage_ns, Some(123456789));
+        let m = stats.memory.unwrap();
+        assert_eq!((m.usage_bytes, m.working_set_bytes, m.rss_bytes, m.limit_bytes), (8192000, 8191000, 4096000, None));
+        assert_eq!((m.page_faults, m.major_page_faults), (9, 1));
+        assert_eq!(stats.swap, None);
+    }
+
+    #[test]
+    fn locates_v1_and_v2_dirs() {
+        let h = |m: &str, v2: bool, o: &[&str]| Hierarchy {
+            mountpoint: m.into(),
+            v2,
+            options: o.iter().map(|s| s.to_string()).collect(),
+        };
+        let hs = [
+            h("/sys/fs/cgroup/memory", false, &["rw", "memory"]),
+            h("/sys/fs/cgroup/cpu,cpuacct", false, &["cpu", "cpuacct"]),
+        ];
+        let d = CgroupDirs::locate("/swapcri/p/c", None, &hs).unwrap();
+        assert_eq!(d.memory, PathBuf::from("/sys/fs/cgroup/memory/swapcri/p/c"));
+        assert_eq!(d.cpu, PathBuf::from("/sys/fs/cgroup/cpu,cpuacct/swapcri/p/c"));
+        let d = CgroupDirs::locate("/k/p", Some(Path::new("/sys/fs/cgroup")), &[]).unwrap();
+        assert!(d.v2 && d.memory == Path::new("/sys/fs/cgroup/k/p"));
+        assert_eq!(CgroupDirs::locate("/x", None, &[]), None);
+    }
+}
