@@ -80,8 +80,12 @@ async fn runtime_rpcs_answer_truthfully() {
     let err = rt.exec(cri::ExecRequest::default()).await.unwrap_err();
     assert_eq!(err.code(), tonic::Code::Unimplemented);
     assert!(err.message().contains("Exec"), "{}", err.message());
-    let err = rt.list_container_stats(cri::ListContainerStatsRequest::default()).await.unwrap_err();
+    let err = rt.update_runtime_config(cri::UpdateRuntimeConfigRequest::default()).await.unwrap_err();
     assert_eq!(err.code(), tonic::Code::Unimplemented);
+    let stats = rt.list_container_stats(cri::ListContainerStatsRequest::default()).await.unwrap().into_inner();
+    assert!(stats.stats.is_empty());
+    let err = rt.container_stats(cri::ContainerStatsRequest { container_id: "nope".into() }).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::NotFound);
 }
 
 #[tokio::test]

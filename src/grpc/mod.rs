@@ -2,6 +2,7 @@
 
 pub mod convert;
 pub mod convert_pods;
+pub mod convert_stats;
 mod image;
 mod runtime;
 

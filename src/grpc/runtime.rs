@@ -10,7 +10,7 @@ use crate::config::CgroupDriver;
 use crate::error::Error;
 use crate::service::{PodService, RuntimeService};
 
-use super::{convert, convert_pods};
+use super::{convert, convert_pods, convert_stats};
 use tracing::Instrument;
 
 pub struct RuntimeApi {
@@ -35,6 +35,11 @@ fn required(value: &str, field: &str) -> Result<String, Error> {
 
 fn info_map(info: Option<String>) -> std::collections::HashMap<String, String> {
     info.map(|i| [("info".to_string(), i)].into()).unwrap_or_default()
+}
+
+/// Runs file-reading work off the async threads.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, Status> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| Status::internal(format!("stats task failed: {e}")))
 }
 
 fn unimplemented(method: &'static str) -> Status {
@@ -286,30 +291,46 @@ impl CriRuntimeService for RuntimeApi {
 
     async fn container_stats(
         &self,
-        _request: Request<cri::ContainerStatsRequest>,
+        request: Request<cri::ContainerStatsRequest>,
     ) -> Result<Response<cri::ContainerStatsResponse>, Status> {
-        Err(unimplemented("ContainerStats"))
+        let id = required(&request.into_inner().container_id, "container_id")?;
+        let pods = self.pods.clone();
+        let sample = blocking(move || pods.container_stats(&id)).await??;
+        Ok(Response::new(cri::ContainerStatsResponse { stats: Some(convert_stats::container_stats(&sample)) }))
     }
 
     async fn list_container_stats(
         &self,
-        _request: Request<cri::ListContainerStatsRequest>,
+        request: Request<cri::ListContainerStatsRequest>,
     ) -> Result<Response<cri::ListContainerStatsResponse>, Status> {
-        Err(unimplemented("ListContainerStats"))
+        let filter = request.into_inner().filter;
+        let pods = self.pods.clone();
+        let samples = blocking(move || pods.list_container_stats(filter.as_ref())).await?;
+        Ok(Response::new(cri::ListContainerStatsResponse {
+            stats: samples.iter().map(convert_stats::container_stats).collect(),
+        }))
     }
 
     async fn pod_sandbox_stats(
         &self,
-        _request: Request<cri::PodSandboxStatsRequest>,
+        request: Request<cri::PodSandboxStatsRequest>,
     ) -> Result<Response<cri::PodSandboxStatsResponse>, Status> {
-        Err(unimplemented("PodSandboxStats"))
+        let id = required(&request.into_inner().pod_sandbox_id, "pod_sandbox_id")?;
+        let pods = self.pods.clone();
+        let sample = blocking(move || pods.pod_stats(&id)).await??;
+        Ok(Response::new(cri::PodSandboxStatsResponse { stats: Some(convert_stats::pod_stats(&sample)) }))
     }
 
     async fn list_pod_sandbox_stats(
         &self,
-        _request: Request<cri::ListPodSandboxStatsRequest>,
+        request: Request<cri::ListPodSandboxStatsRequest>,
     ) -> Result<Response<cri::ListPodSandboxStatsResponse>, Status> {
-        Err(unimplemented("ListPodSandboxStats"))
+        let filter = request.into_inner().filter;
+        let pods = self.pods.clone();
+        let samples = blocking(move || pods.list_pod_stats(filter.as_ref())).await?;
+        Ok(Response::new(cri::ListPodSandboxStatsResponse {
+            stats: samples.iter().map(convert_stats::pod_stats).collect(),
+        }))
     }
 
     async fn update_runtime_config(

@@ -28,6 +28,9 @@ mod sandbox_remove;
 mod sandbox_run;
 mod sandbox_status;
 mod sandbox_stop;
+mod stats;
+
+pub use stats::{ContainerSample, PodSample, Sample};
 
 use std::sync::Arc;
 

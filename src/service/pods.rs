@@ -68,6 +68,7 @@ pub struct PodService {
     pub(super) locks: ObjectLocks,
     pub(super) hierarchies: Vec<Hierarchy>,
     pub(super) memory_counters: super::memory::MemoryCounters,
+    pub(super) cpu_samples: super::stats::CpuSamples,
 }
 
 impl PodService {
@@ -92,6 +93,7 @@ impl PodService {
             locks: ObjectLocks::default(),
             hierarchies: crate::cgroup::hierarchies(),
             memory_counters: Default::default(),
+            cpu_samples: Default::default(),
         })
     }
 

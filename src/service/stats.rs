@@ -1,0 +1,186 @@
+//! Container and pod statistics from their cgroups (one reader, no process per container),
+//! with CPU rates computed from the previous sample.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Mutex;
+
+use k8s_cri::v1 as cri;
+
+use crate::cgroup::stats::{read_stats, CgroupDirs, CgroupStats};
+use crate::cgroup::CgroupMode;
+use crate::error::Error;
+use crate::model::container::ContainerState;
+
+use super::pods::{labels_match, now_nanos, Container, PodService, Sandbox};
+
+/// The last CPU reading per cgroup, for usage_nano_cores.
+#[derive(Debug, Default)]
+pub struct CpuSamples(Mutex<HashMap<String, (i64, u64)>>);
+
+impl CpuSamples {
+    /// Records a reading; returns the rate since the previous one, in nanocores.
+    fn rate(&self, key: &str, at: i64, usage_ns: u64) -> Option<u64> {
+        let mut samples = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let previous = samples.insert(key.to_string(), (at, usage_ns));
+        let (then, before) = previous?;
+        let elapsed = at.checked_sub(then).filter(|e| *e > 0)? as u128;
+        Some((usage_ns.checked_sub(before)? as u128 * 1_000_000_000 / elapsed) as u64)
+    }
+
+    fn forget(&self, key: &str) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
+    }
+}
+
+/// One cgroup's statistics at a point in time.
+#[derive(Debug, Clone, Default)]
+pub struct Sample {
+    pub timestamp: i64,
+    pub stats: CgroupStats,
+    pub nano_cores: Option<u64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ContainerSample {
+    pub container: Container,
+    pub sample: Sample,
+    /// Writable layer: bytes and inodes used, and the directory it lives in.
+    pub writable: Option<(u64, u64)>,
+    pub writable_mountpoint: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct PodSample {
+    pub sandbox: Sandbox,
+    pub sample: Sample,
+    pub containers: Vec<ContainerSample>,
+}
+
+/// Bytes (allocated) and inodes under `dir`, hard links counted once.
+fn disk_usage(dir: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    if !dir.is_dir() {
+        return None;
+    }
+    let mut seen = std::collections::HashSet::new();
+    let (mut bytes, mut inodes) = (0u64, 0u64);
+    for entry in walkdir::WalkDir::new(dir).into_iter().flatten() {
+        let Ok(meta) = entry.metadata() else { continue };
+        if meta.nlink() > 1 && !meta.is_dir() && !seen.insert(meta.ino()) {
+            continue;
+        }
+        bytes += meta.blocks() * 512;
+        inodes += 1;
+    }
+    Some((bytes, inodes))
+}
+
+impl PodService {
+    fn read_cgroup(&self, rel: &str, key: &str) -> Sample {
+        let unified = (self.node.cgroup_mode == CgroupMode::Unified).then_some(self.config.cgroup_root.as_path());
+        let timestamp = now_nanos();
+        let stats = CgroupDirs::locate(rel, unified, &self.hierarchies).map(|d| read_stats(&d)).unwrap_or_default();
+        let nano_cores = stats.cpu_usage_ns.and_then(|ns| self.cpu_samples.rate(key, timestamp, ns));
+        Sample { timestamp, stats, nano_cores }
+    }
+
+    fn container_sample(&self, container: Container) -> ContainerSample {
+        let id = container.meta.id.clone();
+        let sample = match (container.status.state, self.find_sandbox(container.meta.sandbox_id.as_str())) {
+            (ContainerState::Running | ContainerState::Created, Ok(sandbox)) => {
+                let rel = format!("{}/{}", sandbox.meta.cgroup_parent.trim_end_matches('/'), id);
+                self.read_cgroup(&rel, id.as_str())
+            }
+            _ => {
+                self.cpu_samples.forget(id.as_str());
+                Sample { timestamp: now_nanos(), ..Default::default() }
+            }
+        };
+        let state_dir = self.container_records.dir(id.as_str());
+        ContainerSample {
+            writable: disk_usage(&state_dir.join("upper")),
+            writable_mountpoint: self.config.state_root.join("containers").display().to_string(),
+            container,
+            sample,
+        }
+    }
+
+    pub fn container_stats(&self, id: &str) -> Result<ContainerSample, Error> {
+        let container = self.find_container(id)?;
+        let container = self.refresh(&container.meta.id).unwrap_or(container);
+        Ok(self.container_sample(container))
+    }
+
+    pub fn list_container_stats(&self, filter: Option<&cri::ContainerStatsFilter>) -> Vec<ContainerSample> {
+        let containers = self.list_containers(None);
+        containers
+            .into_iter()
+            .filter(|c| match filter {
+                None => true,
+                Some(f) => {
+                    (f.id.is_empty() || c.meta.id.as_str().starts_with(&f.id))
+                        && (f.pod_sandbox_id.is_empty() || c.meta.sandbox_id.as_str().starts_with(&f.pod_sandbox_id))
+                        && labels_match(&c.meta.config.labels, &f.label_selector)
+                }
+            })
+            .map(|c| self.container_sample(c))
+            .collect()
+    }
+
+    fn pod_sample(&self, sandbox: Sandbox) -> PodSample {
+        let key = format!("pod/{}", sandbox.meta.id);
+        let sample = self.read_cgroup(&sandbox.meta.cgroup_parent, &key);
+        let filter = cri::ContainerStatsFilter { pod_sandbox_id: sandbox.meta.id.to_string(), ..Default::default() };
+        let containers = self.list_container_stats(Some(&filter));
+        PodSample { sandbox, sample, containers }
+    }
+
+    pub fn pod_stats(&self, id: &str) -> Result<PodSample, Error> {
+        Ok(self.pod_sample(self.find_sandbox(id)?))
+    }
+
+    pub fn list_pod_stats(&self, filter: Option<&cri::PodSandboxStatsFilter>) -> Vec<PodSample> {
+        let sandboxes: Vec<Sandbox> = self.read().sandboxes.values().cloned().collect();
+        sandboxes
+            .into_iter()
+            .filter(|s| match filter {
+                None => true,
+                Some(f) => {
+                    (f.id.is_empty() || s.meta.id.as_str().starts_with(&f.id))
+                        && labels_match(&s.meta.config.labels, &f.label_selector)
+                }
+            })
+            .map(|s| self.pod_sample(s))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_rate_from_consecutive_samples() {
+        let samples = CpuSamples::default();
+        assert_eq!(samples.rate("c", 1_000_000_000, 5_000_000_000), None, "first sample has no rate");
+        // 0.5 s of CPU over 1 s: half a core.
+        assert_eq!(samples.rate("c", 2_000_000_000, 5_500_000_000), Some(500_000_000));
+        assert_eq!(samples.rate("c", 2_000_000_000, 5_600_000_000), None, "no time passed");
+        assert_eq!(samples.rate("c", 3_000_000_000, 1), None, "counter reset");
+        samples.forget("c");
+        assert_eq!(samples.rate("c", 4_000_000_000, 2), None);
+    }
+
+    #[test]
+    fn disk_usage_counts_blocks_and_inodes() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a"), vec![1u8; 10000]).unwrap();
+        std::fs::hard_link(dir.path().join("a"), dir.path().join("b")).unwrap();
+        std::fs::create_dir(dir.path().join("d")).unwrap();
+        let (bytes, inodes) = disk_usage(dir.path()).unwrap();
+        assert_eq!(inodes, 3, "root, d and one of the linked files");
+        assert!(bytes >= 10000, "{bytes}");
+        assert_eq!(disk_usage(&dir.path().join("missing")), None);
+    }
+}

@@ -1,0 +1,78 @@
+//! CRI statistics of running containers on this host (cgroup v1 memory: no swap figures;
+//! the VM tests check swap against a container that swaps).
+
+mod common;
+
+use common::pods::*;
+use common::{require_root, Daemon};
+use k8s_cri::v1 as cri;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stats_of_running_containers_and_pods() {
+    require_root();
+    let daemon = Daemon::start("");
+    import_busybox(&daemon);
+    let logs = daemon.dir.path().join("logs");
+    let pod_config = sandbox_config("stats", &logs);
+    let pod = run_sandbox(&daemon, pod_config.clone()).await;
+    // One container burns CPU and writes to its writable layer; one sleeps.
+    let busy = start(
+        &daemon,
+        &pod,
+        &pod_config,
+        container_config("busy", &["sh", "-c", "head -c 3000000 /dev/zero > /blob; while :; do :; done"]),
+    )
+    .await;
+    let idle = start(&daemon, &pod, &pod_config, container_config("idle", &["sleep", "60"])).await;
+    let mut rt = daemon.runtime().await;
+    let list = |rt: &mut k8s_cri::v1::runtime_service_client::RuntimeServiceClient<_>| {
+        let mut rt = rt.clone();
+        async move {
+            rt.list_container_stats(cri::ListContainerStatsRequest { filter: None }).await.unwrap().into_inner().stats
+        }
+    };
+    let first = list(&mut rt).await;
+    assert_eq!(first.len(), 2);
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let second = list(&mut rt).await;
+    let find = |stats: &[cri::ContainerStats], id: &str| {
+        stats.iter().find(|s| s.attributes.as_ref().unwrap().id == id).cloned().unwrap()
+    };
+    let b = find(&second, &busy);
+    assert_eq!(b.attributes.as_ref().unwrap().metadata.as_ref().unwrap().name, "busy");
+    let cpu = b.cpu.unwrap();
+    let cores = cpu.usage_nano_cores.expect("rate from the previous sample").value;
+    assert!(cores > 300_000_000, "a busy loop uses most of a core: {cores}");
+    assert!(cpu.usage_core_nano_seconds.unwrap().value > 0);
+    let memory = b.memory.unwrap();
+    assert!(memory.working_set_bytes.unwrap().value > 0);
+    assert!(memory.usage_bytes.unwrap().value >= memory.working_set_bytes.unwrap().value);
+    let layer = b.writable_layer.unwrap();
+    assert!(layer.used_bytes.unwrap().value >= 3_000_000, "{layer:?}");
+    assert!(layer.inodes_used.unwrap().value >= 2);
+    assert!(b.swap.is_none(), "cgroup v1 memory: no swap figures");
+    let i = find(&second, &idle);
+    assert!(i.cpu.unwrap().usage_nano_cores.unwrap().value < cores);
+
+    // Filters and single lookups.
+    let filtered = rt
+        .list_container_stats(cri::ListContainerStatsRequest {
+            filter: Some(cri::ContainerStatsFilter { id: idle.clone(), ..Default::default() }),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .stats;
+    assert_eq!(filtered.len(), 1);
+    let one = rt.container_stats(cri::ContainerStatsRequest { container_id: busy.clone() }).await.unwrap().into_inner();
+    assert_eq!(one.stats.unwrap().attributes.unwrap().id, busy);
+
+    let pods = rt.list_pod_sandbox_stats(cri::ListPodSandboxStatsRequest { filter: None }).await.unwrap().into_inner();
+    assert_eq!(pods.stats.len(), 1);
+    let linux = pods.stats[0].linux.clone().unwrap();
+    assert_eq!(linux.containers.len(), 2);
+    assert!(linux.memory.unwrap().working_set_bytes.unwrap().value > 0, "pod cgroup memory");
+    let pod_one = rt.pod_sandbox_stats(cri::PodSandboxStatsRequest { pod_sandbox_id: pod.clone() }).await.unwrap();
+    assert_eq!(pod_one.into_inner().stats.unwrap().attributes.unwrap().id, pod);
+    rt.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: pod }).await.unwrap();
+}
