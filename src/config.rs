@@ -37,6 +37,7 @@ pub struct Config {
     pub swap: SwapConfig,
     pub memory_qos: MemoryQosConfig,
     pub system: SystemConfig,
+    pub metrics: MetricsConfig,
     pub image: ImageConfig,
     /// Per-registry settings, keyed by host[:port] (e.g. "registry.local:5000").
     pub registries: BTreeMap<String, RegistryConfig>,
@@ -137,6 +138,14 @@ pub struct MemoryQosConfig {
     pub node_allocatable_bytes: Option<u64>,
 }
 
+/// The Prometheus endpoint.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// `host:port` serving `/metrics` (e.g. "127.0.0.1:9117"); empty: off.
+    pub address: String,
+}
+
 /// Protection of the system daemons' cgroup from swap and swap I/O.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -222,6 +231,7 @@ impl Default for Config {
             swap: SwapConfig::default(),
             memory_qos: MemoryQosConfig::default(),
             system: SystemConfig::default(),
+            metrics: MetricsConfig::default(),
             image: ImageConfig::default(),
             registries: BTreeMap::new(),
         }
@@ -373,6 +383,12 @@ impl Config {
             if !valid {
                 return Err(invalid("system.io_devices", format!("{dev:?} is not MAJ:MIN")));
             }
+        }
+        if !self.metrics.address.is_empty() && self.metrics.address.parse::<std::net::SocketAddr>().is_err() {
+            return Err(invalid(
+                "metrics.address",
+                format!("{:?} is not host:port (an IP address and a port)", self.metrics.address),
+            ));
         }
         if self.image.pull_progress_timeout_secs == 0 {
             return Err(invalid("image.pull_progress_timeout_secs", "must be at least 1".into()));

@@ -78,7 +78,21 @@ pub async fn run(config: Config) -> Result<(), DaemonError> {
         shutdown_signal().await;
         signalled.notify_one();
     };
+    let metrics = Arc::new(crate::metrics::Metrics::new());
+    if !config.metrics.address.is_empty() {
+        let address: std::net::SocketAddr = config.metrics.address.parse().expect("validated with the config");
+        let listener = tokio::net::TcpListener::bind(address)
+            .await
+            .map_err(|source| DaemonError::Prepare { path: config.metrics.address.clone().into(), source })?;
+        let (metrics, pods) = (metrics.clone(), pods.clone());
+        tokio::spawn(async move {
+            if let Err(e) = crate::metrics::serve(listener, metrics, pods).await {
+                tracing::error!(error = %e, "the metrics endpoint stopped");
+            }
+        });
+    }
     let server = tonic::transport::Server::builder()
+        .layer(crate::metrics::GrpcMetricsLayer(metrics))
         .add_service(
             RuntimeServiceServer::new(RuntimeApi::new(runtime, pods))
                 .max_decoding_message_size(MAX_MESSAGE_BYTES)

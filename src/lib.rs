@@ -8,6 +8,7 @@ pub mod doctor;
 pub mod error;
 pub mod grpc;
 pub mod image;
+pub mod metrics;
 pub mod model;
 pub mod monitor;
 pub mod node;

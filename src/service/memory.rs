@@ -69,6 +69,14 @@ impl PodService {
         Ok(plan)
     }
 
+    /// (swap disagreements, read-back mismatches) so far.
+    pub fn memory_counter_values(&self) -> (u64, u64) {
+        (
+            self.memory_counters.swap_disagreements.load(Ordering::Relaxed),
+            self.memory_counters.readback_mismatches.load(Ordering::Relaxed),
+        )
+    }
+
     /// Adds the swap and memory QoS summary to the verbose runtime status document.
     pub fn add_memory_status(&self, info: &str) -> String {
         let mut doc: serde_json::Value = serde_json::from_str(info).unwrap_or_else(|_| serde_json::json!({}));

@@ -97,6 +97,11 @@ impl PodService {
         })
     }
 
+    /// A sandbox's metadata, if it exists.
+    pub fn sandbox_meta(&self, id: &str) -> Option<Arc<SandboxMeta>> {
+        self.find_sandbox(id).ok().map(|s| s.meta)
+    }
+
     pub fn node(&self) -> &NodeFacts {
         &self.node
     }

@@ -1,0 +1,185 @@
+//! The Prometheus endpoint (`metrics.address`, off by default). Every name starts with
+//! `swapcri_` so nothing clashes with kubelet's or cadvisor's series.
+
+mod grpc_layer;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+use crate::service::PodService;
+
+pub use grpc_layer::GrpcMetricsLayer;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ContainerLabels {
+    pub container: String,
+    pub pod: String,
+    pub namespace: String,
+    pub id: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RpcLabels {
+    pub method: String,
+    pub code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MethodLabels {
+    pub method: String,
+}
+
+pub struct Metrics {
+    registry: Mutex<Registry>,
+    machine_swap: Gauge,
+    node_swap_usage: Gauge,
+    container_swap_usage: Family<ContainerLabels, Gauge>,
+    container_swap_limit: Family<ContainerLabels, Gauge>,
+    container_working_set: Family<ContainerLabels, Gauge>,
+    disagreements: Counter,
+    mismatches: Counter,
+    grpc_requests: Family<RpcLabels, Counter>,
+    grpc_latency: Family<MethodLabels, Histogram>,
+}
+
+fn latency_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.0005, 2.0, 16))
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let m = Metrics {
+            registry: Mutex::new(Registry::with_prefix("swapcri")),
+            machine_swap: Gauge::default(),
+            node_swap_usage: Gauge::default(),
+            container_swap_usage: Family::default(),
+            container_swap_limit: Family::default(),
+            container_working_set: Family::default(),
+            disagreements: Counter::default(),
+            mismatches: Counter::default(),
+            grpc_requests: Family::default(),
+            grpc_latency: Family::new_with_constructor(latency_histogram),
+        };
+        {
+            let mut r = m.registry.lock().unwrap();
+            r.register(
+                "machine_swap_bytes",
+                "Swap of the machine (SwapTotal); kubelet: machine_swap_bytes",
+                m.machine_swap.clone(),
+            );
+            r.register(
+                "node_swap_usage_bytes",
+                "Swap in use on the node (SwapTotal - SwapFree); kubelet: node_swap_usage_bytes",
+                m.node_swap_usage.clone(),
+            );
+            r.register(
+                "container_swap_usage_bytes",
+                "Swap used by the container (memory.swap.current); kubelet: container_swap_usage_bytes",
+                m.container_swap_usage.clone(),
+            );
+            r.register(
+                "container_swap_limit_bytes",
+                "The container's memory.swap.max (absent when unlimited); kubelet: container_swap_limit_bytes",
+                m.container_swap_limit.clone(),
+            );
+            r.register(
+                "container_memory_working_set_bytes",
+                "Memory usage minus inactive file cache; kubelet: container_memory_working_set_bytes",
+                m.container_working_set.clone(),
+            );
+            r.register(
+                "swap_policy_disagreements",
+                "Containers whose kubelet memory.swap.max differed from swapcri's own",
+                m.disagreements.clone(),
+            );
+            r.register(
+                "memory_readback_mismatches",
+                "Planned memory values the kernel did not hold when read back",
+                m.mismatches.clone(),
+            );
+            r.register("grpc_requests", "CRI requests by method and status code", m.grpc_requests.clone());
+            r.register("grpc_request_duration_seconds", "CRI request latency by method", m.grpc_latency.clone());
+        }
+        m
+    }
+
+    pub fn observe_rpc(&self, method: &str, code: &str, elapsed: Duration) {
+        self.grpc_requests.get_or_create(&RpcLabels { method: method.into(), code: code.into() }).inc();
+        self.grpc_latency.get_or_create(&MethodLabels { method: method.into() }).observe(elapsed.as_secs_f64());
+    }
+
+    /// Refreshes the node and container series from their sources, then encodes all.
+    pub fn scrape(&self, pods: &PodService) -> String {
+        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+        let read = |key| crate::node::memory::meminfo_bytes(&meminfo, key).unwrap_or(0);
+        let (total, free) = (read("SwapTotal"), read("SwapFree"));
+        self.machine_swap.set(total as i64);
+        self.node_swap_usage.set(total.saturating_sub(free) as i64);
+        for family in [&self.container_swap_usage, &self.container_swap_limit, &self.container_working_set] {
+            family.clear();
+        }
+        for sample in pods.list_container_stats(None) {
+            let c = &sample.container;
+            let Some(sandbox) = pods.sandbox_meta(c.meta.sandbox_id.as_str()) else { continue };
+            let pod_meta = sandbox.config.metadata.clone().unwrap_or_default();
+            let labels = ContainerLabels {
+                container: c.meta.config.metadata.as_ref().map(|m| m.name.clone()).unwrap_or_default(),
+                pod: pod_meta.name,
+                namespace: pod_meta.namespace,
+                id: c.meta.id.to_string(),
+            };
+            if let Some(swap) = &sample.sample.stats.swap {
+                self.container_swap_usage.get_or_create(&labels).set(swap.usage_bytes as i64);
+                if let Some(limit) = swap.limit_bytes {
+                    self.container_swap_limit.get_or_create(&labels).set(limit as i64);
+                }
+            }
+            if let Some(memory) = &sample.sample.stats.memory {
+                self.container_working_set.get_or_create(&labels).set(memory.working_set_bytes as i64);
+            }
+        }
+        let (disagreements, mismatches) = pods.memory_counter_values();
+        for (counter, value) in [(&self.disagreements, disagreements), (&self.mismatches, mismatches)] {
+            counter.inc_by(value.saturating_sub(counter.get()));
+        }
+        let mut out = String::new();
+        let registry = self.registry.lock().unwrap_or_else(|p| p.into_inner());
+        prometheus_client::encoding::text::encode(&mut out, &registry).expect("writing to a String");
+        out
+    }
+}
+
+/// Serves `/metrics` on `address` until the runtime ends. Scrapes read files off the async
+/// threads, so a slow scraper never holds up the CRI.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    metrics: Arc<Metrics>,
+    pods: Arc<PodService>,
+) -> std::io::Result<()> {
+    use axum::routing::get;
+    let app = axum::Router::new().route(
+        "/metrics",
+        get(move || {
+            let (metrics, pods) = (metrics.clone(), pods.clone());
+            async move {
+                let body = tokio::task::spawn_blocking(move || metrics.scrape(&pods)).await.unwrap_or_default();
+                ([("content-type", "application/openmetrics-text; version=1.0.0; charset=utf-8")], body)
+            }
+        }),
+    );
+    tracing::info!(address = %listener.local_addr()?, "serving Prometheus metrics on /metrics");
+    axum::serve(listener, app).await
+}

@@ -1,0 +1,90 @@
+//! A Prometheus scrape: names, types and labels of the exposition, gRPC counters by code.
+
+mod common;
+
+use std::io::{Read, Write};
+
+use common::pods::*;
+use common::{require_root, Daemon};
+use k8s_cri::v1 as cri;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn scrape(port: u16) -> String {
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(head.to_ascii_lowercase().contains("content-type: application/openmetrics-text"), "{head}");
+    body.to_string()
+}
+
+/// (name, labels, value) of every sample line.
+fn samples(body: &str) -> Vec<(String, String, f64)> {
+    body.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| {
+            let (series, value) = l.rsplit_once(' ').unwrap();
+            let (name, labels) = match series.split_once('{') {
+                Some((n, rest)) => (n.to_string(), rest.trim_end_matches('}').to_string()),
+                None => (series.to_string(), String::new()),
+            };
+            (name, labels, value.parse().unwrap_or_else(|_| panic!("value of {l}")))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn scrape_names_labels_and_rpc_codes() {
+    require_root();
+    let port = free_port();
+    let daemon = Daemon::start(&format!("[metrics]\naddress = \"127.0.0.1:{port}\"\n"));
+    import_busybox(&daemon);
+    let logs = daemon.dir.path().join("logs");
+    let pod_config = sandbox_config("web", &logs);
+    let pod = run_sandbox(&daemon, pod_config.clone()).await;
+    let id = start(&daemon, &pod, &pod_config, container_config("app", &["sleep", "30"])).await;
+    let mut rt = daemon.runtime().await;
+    let _ = rt.container_status(cri::ContainerStatusRequest { container_id: "missing".into(), verbose: false }).await;
+
+    let body = tokio::task::spawn_blocking(move || scrape(port)).await.unwrap();
+    assert!(body.trim_end().ends_with("# EOF"), "OpenMetrics text ends with # EOF");
+    let all = samples(&body);
+    for (name, _, _) in &all {
+        assert!(name.starts_with("swapcri_"), "{name} lacks the swapcri_ prefix");
+    }
+    let find = |name: &str| all.iter().filter(|(n, _, _)| n == name).collect::<Vec<_>>();
+    let swap_total = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let swap_total: f64 = swap_total
+        .lines()
+        .find(|l| l.starts_with("SwapTotal:"))
+        .unwrap()
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse::<f64>()
+        .unwrap()
+        * 1024.0;
+    assert_eq!(find("swapcri_machine_swap_bytes")[0].2, swap_total);
+    assert_eq!(find("swapcri_node_swap_usage_bytes").len(), 1);
+    let ws = find("swapcri_container_memory_working_set_bytes");
+    assert_eq!(ws.len(), 1, "{body}");
+    assert_eq!(ws[0].1, format!("container=\"app\",pod=\"web\",namespace=\"default\",id=\"{id}\""));
+    assert!(ws[0].2 > 0.0);
+    // This host's memory controller is cgroup v1: no swap series for containers.
+    assert!(find("swapcri_container_swap_usage_bytes").is_empty());
+    assert_eq!(find("swapcri_swap_policy_disagreements_total")[0].2, 0.0);
+    assert_eq!(find("swapcri_memory_readback_mismatches_total").len(), 1);
+    let ok = find("swapcri_grpc_requests_total");
+    assert!(ok.iter().any(|(_, l, v)| l == "method=\"RunPodSandbox\",code=\"Ok\"" && *v == 1.0), "{ok:?}");
+    assert!(ok.iter().any(|(_, l, v)| l == "method=\"ContainerStatus\",code=\"NotFound\"" && *v == 1.0), "{ok:?}");
+    assert!(body.contains("# TYPE swapcri_grpc_request_duration_seconds histogram"));
+    assert!(find("swapcri_grpc_request_duration_seconds_bucket")
+        .iter()
+        .any(|(_, l, _)| l.starts_with("le=") || l.contains("method=\"CreateContainer\"")));
+    rt.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: pod }).await.unwrap();
+}
