@@ -105,7 +105,7 @@ async fn shared_pid_namespace_and_oom_kill() {
     ns.pid = cri::NamespaceMode::Pod as i32;
     let pod = run_sandbox(&daemon, pod_config.clone()).await;
     let forever = ["sh", "-c", "while true; do sleep 1; done"];
-    let mut shared = |name: &str| {
+    let shared = |name: &str| {
         let mut c = container_config(name, &forever);
         security(&mut c).namespace_options.as_mut().unwrap().pid = cri::NamespaceMode::Pod as i32;
         c

@@ -96,40 +96,51 @@ fn limit(dir: &Path, file: &str) -> Option<u64> {
     number(dir, file).filter(|v| *v < (1 << 62))
 }
 
+/// The files and memory.stat keys of one cgroup version.
+struct MemoryFiles {
+    usage: &'static str,
+    limit: &'static str,
+    /// inactive_file, rss, pgfault, pgmajfault.
+    keys: [&'static str; 4],
+}
+
+const V2: MemoryFiles = MemoryFiles {
+    usage: "memory.current",
+    limit: "memory.max",
+    keys: ["inactive_file", "anon", "pgfault", "pgmajfault"],
+};
+const V1: MemoryFiles = MemoryFiles {
+    usage: "memory.usage_in_bytes",
+    limit: "memory.limit_in_bytes",
+    keys: ["total_inactive_file", "total_rss", "total_pgfault", "total_pgmajfault"],
+};
+
+fn memory_stats(dir: &Path, files: &MemoryFiles) -> Option<MemoryStats> {
+    let usage = number(dir, files.usage)?;
+    let stat = read(dir, "memory.stat").unwrap_or_default();
+    let key = |i: usize| keyed(&stat, files.keys[i]).unwrap_or(0);
+    Some(MemoryStats {
+        usage_bytes: usage,
+        working_set_bytes: usage.saturating_sub(key(0)),
+        rss_bytes: key(1),
+        page_faults: key(2),
+        major_page_faults: key(3),
+        limit_bytes: limit(dir, files.limit),
+    })
+}
+
 pub fn read_stats(dirs: &CgroupDirs) -> CgroupStats {
     if dirs.v2 {
-        let stat = read(&dirs.memory, "memory.stat");
-        let memory = number(&dirs.memory, "memory.current").map(|usage| {
-            let stat = stat.as_deref().unwrap_or("");
-            let inactive = keyed(stat, "inactive_file").unwrap_or(0);
-            MemoryStats {
-                usage_bytes: usage,
-                working_set_bytes: usage.saturating_sub(inactive),
-                rss_bytes: keyed(stat, "anon").unwrap_or(0),
-                page_faults: keyed(stat, "pgfault").unwrap_or(0),
-                major_page_faults: keyed(stat, "pgmajfault").unwrap_or(0),
-                limit_bytes: limit(&dirs.memory, "memory.max"),
-            }
-        });
         let swap = number(&dirs.memory, "memory.swap.current")
             .map(|usage| SwapStats { usage_bytes: usage, limit_bytes: limit(&dirs.memory, "memory.swap.max") });
         let cpu = read(&dirs.cpu, "cpu.stat").and_then(|s| keyed(&s, "usage_usec")).map(|us| us * 1000);
-        CgroupStats { cpu_usage_ns: cpu, memory, swap }
+        CgroupStats { cpu_usage_ns: cpu, memory: memory_stats(&dirs.memory, &V2), swap }
     } else {
-        let stat = read(&dirs.memory, "memory.stat");
-        let memory = number(&dirs.memory, "memory.usage_in_bytes").map(|usage| {
-            let stat = stat.as_deref().unwrap_or("");
-            let inactive = keyed(stat, "total_inactive_file").unwrap_or(0);
-            MemoryStats {
-                usage_bytes: usage,
-                working_set_bytes: usage.saturating_sub(inactive),
-                rss_bytes: keyed(stat, "total_rss").unwrap_or(0),
-                page_faults: keyed(stat, "total_pgfault").unwrap_or(0),
-                major_page_faults: keyed(stat, "total_pgmajfault").unwrap_or(0),
-                limit_bytes: limit(&dirs.memory, "memory.limit_in_bytes"),
-            }
-        });
-        CgroupStats { cpu_usage_ns: number(&dirs.cpu, "cpuacct.usage"), memory, swap: None }
+        CgroupStats {
+            cpu_usage_ns: number(&dirs.cpu, "cpuacct.usage"),
+            memory: memory_stats(&dirs.memory, &V1),
+            swap: None,
+        }
     }
 }
 

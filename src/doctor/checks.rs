@@ -24,7 +24,7 @@ pub fn cgroup_mode_from_mounts(mounts: &str) -> CgroupMode {
                 let f: Vec<&str> = l.split(' ').collect();
                 (f.len() > 2 && f[1] == target).then(|| f[2].to_string())
             })
-            .last()
+            .next_back()
     };
     match (fstype("/sys/fs/cgroup").as_deref(), fstype("/sys/fs/cgroup/unified").as_deref()) {
         (Some("cgroup2"), _) => CgroupMode::Unified,
@@ -118,7 +118,7 @@ fn root_disks(inputs: &Inputs) -> Option<Vec<String>> {
             let f: Vec<&str> = l.split(' ').collect();
             (f.len() > 4 && f[4] == "/").then(|| f[2].to_string())
         })
-        .last()?;
+        .next_back()?;
     let sys = inputs.path("/sys");
     let name = name_of(&sys, &dev)?;
     match backing_of_name(&sys, &name) {

@@ -44,7 +44,7 @@ pub async fn import_archive(
     for entry in index.manifests() {
         let annotations = entry.annotations().clone().unwrap_or_default();
         let image_name = entry_name(annotations.get(CONTAINERD_NAME), annotations.get(REF_NAME), name)?;
-        let digest = Digest::parse(&entry.digest().to_string())
+        let digest = Digest::parse(entry.digest().as_ref())
             .ok_or_else(|| invalid(format!("unsupported digest {}", entry.digest())))?;
         let source = LayoutSource { dir: layout.clone(), top: digest.clone() };
         let (top, top_digest) = source.fetch_manifest(Some(&digest)).await?;

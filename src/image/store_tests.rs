@@ -56,7 +56,7 @@ fn shared_layers_live_until_the_last_image_goes() {
     add(&store, &a);
     add(&store, &b);
     assert_eq!(store.list().unwrap().len(), 2);
-    assert_eq!(store.usage().unwrap().inodes >= 6, true);
+    assert!(store.usage().unwrap().inodes >= 6);
 
     let removed = store.remove(&ImageLookup::Tag("r/a:1".into()), no_users).unwrap();
     assert_eq!(removed, Some(a.id.clone()));

@@ -49,6 +49,15 @@ fn build_with(config: cri::ContainerConfig, mode: CgroupMode) -> Result<BuiltSpe
 }
 
 fn build_in(config: cri::ContainerConfig, mode: CgroupMode, pod: PodContext) -> Result<BuiltSpec, PolicyError> {
+    build_with_plan(config, mode, pod, Default::default())
+}
+
+fn build_with_plan(
+    config: cri::ContainerConfig,
+    mode: CgroupMode,
+    pod: PodContext,
+    memory_unified: std::collections::BTreeMap<String, String>,
+) -> Result<BuiltSpec, PolicyError> {
     let image = image();
     let input = ContainerInput {
         id: "c1",
@@ -60,7 +69,7 @@ fn build_in(config: cri::ContainerConfig, mode: CgroupMode, pod: PodContext) -> 
         devices: vec![],
         localhost_seccomp: None,
         target_pid_ns: None,
-        memory_unified: Default::default(),
+        memory_unified,
     };
     build(&input, &node(mode))
 }
@@ -170,22 +179,8 @@ fn unified_carries_the_memory_plan_on_v2_and_is_dropped_with_a_warning_on_v1() {
         }),
         ..Default::default()
     };
-    let build_mode = |mode| {
-        let (image, pod) = (image(), pod());
-        let input = ContainerInput {
-            id: "c1",
-            config: &config,
-            pod: &pod,
-            image: &image,
-            user: ResolvedUser { uid: 0, gid: 0, additional_gids: vec![] },
-            rootfs: "/rootfs".into(),
-            devices: vec![],
-            localhost_seccomp: None,
-            target_pid_ns: None,
-            memory_unified: [("memory.swap.max".to_string(), "536870912".to_string())].into(),
-        };
-        build(&input, &node(mode)).unwrap()
-    };
+    let plan = [("memory.swap.max".to_string(), "536870912".to_string())];
+    let build_mode = |mode| build_with_plan(config.clone(), mode, pod(), plan.clone().into()).unwrap();
     let v2 = build_mode(CgroupMode::Unified);
     let res = v2.spec.linux().as_ref().unwrap().resources().as_ref().unwrap().clone();
     let unified = res.unified().as_ref().unwrap();

@@ -99,7 +99,7 @@ impl PodService {
 }
 
 fn is_nsfs(path: &Path) -> bool {
-    nix::sys::statfs::statfs(path).map(|s| s.filesystem_type().0 as i64 == NSFS_MAGIC).unwrap_or(false)
+    nix::sys::statfs::statfs(path).map(|s| s.filesystem_type().0 == NSFS_MAGIC).unwrap_or(false)
 }
 
 fn cleanup_sandbox_dir(dir: &Path) {
