@@ -48,6 +48,8 @@ pub enum PodCommand {
         #[arg(long)]
         verbose: bool,
     },
+    /// Statistics of one container, or of all (CPU, memory, swap, writable layer).
+    Stats { id: Option<String> },
     /// Print a container's log (the message part of each CRI log line).
     Logs { id: String },
     /// Run a command in a running container and print its output (ExecSync).
@@ -162,6 +164,12 @@ pub async fn run(mut rt: RuntimeServiceClient<Channel>, command: PodCommand) -> 
             json(rt.container_status(cri::ContainerStatusRequest { container_id: id, verbose }).await?)?
         }
         PodCommand::Logs { id } => logs(&mut rt, id).await?,
+        PodCommand::Stats { id: Some(container_id) } => {
+            json(rt.container_stats(cri::ContainerStatsRequest { container_id }).await?)?
+        }
+        PodCommand::Stats { id: None } => {
+            json(rt.list_container_stats(cri::ListContainerStatsRequest { filter: None }).await?)?
+        }
         PodCommand::Exec { id, timeout, command } => {
             let req = cri::ExecSyncRequest { container_id: id, cmd: command, timeout };
             let resp = rt.exec_sync(req).await?.into_inner();

@@ -20,14 +20,30 @@ pub fn meminfo_bytes(meminfo: &str, key: &str) -> Option<u64> {
     })
 }
 
-/// Whether the v2 hierarchy under `cgroup_root` has swap accounting: some cgroup with the
-/// memory controller shows `memory.swap.max`.
+/// Whether the v2 hierarchy under `cgroup_root` has swap accounting: a cgroup with the
+/// memory controller shows `memory.swap.max`. On a fresh node no such cgroup may exist yet
+/// (the root cgroup has no memory files), so a scratch child is made to look.
 pub fn swap_accounting(cgroup_root: &Path, mode: CgroupMode) -> bool {
     if mode != CgroupMode::Unified {
         return false;
     }
     let Ok(entries) = std::fs::read_dir(cgroup_root) else { return false };
-    entries.flatten().any(|e| e.path().join("memory.swap.max").exists())
+    if entries.flatten().any(|e| e.path().join("memory.swap.max").exists()) {
+        return true;
+    }
+    let controllers = std::fs::read_to_string(cgroup_root.join("cgroup.controllers")).unwrap_or_default();
+    if !controllers.split_whitespace().any(|c| c == "memory") {
+        return false;
+    }
+    // runc enables the controller for containers anyway.
+    let _ = std::fs::write(cgroup_root.join("cgroup.subtree_control"), "+memory");
+    let probe = cgroup_root.join(format!("swapcri-probe-{}", std::process::id()));
+    if std::fs::create_dir(&probe).is_err() {
+        return false;
+    }
+    let found = probe.join("memory.swap.max").exists();
+    let _ = std::fs::remove_dir(&probe);
+    found
 }
 
 /// The memory.max of kubelet's top cgroup (cgroupfs or systemd spelling), when numeric.
