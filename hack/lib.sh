@@ -10,6 +10,8 @@ SWAPCRI_PACKAGES=(
   skopeo              # pushes the demo image into the local registry
   ca-certificates
   iproute2
+  qemu-system-x86     # the VM e2e tests (real cgroup v2 and swap)
+  cpio                # their initramfs
 )
 
 require_root() {

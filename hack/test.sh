@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every test: unit, integration (real daemon, registry and runc on this host).
+# Runs every test: unit, integration (real daemon, registry and runc on this host), and the
+# VM e2e tests on real cgroup v2 with swap (skipped when cargo test filters are given).
 #   sudo hack/test.sh [cargo test filters…]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,4 +10,10 @@ install_packages
 ensure_cargo
 export RUST_BACKTRACE=${RUST_BACKTRACE:-0}
 echo "==> cargo test (unit and integration)"
-cargo test --locked --no-fail-fast "$@"
+status=0
+cargo test --locked --no-fail-fast "$@" || status=$?
+if [ $# -eq 0 ]; then
+  echo "==> VM e2e (hack/vm/e2e.sh)"
+  hack/vm/e2e.sh || status=$?
+fi
+exit $status
