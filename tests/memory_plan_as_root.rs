@@ -15,6 +15,13 @@ fn meminfo(key: &str) -> u64 {
     line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
 }
 
+async fn verbose_info(daemon: &Daemon, id: &str) -> serde_json::Value {
+    let mut rt = daemon.runtime().await;
+    let request = cri::ContainerStatusRequest { container_id: id.into(), verbose: true };
+    let verbose = rt.container_status(request).await.unwrap().into_inner();
+    serde_json::from_str(&verbose.info["info"]).unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn plans_are_decided_shown_and_bad_annotations_refused() {
     require_root();
@@ -40,17 +47,13 @@ async fn plans_are_decided_shown_and_bad_annotations_refused() {
     resources.cpu_shares = 256;
     resources.unified.insert("memory.swap.max".into(), "0".into());
     let id = start(&daemon, &pod, &pod_config, config.clone()).await;
-    let verbose = rt
-        .container_status(cri::ContainerStatusRequest { container_id: id.clone(), verbose: true })
-        .await
-        .unwrap()
-        .into_inner();
-    let info: serde_json::Value = serde_json::from_str(&verbose.info["info"]).unwrap();
+    let info = verbose_info(&daemon, &id).await;
     let plan = &info["memoryPlan"];
     assert_eq!(plan["qos_class"], "Burstable", "{plan}");
     assert_eq!(plan["request"]["low"], 256u64 << 20);
     assert_eq!(plan["request"]["source"], "annotation");
     assert_eq!(plan["limit"], 512u64 << 20);
+    assert!(info["usage"]["memory"]["working_set_bytes"].as_u64().unwrap() > 0, "{}", info["usage"]);
     assert_eq!(plan["swap_max"]["value"], serde_json::Value::Null);
     assert!(plan["swap_max"]["reason"].as_str().unwrap().contains("cgroup v1"), "{plan}");
     assert!(info["warnings"][0].as_str().unwrap().contains("memory.swap.max"), "{}", info["warnings"]);
@@ -83,12 +86,7 @@ async fn plans_are_decided_shown_and_bad_annotations_refused() {
     })
     .await
     .unwrap();
-    let verbose = rt
-        .container_status(cri::ContainerStatusRequest { container_id: id.clone(), verbose: true })
-        .await
-        .unwrap()
-        .into_inner();
-    let info: serde_json::Value = serde_json::from_str(&verbose.info["info"]).unwrap();
+    let info = verbose_info(&daemon, &id).await;
     assert_eq!(info["memoryPlan"]["limit"], 1u64 << 30);
     rt.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: pod }).await.unwrap();
 }

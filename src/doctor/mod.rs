@@ -5,7 +5,7 @@ mod checks;
 #[cfg(test)]
 mod tests;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::Serialize;
 
@@ -98,8 +98,4 @@ pub fn human(bytes: u64) -> String {
     } else {
         format!("{value:.1} {}", UNITS[unit])
     }
-}
-
-pub fn default_root() -> &'static Path {
-    Path::new("/")
 }

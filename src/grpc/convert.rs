@@ -112,7 +112,7 @@ pub fn status(s: RuntimeStatus) -> cri::StatusResponse {
         .collect();
     cri::StatusResponse {
         status: Some(cri::RuntimeStatus { conditions }),
-        info: s.info.map(|i| HashMap::from([("info".to_string(), i)])).unwrap_or_default(),
+        info: s.info.map(|i| HashMap::from([("info".to_string(), i.to_string())])).unwrap_or_default(),
         runtime_handlers,
         features: Some(cri::RuntimeFeatures { supplemental_groups_policy: false }),
     }

@@ -56,7 +56,7 @@ impl CriRuntimeService for RuntimeApi {
     async fn status(&self, request: Request<cri::StatusRequest>) -> Result<Response<cri::StatusResponse>, Status> {
         let mut status = self.runtime.status(request.into_inner().verbose);
         if let Some(info) = &mut status.info {
-            *info = self.pods.add_memory_status(info);
+            self.pods.add_memory_status(info);
         }
         Ok(Response::new(convert::status(status)))
     }

@@ -110,7 +110,7 @@ impl PodService {
             .save(bundle.join("config.json"))
             .map_err(|e| Error::Internal(format!("writing the OCI spec: {e}")))?;
 
-        self.apply_pod_reservations(Some((&sandbox, &memory_plan)))?;
+        self.apply_pod_reservations(&sandbox, Some(&memory_plan))?;
         let log_path = log_path(&sandbox, &config);
         let handler = self.handler(&sandbox.meta.runtime_handler)?;
         let monitor_config = MonitorConfig {

@@ -37,8 +37,10 @@ impl PodService {
         self.container_records.remove(cid.as_str())?;
         self.write().containers.remove(&cid);
         self.locks.forget(cid.as_str());
-        if let Err(e) = self.apply_pod_reservations(None) {
-            tracing::warn!(container = %cid, error = %e, "pod memory reservations not updated");
+        if let Ok(sandbox) = self.find_sandbox(container.meta.sandbox_id.as_str()) {
+            if let Err(e) = self.apply_pod_reservations(&sandbox, None) {
+                tracing::warn!(container = %cid, error = %e, "pod memory reservations not updated");
+            }
         }
         tracing::info!(container = %cid, "container removed");
         Ok(())

@@ -24,7 +24,7 @@ impl PodService {
                     "warnings": container.meta.warnings,
                     "memoryPlan": container.status.memory_plan,
                     "memoryMismatches": container.status.memory_mismatches,
-                    "memory": self.memory_usage(&container),
+                    "usage": self.current_usage(&container),
                 })
                 .to_string(),
             )

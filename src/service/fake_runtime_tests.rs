@@ -88,8 +88,21 @@ struct Fixture {
 
 /// A service holding one sandbox and one container in `state`, its runtime the fake.
 fn fixture(state: ContainerState, stop_signal: &str, exit_on: &'static str, fail_update: bool) -> Fixture {
+    fixture_with(state, stop_signal, exit_on, fail_update, |_| {})
+}
+
+fn fixture_with(
+    state: ContainerState,
+    stop_signal: &str,
+    exit_on: &'static str,
+    fail_update: bool,
+    configure: impl FnOnce(&mut Config),
+) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
-    let config = Config { state_root: dir.path().join("state"), run_root: dir.path().join("run"), ..Config::default() };
+    let mut config =
+        Config { state_root: dir.path().join("state"), run_root: dir.path().join("run"), ..Config::default() };
+    configure(&mut config);
+    let owns_parent = config.memory_qos.reservation != crate::config::Reservation::FollowKubelet;
     let images = Arc::new(ImageStore::open(&config.image_root()).unwrap());
     let node = NodeFacts {
         memory: crate::policy::memory::MemoryFacts::without_swap(16 << 30),
@@ -114,8 +127,8 @@ fn fixture(state: ContainerState, stop_signal: &str, exit_on: &'static str, fail
             name: "pod".into(),
             config: cri::PodSandboxConfig::default(),
             runtime_handler: "runc".into(),
-            cgroup_parent: "/test".into(),
-            owns_cgroup_parent: false,
+            cgroup_parent: if owns_parent { "/swapcri/pod".into() } else { "/test".into() },
+            owns_cgroup_parent: owns_parent,
             created_at: 0,
             dir: dir.path().join("pod"),
         }),
@@ -224,4 +237,43 @@ async fn a_runtime_refusing_an_update_keeps_the_old_resources() {
     let err: Error = f.service.update_container(f.id.as_str(), Some(resources)).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Internal);
     assert_eq!(state_of(&f).resources, Some(cri::LinuxContainerResources::default()));
+}
+
+#[tokio::test]
+async fn owned_pods_carry_the_sum_of_their_containers_reservations() {
+    use crate::policy::memory::MemoryPlan;
+    let cgroot = tempfile::tempdir().unwrap();
+    std::fs::write(cgroot.path().join("cgroup.subtree_control"), "").unwrap();
+    let root = cgroot.path().to_path_buf();
+    let f = fixture_with(ContainerState::Running, "SIGTERM", "", false, |c| {
+        c.memory_qos.reservation = crate::config::Reservation::Min;
+        c.cgroup_root = root;
+    });
+    let plan = |min: u64| -> MemoryPlan {
+        let json = serde_json::json!({
+            "qos_class": "Burstable", "qos_source": "annotation", "request": null, "limit": 0, "critical": null,
+            "swap_max": {"value": null, "reason": ""}, "min": {"value": min.to_string(), "reason": ""},
+            "low": {"value": null, "reason": ""}, "high": {"value": null, "reason": ""},
+        });
+        serde_json::from_value(json).unwrap()
+    };
+    // The running container holds 1 MiB; a new one asks for 2 MiB more.
+    let mut status = state_of(&f);
+    status.memory_plan = Some(plan(1 << 20));
+    f.service.save_container_status(&f.id, status).unwrap();
+    let sandbox =
+        f.service.find_sandbox(f.service.find_container(f.id.as_str()).unwrap().meta.sandbox_id.as_str()).unwrap();
+    assert_eq!(plan(2 << 20).reserved(), (2 << 20, 0));
+    f.service.apply_pod_reservations(&sandbox, Some(&plan(2 << 20))).unwrap();
+    let read = |p: &str| std::fs::read_to_string(cgroot.path().join(p)).unwrap();
+    assert_eq!(read("swapcri/pod/memory.min"), (3u64 << 20).to_string());
+    assert_eq!(read("swapcri/memory.min"), (3u64 << 20).to_string(), "the common parent covers every pod");
+    assert_eq!(read("swapcri/pod/memory.low"), "0");
+    assert_eq!(read("cgroup.subtree_control"), "+memory");
+    // Once the container has exited, only live containers count.
+    let mut status = state_of(&f);
+    status.state = ContainerState::Exited;
+    f.service.save_container_status(&f.id, status).unwrap();
+    f.service.apply_pod_reservations(&sandbox, None).unwrap();
+    assert_eq!(read("swapcri/pod/memory.min"), "0");
 }

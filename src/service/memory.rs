@@ -78,8 +78,7 @@ impl PodService {
     }
 
     /// Adds the swap and memory QoS summary to the verbose runtime status document.
-    pub fn add_memory_status(&self, info: &str) -> String {
-        let mut doc: serde_json::Value = serde_json::from_str(info).unwrap_or_else(|_| serde_json::json!({}));
+    pub fn add_memory_status(&self, doc: &mut serde_json::Value) {
         let m = &self.node.memory;
         let swap_applies = self.node.cgroup_mode == CgroupMode::Unified && m.swap_accounting && m.swap_total > 0;
         let reserved = self.config.swap.reserved_for_system_bytes;
@@ -101,26 +100,6 @@ impl PodService {
             "readBackMismatches": self.memory_counters.readback_mismatches.load(Ordering::Relaxed),
         });
         doc["memoryQos"] = serde_json::json!(self.config.memory_qos);
-        doc.to_string()
-    }
-
-    /// Current memory and swap use of a running container (cgroup v2), for verbose status.
-    pub(super) fn memory_usage(&self, container: &super::pods::Container) -> serde_json::Value {
-        let sandbox = self.find_sandbox(container.meta.sandbox_id.as_str()).ok();
-        let (Some(sandbox), CgroupMode::Unified) = (sandbox, self.node.cgroup_mode) else {
-            return serde_json::Value::Null;
-        };
-        let dir = self.container_cgroup_dir(&sandbox, &container.meta.id);
-        let read = |file: &str| std::fs::read_to_string(dir.join(file)).ok().map(|s| s.trim().to_string());
-        serde_json::json!({
-            "memory.current": read("memory.current"),
-            "memory.swap.current": read("memory.swap.current"),
-            "memory.swap.max": read("memory.swap.max"),
-        })
-    }
-
-    fn container_cgroup_dir(&self, sandbox: &Sandbox, id: &ContainerId) -> std::path::PathBuf {
-        self.config.cgroup_root.join(sandbox.meta.cgroup_parent.trim_start_matches('/')).join(id.as_str())
     }
 
     /// Reads the plan's files back from the container's cgroup (cgroup v2 only).
@@ -128,7 +107,7 @@ impl PodService {
         if self.node.cgroup_mode != CgroupMode::Unified {
             return Vec::new();
         }
-        let dir = self.container_cgroup_dir(sandbox, id);
+        let dir = self.config.cgroup_root.join(sandbox.container_cgroup(id).trim_start_matches('/'));
         let mismatches = memory_files::compare(&dir, &plan.files(), self.node.memory.page_size);
         for m in &mismatches {
             self.memory_counters.readback_mismatches.fetch_add(1, Ordering::Relaxed);
@@ -138,50 +117,43 @@ impl PodService {
     }
 
     /// With a reservation design of our own, a pod cgroup swapcri owns carries the sum of its
-    /// containers' memory.min / memory.low, and so does the common parent of all such pods:
-    /// the kernel caps a child's protection by its ancestors'.
-    pub(super) fn apply_pod_reservations(&self, extra: Option<(&Sandbox, &MemoryPlan)>) -> Result<(), Error> {
+    /// live containers' memory.min / memory.low (plus `new`, the one being created), and the
+    /// common parent of all such pods carries the sum over them: the kernel caps a child's
+    /// protection by its ancestors'. Only that pod and the common parent are written.
+    pub(super) fn apply_pod_reservations(&self, sandbox: &Sandbox, new: Option<&MemoryPlan>) -> Result<(), Error> {
         if !matches!(self.config.memory_qos.reservation, Reservation::Min | Reservation::Tiered)
             || self.node.cgroup_mode != CgroupMode::Unified
+            || !sandbox.meta.owns_cgroup_parent
         {
             return Ok(());
         }
-        let root = &self.config.cgroup_root;
-        let state = self.read();
-        let mut pods: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
-        for sandbox in state.sandboxes.values().filter(|s| s.meta.owns_cgroup_parent) {
-            pods.entry(sandbox.meta.cgroup_parent.clone()).or_default();
-        }
         let live = |s: ContainerState| matches!(s, ContainerState::Created | ContainerState::Running);
-        let mut add = |parent: &str, plan: &MemoryPlan| {
-            let (min, low) = plan.reserved();
-            let entry = pods.entry(parent.to_string()).or_default();
-            entry.0 += min;
-            entry.1 += low;
-        };
-        for c in state.containers.values().filter(|c| live(c.status.state)) {
-            if let (Some(sandbox), Some(plan)) = (state.sandboxes.get(&c.meta.sandbox_id), &c.status.memory_plan) {
-                if sandbox.meta.owns_cgroup_parent {
-                    add(&sandbox.meta.cgroup_parent, plan);
+        let (mut pod, mut total) = ((0, 0), (0, 0));
+        {
+            let state = self.read();
+            for c in state.containers.values().filter(|c| live(c.status.state)) {
+                let owned = state.sandboxes.get(&c.meta.sandbox_id).filter(|s| s.meta.owns_cgroup_parent);
+                let (Some(owner), Some(plan)) = (owned, &c.status.memory_plan) else { continue };
+                let (min, low) = plan.reserved();
+                total = (total.0 + min, total.1 + low);
+                if owner.meta.id == sandbox.meta.id {
+                    pod = (pod.0 + min, pod.1 + low);
                 }
             }
         }
-        if let Some((sandbox, plan)) = extra {
-            add(&sandbox.meta.cgroup_parent, plan);
+        if let Some((min, low)) = new.map(MemoryPlan::reserved) {
+            pod = (pod.0 + min, pod.1 + low);
+            total = (total.0 + min, total.1 + low);
         }
-        drop(state);
+        let root = &self.config.cgroup_root;
         let io = |e: std::io::Error| Error::Internal(format!("writing pod memory reservations: {e}"));
-        let (mut total_min, mut total_low) = (0, 0);
-        for (parent, (min, low)) in &pods {
-            memory_files::ensure_memory_path(root, parent).map_err(io)?;
-            memory_files::write_reservation(&root.join(parent.trim_start_matches('/')), *min, *low).map_err(io)?;
-            total_min += min;
-            total_low += low;
+        let common = self.config.runtime.default_cgroup_parent.as_str();
+        // Parent first: a child's protection never exceeds its parent's.
+        for (cgroup, (min, low)) in [(common, total), (sandbox.meta.cgroup_parent.as_str(), pod)] {
+            memory_files::ensure_memory_path(root, cgroup).map_err(io)?;
+            memory_files::write_reservation(&root.join(cgroup.trim_start_matches('/')), min, low).map_err(io)?;
         }
-        let common = self.config.runtime.default_cgroup_parent.trim_start_matches('/');
-        memory_files::ensure_memory_path(root, common).map_err(io)?;
-        memory_files::write_reservation(&root.join(common), total_min, total_low).map_err(io)?;
-        tracing::debug!(pods = pods.len(), min = total_min, low = total_low, "pod memory reservations written");
+        tracing::debug!(pod = %sandbox.meta.id, min = pod.0, low = pod.1, "pod memory reservations written");
         Ok(())
     }
 }

@@ -21,6 +21,13 @@ pub struct Sandbox {
     pub status: SandboxStatus,
 }
 
+impl Sandbox {
+    /// A container's cgroup path (the OCI spec's cgroupsPath), relative to the cgroup root.
+    pub fn container_cgroup(&self, id: &ContainerId) -> String {
+        format!("{}/{}", self.meta.cgroup_parent.trim_end_matches('/'), id)
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Container {
     pub meta: Arc<ContainerMeta>,

@@ -20,7 +20,7 @@ pub struct Condition {
 pub struct RuntimeStatus {
     pub conditions: Vec<Condition>,
     pub handlers: Vec<String>,
-    pub info: Option<String>,
+    pub info: Option<serde_json::Value>,
 }
 
 /// A runtime handler and whether its binary answered `--version` at start-up.
@@ -96,7 +96,6 @@ impl RuntimeService {
                     "error": h.version.as_ref().err(),
                 })).collect::<Vec<_>>(),
             })
-            .to_string()
         });
         RuntimeStatus { conditions: vec![runtime_ready, network_ready], handlers, info }
     }

@@ -77,10 +77,21 @@ fn disk_usage(dir: &Path) -> Option<(u64, u64)> {
 }
 
 impl PodService {
-    fn read_cgroup(&self, rel: &str, key: &str) -> Sample {
+    fn cgroup_stats(&self, rel: &str) -> CgroupStats {
         let unified = (self.node.cgroup_mode == CgroupMode::Unified).then_some(self.config.cgroup_root.as_path());
+        CgroupDirs::locate(rel, unified, &self.hierarchies).map(|d| read_stats(&d)).unwrap_or_default()
+    }
+
+    /// A container's current CPU, memory and swap figures, without touching the CPU rate
+    /// samples kubelet's stats calls rely on (for verbose status).
+    pub(super) fn current_usage(&self, container: &Container) -> Option<CgroupStats> {
+        let sandbox = self.find_sandbox(container.meta.sandbox_id.as_str()).ok()?;
+        Some(self.cgroup_stats(&sandbox.container_cgroup(&container.meta.id)))
+    }
+
+    fn read_cgroup(&self, rel: &str, key: &str) -> Sample {
         let timestamp = now_nanos();
-        let stats = CgroupDirs::locate(rel, unified, &self.hierarchies).map(|d| read_stats(&d)).unwrap_or_default();
+        let stats = self.cgroup_stats(rel);
         let nano_cores = stats.cpu_usage_ns.and_then(|ns| self.cpu_samples.rate(key, timestamp, ns));
         Sample { timestamp, stats, nano_cores }
     }
@@ -89,8 +100,7 @@ impl PodService {
         let id = container.meta.id.clone();
         let sample = match (container.status.state, self.find_sandbox(container.meta.sandbox_id.as_str())) {
             (ContainerState::Running | ContainerState::Created, Ok(sandbox)) => {
-                let rel = format!("{}/{}", sandbox.meta.cgroup_parent.trim_end_matches('/'), id);
-                self.read_cgroup(&rel, id.as_str())
+                self.read_cgroup(&sandbox.container_cgroup(&id), id.as_str())
             }
             _ => {
                 self.cpu_samples.forget(id.as_str());
