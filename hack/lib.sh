@@ -12,6 +12,8 @@ SWAPCRI_PACKAGES=(
   iproute2
   qemu-system-x86     # the VM e2e tests (real cgroup v2 and swap)
   cpio                # their initramfs
+  xz-utils            # unpacks the kernel modules of bookworm-backports
+  kmod                # depmod, for the kernel modules of the VM
 )
 
 require_root() {

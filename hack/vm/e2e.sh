@@ -1,83 +1,163 @@
 #!/usr/bin/env bash
-# End-to-end on real cgroup v2 with real swap: boots Debian's kernel under QEMU (TCG) with an
+# End-to-end on real cgroup v2 with real swap: boots Debian's kernels under QEMU (TCG) with an
 # initramfs holding busybox, runc, swapcri and a test image, runs hack/vm/scenarios.sh there
 # and turns its E2E-RESULT lines into pass/fail.
-#   hack/vm/e2e.sh [--kernel 6.1]
-# Downloaded packages are cached in $SWAPCRI_VM_CACHE (default /var/cache/swapcri-vm).
+#   hack/vm/e2e.sh [--kernel 6.1|6.12|all]      (default: all)
+# 6.1 is bookworm's linux-image-amd64, 6.12 bookworm-backports'. Downloaded packages are cached
+# in $SWAPCRI_VM_CACHE (default /var/cache/swapcri-vm), keyed by package version.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source hack/lib.sh
 
-kernel=6.1
+kernels="6.1 6.12"
 while [ $# -gt 0 ]; do
   case $1 in
-    --kernel) kernel=$2; shift 2 ;;
-    *) echo "usage: $0 [--kernel 6.1]" >&2; exit 2 ;;
+    --kernel) kernels=$2; [ "$kernels" = all ] && kernels="6.1 6.12"; shift 2 ;;
+    *) echo "usage: $0 [--kernel 6.1|6.12|all]" >&2; exit 2 ;;
   esac
 done
-[ "$kernel" = 6.1 ] || { echo "kernel $kernel: only 6.1 (bookworm) is built by this harness" >&2; exit 2; }
+for k in $kernels; do
+  case $k in 6.1 | 6.12) ;; *) echo "kernel $k: 6.1 or 6.12" >&2; exit 2 ;; esac
+done
 
 cache=${SWAPCRI_VM_CACHE:-/var/cache/swapcri-vm}
 mkdir -p "$cache"
-log() { echo "e2e: $*" >&2; }
+log() { echo "e2e: $(date +%T) $*" >&2; }
 
-# The kernel and its modules, from Debian's linux-image-amd64 (cached by version).
-pkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/ { print $2; exit }')
-release=${pkg#linux-image-}
-kdir=$cache/$pkg
-if [ ! -f "$kdir/boot/vmlinuz-$release" ]; then
-  log "downloading $pkg"
-  (cd "$cache" && apt-get download "$pkg" >/dev/null 2>&1)
-  dpkg -x "$cache/${pkg}"_*.deb "$kdir"
-fi
+# apt for bookworm-backports only, in the cache: the host's sources stay untouched.
+backports_apt() {
+  local dir=$cache/apt-backports
+  mkdir -p "$dir/parts" "$dir/lists/partial" "$dir/cache"
+  cat >"$dir/parts/backports.sources" <<EOF
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+EOF
+  local opts=(-o Dir::Etc::SourceList=/dev/null -o "Dir::Etc::SourceParts=$dir/parts"
+    -o "Dir::State::Lists=$dir/lists" -o "Dir::Cache=$dir/cache")
+  if [ -z "$(find "$dir/lists" -name '*Packages*' -mmin -1440 2>/dev/null)" ]; then
+    apt-get "${opts[@]}" update -qq >/dev/null 2>&1 || log "bookworm-backports index update failed"
+  fi
+  echo "${opts[@]}"
+}
+
+# fetch_kernel 6.1|6.12: unpacks the kernel package into the cache; sets kdir and release.
+fetch_kernel() {
+  local opts=()
+  [ "$1" = 6.12 ] && read -ra opts <<<"$(backports_apt)"
+  local pkg
+  pkg=$(apt-cache "${opts[@]}" depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/ { print $2; exit }')
+  [ -n "$pkg" ] || { log "no linux-image-amd64 for $1"; return 1; }
+  release=${pkg#linux-image-}
+  case $release in "$1".*) ;; *) log "kernel $1: the archive offers $release"; return 1 ;; esac
+  kdir=$cache/$pkg
+  if [ ! -f "$kdir/boot/vmlinuz-$release" ]; then
+    log "downloading $pkg"
+    (cd "$cache" && apt-get "${opts[@]}" download "$pkg" >/dev/null 2>&1)
+    dpkg -x "$cache/${pkg}"_*.deb "$kdir"
+  fi
+  # The package leaves modules.dep to its postinst.
+  [ -f "$kdir/lib/modules/$release/modules.dep" ] || depmod -b "$kdir" "$release"
+}
+
+# add_modules ROOT: the modules the VM loads and their dependencies, uncompressed, in load
+# order (listed in ROOT/modules/order).
+add_modules() {
+  local dest=$1/modules moddir=$kdir/lib/modules/$release
+  mkdir -p "$dest"
+  : >"$dest/order"
+  declare -A done_mods=()
+  load() { # load PATH (relative to moddir, as modules.dep names it)
+    local path=$1 dep
+    [ -n "${done_mods[$path]:-}" ] && return 0
+    done_mods[$path]=1
+    local deps
+    deps=$(awk -v m="$path:" '$1 == m { for (i = NF; i > 1; i--) print $i }' "$moddir/modules.dep")
+    for dep in $deps; do load "$dep"; done
+    local name
+    name=$(basename "${path%%.ko*}").ko
+    case $path in
+      *.ko.xz) xz -dc "$moddir/$path" >"$dest/$name" ;;
+      *.ko.zst) zstd -qdc "$moddir/$path" >"$dest/$name" ;;
+      *) cp "$moddir/$path" "$dest/$name" ;;
+    esac
+    echo "$name" >>"$dest/order"
+  }
+  local m path
+  for m in virtio_pci virtio_blk zram overlay; do
+    path=$(awk -F: -v m="$m" '{ n = $1; sub(/.*\//, "", n); sub(/\.ko.*/, "", n); if (n == m) { print $1; exit } }' "$moddir/modules.dep")
+    [ -n "$path" ] && load "$path" # absent from modules.dep: built into the kernel
+  done
+}
 
 log "building swapcri (release)"
 cargo build --release --locked --quiet
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-root=$work/root
-mkdir -p "$root"/{bin,sbin,usr/bin,usr/sbin,usr/local/bin,etc/swapcri,modules,e2e,images,proc,sys,dev,run,tmp,var/lib,var/log,lib64,lib/x86_64-linux-gnu}
 
-cp /bin/busybox "$root/bin/busybox"
+# The part of the initramfs every kernel shares.
+base=$work/base
+mkdir -p "$base"/{bin,sbin,usr/bin,usr/sbin,usr/local/bin,etc/swapcri,e2e,images,proc,sys,dev,run,tmp,var/lib,var/log,lib64,lib/x86_64-linux-gnu}
+cp /bin/busybox "$base/bin/busybox"
 for applet in $(/bin/busybox --list); do
-  [ -e "$root/bin/$applet" ] || ln -s busybox "$root/bin/$applet"
+  [ -e "$base/bin/$applet" ] || ln -s busybox "$base/bin/$applet"
 done
 copy_with_libs() { # copy_with_libs BINARY DEST
-  cp "$1" "$root$2"
+  cp "$1" "$base$2"
   for lib in $(ldd "$1" | grep -o '/[^ ]*\.so[^ ]*'); do
-    mkdir -p "$root$(dirname "$lib")"
-    cp -L "$lib" "$root$lib"
+    mkdir -p "$base$(dirname "$lib")"
+    cp -L "$lib" "$base$lib"
   done
 }
 copy_with_libs /usr/sbin/runc /usr/sbin/runc
 copy_with_libs target/release/swapcri /usr/local/bin/swapcri
-for m in mm/zsmalloc.ko drivers/block/zram/zram.ko fs/overlayfs/overlay.ko; do
-  cp "$kdir/lib/modules/$release/kernel/$m" "$root/modules/"
-done
-cp hack/vm/init.sh "$root/init"
-cp hack/vm/scenarios.sh "$root/e2e/scenarios.sh"
-cp hack/vm/config.toml "$root/etc/swapcri/config.toml"
-chmod +x "$root/init"
+cp hack/vm/init.sh "$base/init"
+chmod +x "$base/init"
+cp hack/vm/scenarios.sh "$base/e2e/scenarios.sh"
 hack/build-busybox-image.sh "$work/busybox" localhost/busybox:latest >/dev/null
-cp "$work/busybox.tar" "$root/images/busybox.tar"
-(cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) >"$work/initrd.gz"
+cp "$work/busybox.tar" "$base/images/busybox.tar"
 
-log "booting $release under QEMU (TCG)"
-out=$work/console.log
-started=$(date +%s)
-timeout 900 qemu-system-x86_64 -accel tcg -m 2048 -smp 2 -nographic -no-reboot \
-  -kernel "$kdir/boot/vmlinuz-$release" -initrd "$work/initrd.gz" \
-  -append "console=ttyS0 rdinit=/init panic=-1 quiet systemd.unified_cgroup_hierarchy=1" \
-  </dev/null >"$out" 2>&1 || log "qemu exited with $?"
-log "VM ran $(( $(date +%s) - started )) s"
+failed=0
+summary=()
+for k in $kernels; do
+  if ! fetch_kernel "$k"; then
+    failed=1; summary+=("kernel $k: not available"); continue
+  fi
+  root=$work/root-$k
+  cp -a "$base" "$root"
+  add_modules "$root"
+  (cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) >"$work/initrd-$k.gz"
+  # The second swap area: a virtio disk, so the io protection has a real disk to work on.
+  truncate -s 256M "$work/swap-$k.img"
 
-grep -a '^E2E-' "$out" | tr -d '\r' >&2 || true
-if ! grep -aq '^E2E-DONE' "$out"; then
-  log "the VM did not finish; console:"
-  tail -n 60 "$out" >&2
-  exit 1
-fi
-pass=$(grep -ac '^E2E-RESULT [^ ]* PASS' "$out" || true)
-fail=$(grep -ac '^E2E-RESULT [^ ]* FAIL' "$out" || true)
-log "kernel $release: $pass passed, $fail failed"
-[ "$fail" = 0 ] && [ "$pass" -gt 0 ]
+  log "booting $release under QEMU (TCG)"
+  out=$work/console-$k.log
+  started=$(date +%s)
+  timeout 600 qemu-system-x86_64 -accel tcg -m 2048 -smp 2 -nographic -no-reboot \
+    -kernel "$kdir/boot/vmlinuz-$release" -initrd "$work/initrd-$k.gz" \
+    -drive "file=$work/swap-$k.img,if=virtio,format=raw,cache=unsafe" \
+    -append "console=ttyS0 rdinit=/init panic=-1 quiet systemd.unified_cgroup_hierarchy=1" \
+    </dev/null >"$out" 2>&1 || log "qemu exited with $?"
+  rm -f "$work/swap-$k.img"
+  took=$(($(date +%s) - started))
+  log "VM ran $took s"
+  grep -a '^E2E-' "$out" | tr -d '\r' | sed "s/^/[$k] /" >&2 || true
+  if ! grep -aq '^E2E-DONE' "$out"; then
+    log "kernel $release: the VM did not finish; console:"
+    tail -n 80 "$out" >&2
+    failed=1; summary+=("kernel $release: did not finish ($took s)"); continue
+  fi
+  pass=$(grep -ac '^E2E-RESULT [^ ]* PASS' "$out" || true)
+  fail=$(grep -ac '^E2E-RESULT [^ ]* FAIL' "$out" || true)
+  summary+=("kernel $release: $pass passed, $fail failed ($took s)")
+  if [ "$fail" != 0 ] || [ "$pass" = 0 ]; then
+    failed=1
+    grep -a '^E2E-RESULT [^ ]* FAIL' "$out" | tr -d '\r' | sed 's/^/  /' >&2 || true
+    log "swapcri log (kernel $release):"
+    sed -n '/^E2E-SWAPCRI-LOG-BEGIN/,/^E2E-SWAPCRI-LOG-END/p' "$out" | tail -n 60 >&2
+  fi
+done
+for line in "${summary[@]}"; do log "$line"; done
+exit $failed

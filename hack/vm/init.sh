@@ -1,5 +1,5 @@
 #!/bin/sh
-# PID 1 of the e2e VM: cgroup v2 only, zram swap, swapcri, then the scenarios.
+# PID 1 of the e2e VM: cgroup v2 only, swap on zram and on a virtio disk, then the scenarios.
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin:/usr/local/bin
 mount -t proc proc /proc
 mount -t sysfs sys /sys
@@ -9,10 +9,14 @@ mount -t cgroup2 cgroup2 /sys/fs/cgroup
 mount -t tmpfs tmpfs /run
 mount -t tmpfs tmpfs /tmp
 mount -t tmpfs tmpfs /var/lib/swapcri
-for m in zsmalloc zram overlay; do insmod /modules/$m.ko 2>/dev/null || echo "E2E-LOG insmod $m failed"; done
+ip link set lo up
+for m in $(cat /modules/order); do insmod "/modules/$m" 2>/dev/null || echo "E2E-LOG insmod $m failed"; done
 echo "+memory +io +cpu +pids" > /sys/fs/cgroup/cgroup.subtree_control
+i=0
+while [ ! -b /dev/vda ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
 echo 768M > /sys/block/zram0/disksize
 mkswap /dev/zram0 >/dev/null && swapon /dev/zram0
+mkswap /dev/vda >/dev/null && swapon /dev/vda || echo "E2E-LOG no swap on /dev/vda"
 echo "E2E-LOG kernel $(uname -r), $(grep -E 'MemTotal|SwapTotal' /proc/meminfo | tr -s ' ' | tr '\n' ' ')"
 sh /e2e/scenarios.sh
 echo "E2E-DONE"

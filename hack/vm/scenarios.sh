@@ -1,84 +1,272 @@
 #!/bin/sh
-# The e2e scenarios, run inside the VM. Each prints `E2E-RESULT <name> PASS|FAIL <details>`.
-C="swapcri --config /etc/swapcri/config.toml"
+# The e2e scenarios, run inside the VM. Each prints `E2E-RESULT <name> PASS|FAIL <details>`;
+# every value asserted is read from the kernel's cgroup files.
+CONF=/etc/swapcri/config.toml
+C="swapcri --config $CONF"
+LOG=/tmp/swapcri.log
+MI=1048576
+PAGE=$(getconf PAGESIZE 2>/dev/null || echo 4096)
+T0=$(date +%s)
 
-result() { echo "E2E-RESULT $1 $2 $3"; }
+FAILED=""
+result() {
+  echo "E2E-RESULT $1 $2 $3"
+  [ "$2" = FAIL ] && FAILED="$FAILED $1"
+}
 check() { # check NAME CONDITION DETAILS
   if eval "$2"; then result "$1" PASS "$3"; else result "$1" FAIL "$3"; fi
 }
+note() { echo "E2E-LOG +$(($(date +%s) - T0))s $*"; }
 meminfo() { awk -v k="$1:" '$1 == k { print $2 * 1024 }' /proc/meminfo; }
-cg() { find /sys/fs/cgroup -maxdepth 4 -type d -name "$1" | head -n 1; }
+cg() { find /sys/fs/cgroup -maxdepth 5 -type d -name "$1" | head -n 1; }
+value() { cat "$(cg "$1")/$2"; }
+parent_value() { cat "$(dirname "$(cg "$1")")/$2"; }
+pages() { echo $(($1 / PAGE * PAGE)); } # as the kernel stores a byte value
+# json_number KEY: the first number after "KEY" in JSON on stdin (nested {"value": N} too).
+json_number() { tr -d ' \n' | sed -n "s/.*\"$1\":{*\"*[a-z]*\"*:*\([0-9][0-9]*\).*/\1/p" | head -n 1; }
 
-$C serve >/tmp/swapcri.log 2>&1 &
-i=0
-while [ ! -S /run/swapcri/swapcri.sock ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-$C image import /images/busybox.tar >/dev/null || { result startup FAIL "image import"; cat /tmp/swapcri.log; exit 0; }
+# write_config SWAP_BEHAVIOR RESERVATION [SYSTEM]: the daemon's configuration for one phase.
+write_config() {
+  cat >$CONF <<EOF
+log_level = "info"
+[runtime]
+tmpfs_noswap = "auto"
+[runtime.handlers.runc]
+binary = "/usr/sbin/runc"
+root = "/run/swapcri/runc"
+no_pivot = true
+[swap]
+behavior = "$1"
+[memory_qos]
+reservation = "$2"
+throttling_factor = 0.25
+[metrics]
+address = "127.0.0.1:9117"
+EOF
+  if [ "$3" = system ]; then
+    cat >>$CONF <<EOF
+[system]
+cgroup = "system.slice"
+create_cgroup = true
+swap_max = 0
+io_latency_target_us = 10000
+io_weight = 1000
+EOF
+  fi
+}
+
+daemon_start() {
+  $C serve >>$LOG 2>&1 &
+  DAEMON=$!
+  i=0
+  until $C client version >/dev/null 2>&1 || [ $i -ge 300 ]; do sleep 0.1; i=$((i + 1)); done
+  note "daemon up (pid $DAEMON) after $((i / 10)) s"
+}
+daemon_stop() { # daemon_stop [SIGNAL]
+  kill -"${1:-TERM}" $DAEMON
+  i=0
+  while kill -0 $DAEMON 2>/dev/null && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+}
+dump_log() {
+  echo "E2E-SWAPCRI-LOG-BEGIN"
+  tail -n 80 $LOG
+  echo "E2E-SWAPCRI-LOG-END"
+}
+
+# A process that allocates ALLOC bytes of anonymous memory and keeps them: dd's buffer stays
+# allocated while it blocks writing into a pipe nobody reads.
+hold() { echo "dd if=/dev/zero bs=$1 count=1 2>/dev/null | sleep 100000"; }
+
+# start_ctr NAME QOS REQUEST LIMIT ALLOC [client create flags…]: crictl-style pod and
+# container (QoS and request as annotations); prints the container id.
+start_ctr() {
+  name=$1 qos=$2 request=$3 limit=$4 alloc=$5
+  shift 5
+  pod=$($C client runp "$name" --annotation swapcri.io/qos-class="$qos" "$@")
+  [ "$request" = 0 ] || set -- --annotation swapcri.io/memory-request="$request"
+  [ "$request" = 0 ] && set --
+  ctr=$($C client create "$pod" app localhost/busybox:latest "$@" --memory-limit "$limit" -- sh -c "$(hold "$alloc")")
+  $C client start "$ctr" >/dev/null && echo "$ctr"
+}
+
+# kubelet_ctr NAME PARENT OOM_SCORE_ADJ LIMIT ALLOC [--unified K=V …]: a pod and container the
+# way kubelet (cgroupfs driver) sends them: its own pod cgroup as parent, no annotations.
+kubelet_ctr() {
+  name=$1 parent=$2 oom=$3 limit=$4 alloc=$5
+  shift 5
+  mkdir -p "/sys/fs/cgroup$parent"
+  d=/sys/fs/cgroup
+  for part in $(echo "$parent" | tr / ' '); do
+    echo "+memory +io +cpu +pids" >"$d/cgroup.subtree_control" 2>/dev/null
+    d=$d/$part
+  done
+  pod=$($C client runp "$name" --cgroup-parent "$parent")
+  ctr=$($C client create "$pod" app localhost/busybox:latest --oom-score-adj "$oom" --memory-limit "$limit" "$@" \
+    -- sh -c "$(hold "$alloc")")
+  $C client start "$ctr" >/dev/null && echo "$ctr"
+}
+
+# settle ID…: waits until every container's memory + swap use stops changing (its
+# allocation done or throttled), at most 90 s.
+settle() {
+  prev="" n=0
+  while [ $n -lt 90 ]; do
+    cur=""
+    for id in "$@"; do cur="$cur $(($(value "$id" memory.current) + $(value "$id" memory.swap.current)))"; done
+    [ "$cur" = "$prev" ] && break
+    prev=$cur n=$((n + 1))
+    sleep 1
+  done
+  note "settled after $n s:$cur"
+}
+
+# held ID: true when the daemon found every planned value in the kernel (no mismatches).
+held() { $C client inspect --verbose "$1" | tr -d ' \n' | grep -q '"memoryMismatches":\[\]'; }
 
 MEM=$(meminfo MemTotal)
 SWAP=$(meminfo SwapTotal)
-PAGE=4096
-MI=1048576
+VDA=$(cat /sys/block/vda/dev 2>/dev/null)
+note "MemTotal $MEM SwapTotal $SWAP vda $VDA page $PAGE"
 
-# Status: node facts seen by the daemon, noswap fallback on kernels without it.
+# ---- Phase A: LimitedSwap, "min" reservations, system protection -------------------------
+write_config LimitedSwap min system
+daemon_start
+$C image import /images/busybox.tar >/dev/null || { result image-import FAIL "swapcri image import"; dump_log; exit 0; }
 STATUS=$($C client status --verbose)
 check status-memtotal 'echo "$STATUS" | grep -q "mem_total[^0-9]*$MEM"' "MemTotal $MEM"
-case "$(uname -r)" in
-  6.1.*) check noswap-fallback 'echo "$STATUS" | grep -q "tmpfs refused noswap"' "6.1: probe mount refused" ;;
-  *) check noswap-version 'echo "$STATUS" | grep -q "kernel-version"' "decided by version" ;;
-esac
 
-# run NAME QOS REQUEST LIMIT -> prints the container's cgroup dir; container allocates ALLOC bytes.
-start_ctr() {
-  name=$1; qos=$2; request=$3; limit=$4; alloc=$5
-  pod=$($C client runp "$name" --annotation swapcri.io/qos-class=$qos)
-  set -- --annotation swapcri.io/memory-request=$request
-  [ "$request" = 0 ] && set --
-  ctr=$($C client create "$pod" app localhost/busybox:latest "$@" --memory-limit "$limit" \
-    -- sh -c "head -c $alloc /dev/zero | tail > /dev/null; sleep 600")
-  $C client start "$ctr" >/dev/null
-  echo "$ctr"
-}
+# System protection: no swap for system.slice, io weight on the virtio swap disk, zram noted.
+SYS=/sys/fs/cgroup/system.slice
+SYS_SWAP=$(cat $SYS/memory.swap.max 2>/dev/null)
+check system-swap-max '[ "$SYS_SWAP" = 0 ]' "system.slice memory.swap.max=$SYS_SWAP"
+SYS_IO=$(grep "^$VDA " $SYS/io.weight 2>/dev/null)
+check system-io-weight '[ "$SYS_IO" = "$VDA 1000" ] && echo "$STATUS" | grep -q "io.latency unsupported"' \
+  "system.slice io.weight has '$SYS_IO' for vda $VDA; io.latency reported unsupported; $(grep "^$VDA " /sys/fs/cgroup/io.cost.qos | cut -d' ' -f1-2)"
+check system-zram-unprotectable 'echo "$STATUS" | grep -q "zram has no disk to protect"' "zram noted as having no disk"
 
-value() { cat "$(cg "$1")/$2"; }
-# Waits until the container's memory use settles (the allocation is done).
-settle() {
-  prev=-1; n=0
-  while [ $n -lt 120 ]; do
-    cur=$(( $(value "$1" memory.current) + $(value "$1" memory.swap.current) ))
-    [ "$cur" = "$prev" ] && [ "$cur" -gt $((50 * MI)) ] && return 0
-    prev=$cur; n=$((n + 1)); sleep 1
-  done
-}
-
-# 1. LimitedSwap Burstable: kubelet's value, page-rounded; it swaps past memory.high, within the limit.
-REQ=$((128 * MI)); LIM=$((256 * MI)); LOAD=$((190 * MI))
+REQ=$((128 * MI)) LIM=$((256 * MI)) LOAD=$((200 * MI))
 B=$(start_ctr burstable Burstable $REQ $LIM $LOAD)
-EXPECT=$(( REQ * SWAP / MEM / PAGE * PAGE ))
-GOT=$(value "$B" memory.swap.max)
-D=$(( GOT - EXPECT )); [ $D -lt 0 ] && D=$(( -D ))
-check burstable-swap-max '[ $D -le $PAGE ]' "memory.swap.max=$GOT expected=$EXPECT (request $REQ, MemTotal $MEM, SwapTotal $SWAP)"
-HIGH=$(value "$B" memory.high)
-check burstable-memory-high '[ "$HIGH" -gt $REQ ] && [ "$HIGH" -lt $LIM ]' "memory.high=$HIGH"
-settle "$B"
-SC=$(value "$B" memory.swap.current)
-check burstable-swaps '[ "$SC" -gt 0 ] && [ "$SC" -le "$GOT" ]' "memory.swap.current=$SC limit=$GOT"
-
-# 2. Guaranteed, BestEffort and request == limit: 0, and no swapping under the same load.
 G=$(start_ctr guaranteed Guaranteed 0 $LIM $LOAD)
 E=$(start_ctr besteffort BestEffort 0 0 $LOAD)
 Q=$(start_ctr equal Burstable $LIM $LIM $LOAD)
-for pair in "guaranteed:$G" "besteffort:$E" "request-equals-limit:$Q"; do
-  name=${pair%%:*}; id=${pair#*:}
-  settle "$id"
-  SM=$(value "$id" memory.swap.max); SC=$(value "$id" memory.swap.current)
-  check "$name-no-swap" '[ "$SM" = 0 ] && [ "$SC" = 0 ]' "memory.swap.max=$SM memory.swap.current=$SC"
+K=$(start_ctr critical Burstable $REQ $LIM $LOAD --annotation swapcri.io/critical=true)
+note "phase A containers started"
+settle "$B" "$G" "$E" "$Q" "$K"
+
+# Scenario 2: kubelet's LimitedSwap value, page-rounded; swapping past memory.high within it.
+EXPECT=$(pages $((REQ * SWAP / MEM)))
+B_SWAP_MAX=$(value "$B" memory.swap.max)
+check limited-burstable-swap-max '[ "$B_SWAP_MAX" = "$EXPECT" ]' \
+  "memory.swap.max=$B_SWAP_MAX expected=$EXPECT (floor($REQ / $MEM x $SWAP), whole pages)"
+B_HIGH=$(value "$B" memory.high)
+EXPECT_HIGH=$(pages $((REQ + (LIM - REQ) / 4)))
+check limited-burstable-memory-high '[ "$B_HIGH" = "$EXPECT_HIGH" ]' "memory.high=$B_HIGH expected=$EXPECT_HIGH (factor 0.25)"
+B_SC=$(value "$B" memory.swap.current)
+B_OVER=$((LOAD - B_HIGH))
+check limited-burstable-swaps '[ "$B_SC" -ge $((B_OVER / 2)) ] && [ "$B_SC" -le "$B_SWAP_MAX" ]' \
+  "memory.swap.current=$B_SC (load $LOAD is $B_OVER over memory.high) limit=$B_SWAP_MAX"
+for pair in "guaranteed:$G" "besteffort:$E" "request-equals-limit:$Q" "critical:$K"; do
+  name=${pair%%:*} id=${pair#*:}
+  SM=$(value "$id" memory.swap.max) SC=$(value "$id" memory.swap.current)
+  check "limited-$name-no-swap" '[ "$SM" = 0 ] && [ "$SC" = 0 ]' "memory.swap.max=$SM memory.swap.current=$SC"
 done
+K_EV=$(value "$K" memory.events | awk '$1 == "high" { print $2 }')
+note "critical container throttled $K_EV times at memory.high"
 
-# 3. Read-back: the daemon found every plan value in the kernel.
-MISMATCH=$($C client inspect --verbose "$B" | grep -c 'expected' || true)
-check read-back '[ "$MISMATCH" = 0 ]' "mismatches=$MISMATCH"
+# Scenario 4 (crictl pods swapcri owns): "min" puts the request in memory.min of the
+# container and of its pod cgroup; no memory.high when request == limit.
+B_MIN=$(value "$B" memory.min) B_POD_MIN=$(parent_value "$B" memory.min)
+check reservation-min '[ "$B_MIN" = "$(pages $REQ)" ] && [ "$B_POD_MIN" = "$(pages $REQ)" ]' \
+  "container memory.min=$B_MIN pod memory.min=$B_POD_MIN request=$REQ"
+Q_HIGH=$(value "$Q" memory.high)
+check request-equals-limit-no-high '[ "$Q_HIGH" = max ]' "memory.high=$Q_HIGH"
+BAD=""
+for id in $B $G $E $Q $K; do held "$id" || BAD="$BAD $id"; done
+check read-back '[ -z "$BAD" ]' "containers whose plan the kernel did not hold:${BAD:- none}"
 
-# 4. Stats: CRI swap usage matches the cgroup.
-STATS=$($C client stats "$B")
-check stats-swap 'echo "$STATS" | grep -q swap_usage_bytes' "ContainerStats has SwapUsage"
+# Scenario 5: the pods' /dev/shm (mounted by swapcri) with noswap where the kernel has it.
+SHM_ALL=$(grep -c "/shm tmpfs" /proc/mounts)
+SHM_NOSWAP=$(grep "/shm tmpfs" /proc/mounts | grep -c noswap)
+case "$(uname -r)" in
+  6.1.*) check noswap-fallback '[ "$SHM_ALL" -gt 0 ] && [ "$SHM_NOSWAP" = 0 ] && echo "$STATUS" | grep -q "tmpfs refused noswap" && grep noswap $LOG | grep -q WARN' \
+    "6.1: probe mount refused, warning logged, $SHM_ALL pod shm mounts without noswap" ;;
+  *) check noswap-mounted '[ "$SHM_ALL" -gt 0 ] && [ "$SHM_NOSWAP" = "$SHM_ALL" ] && echo "$STATUS" | grep -q "kernel-version"' \
+    "$SHM_NOSWAP of $SHM_ALL pod shm mounts with noswap (decided by kernel version)" ;;
+esac
 
+# Scenario 7: CRI stats and /metrics agree with memory.swap.current; doctor runs.
+S_BEFORE=$(value "$B" memory.swap.current)
+S_CRI=$($C client stats "$B" | json_number swap_usage_bytes)
+S_AFTER=$(value "$B" memory.swap.current)
+check stats-swap '[ "$S_CRI" = "$S_BEFORE" ] || [ "$S_CRI" = "$S_AFTER" ]' \
+  "ContainerStats swap_usage_bytes=$S_CRI memory.swap.current=$S_BEFORE..$S_AFTER"
+METRICS=$(wget -q -O - http://127.0.0.1:9117/metrics 2>&1)
+S_METRIC=$(echo "$METRICS" | grep "^swapcri_container_swap_usage_bytes{.*$B" | awk '{ print $2 }')
+S_AFTER=$(value "$B" memory.swap.current)
+check metrics-swap '[ "$S_METRIC" = "$S_AFTER" ] || [ "$S_METRIC" = "$S_BEFORE" ]' \
+  "swapcri_container_swap_usage_bytes=$S_METRIC memory.swap.current=$S_AFTER"
+[ -n "$S_METRIC" ] || echo "$METRICS" | grep -m 5 "swap\|rror" | sed 's/^/E2E-LOG metrics: /' 
+DOCTOR=$(swapcri doctor 2>&1)
+check doctor 'echo "$DOCTOR" | grep -q "ok\] cgroup v2" && echo "$DOCTOR" | grep -q "zram"' \
+  "$(echo "$DOCTOR" | grep -E "^\[.*(cgroup v2|zram|swap +)" | tr -s ' ' | tr '\n' ';')"
+
+# Scenario 8: kill -9 the daemon; after a restart the cgroup files and plans are unchanged.
+snapshot() {
+  for id in $B $G $E $Q $K; do
+    for f in memory.swap.max memory.high memory.min memory.low memory.max; do echo "$id $f $(value "$id" $f)"; done
+    $C client inspect --verbose "$id" | sed -n '/"memoryPlan"/,/"monitor"/p'
+  done
+}
+BEFORE=$(snapshot)
+daemon_stop KILL
+daemon_start
+AFTER=$(snapshot)
+RUNNING=$($C client ps | grep -c '"state": 1')
+check restart-unchanged '[ "$BEFORE" = "$AFTER" ] && [ "$RUNNING" = 5 ]' \
+  "$(echo "$BEFORE" | grep -c memory) files and plans compared; $RUNNING containers running"
+[ "$BEFORE" = "$AFTER" ] || { echo "$BEFORE" >/tmp/before; echo "$AFTER" | diff /tmp/before - | head -n 20; }
+for p in $($C client pods | grep '"id"' | cut -d'"' -f4); do $C client rmp "$p" >/dev/null; done
+daemon_stop
+note "phase A done"
+
+# ---- Phase B: follow-kubelet, requests as kubelet sends them ------------------------------
+write_config follow-kubelet follow-kubelet
+daemon_start
+KSWAP=$((64 * MI + 123)) KMIN=$((128 * MI)) KHIGH=$((192 * MI + 5))
+KB=$(kubelet_ctr kb /kubepods/burstable/podkb 937 $LIM $((32 * MI)) \
+  --unified memory.swap.max=$KSWAP --unified memory.min=$KMIN --unified memory.high=$KHIGH)
+KN=$(kubelet_ctr kn /kubepods/burstable/podkn 937 $LIM $((32 * MI)))
+KE=$(kubelet_ctr ke /kubepods/besteffort/podke 1000 0 $((32 * MI)))
+KG=$(kubelet_ctr kg /kubepods/podkg -997 $LIM $((32 * MI)))
+note "phase B containers started"
+GOT="$(value "$KB" memory.swap.max) $(value "$KB" memory.min) $(value "$KB" memory.high)"
+WANT="$(pages $KSWAP) $(pages $KMIN) $(pages $KHIGH)"
+check kubelet-values-applied '[ "$GOT" = "$WANT" ]' "memory.swap.max memory.min memory.high = $GOT (sent $KSWAP $KMIN $KHIGH)"
+for pair in "burstable:$KN" "besteffort:$KE" "guaranteed:$KG"; do
+  name=${pair%%:*} id=${pair#*:}
+  SM=$(value "$id" memory.swap.max)
+  check "kubelet-$name-unsent-is-zero" '[ "$SM" = 0 ]' "nothing sent: memory.swap.max=$SM ($(cg "$id" | cut -d/ -f5-6))"
+done
+BAD=""
+for id in $KB $KN $KE $KG; do held "$id" || BAD="$BAD $id"; done
+check kubelet-read-back '[ -z "$BAD" ]' "containers whose plan the kernel did not hold:${BAD:- none}"
+for id in $KB $KN $KE $KG; do $C client stop "$id" --timeout 0 >/dev/null; $C client rm "$id" >/dev/null; done
+daemon_stop
+note "phase B done"
+
+# ---- Phase C: NoSwap, "tiered" reservations ------------------------------------------------
+write_config NoSwap tiered
+daemon_start
+N=$(start_ctr noswap Burstable $REQ $LIM $LOAD)
+settle "$N"
+N_SM=$(value "$N" memory.swap.max) N_SC=$(value "$N" memory.swap.current)
+N_EV=$(value "$N" memory.events | awk '$1 == "high" || $1 == "oom_kill" { printf "%s=%s ", $1, $2 }')
+check noswap-burstable '[ "$N_SM" = 0 ] && [ "$N_SC" = 0 ] && echo "$N_EV" | grep -qv "high=0 oom_kill=0"' \
+  "memory.swap.max=$N_SM memory.swap.current=$N_SC under load $LOAD past memory.high ($N_EV)"
+N_LOW=$(value "$N" memory.low) N_POD_LOW=$(parent_value "$N" memory.low) N_MIN=$(value "$N" memory.min)
+check reservation-tiered '[ "$N_LOW" = "$(pages $REQ)" ] && [ "$N_POD_LOW" = "$(pages $REQ)" ] && [ "$N_MIN" = 0 ]' \
+  "Burstable: container memory.low=$N_LOW pod memory.low=$N_POD_LOW memory.min=$N_MIN"
+daemon_stop
+note "phase C done"
+[ -n "$FAILED" ] && dump_log
+true

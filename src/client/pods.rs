@@ -109,6 +109,10 @@ pub struct ContainerArgs {
     /// oom_score_adj as kubelet would send it (-997 Guaranteed, 1000 BestEffort).
     #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
     oom_score_adj: i64,
+    /// A cgroup v2 value in `unified`, as kubelet sends memory.swap.max, memory.min and
+    /// memory.high (repeatable), e.g. memory.swap.max=536870912.
+    #[arg(long = "unified", value_parser = key_value)]
+    unified: Vec<(String, String)>,
     /// Allocate a terminal.
     #[arg(long)]
     tty: bool,
@@ -230,6 +234,7 @@ async fn create(rt: &mut RuntimeServiceClient<Channel>, args: ContainerArgs) -> 
                 memory_limit_in_bytes: args.memory_limit,
                 cpu_shares: args.cpu_shares,
                 oom_score_adj: args.oom_score_adj,
+                unified: to_map(args.unified),
                 ..Default::default()
             }),
             security_context: Some(cri::LinuxContainerSecurityContext {
@@ -257,5 +262,5 @@ async fn logs(rt: &mut RuntimeServiceClient<Channel>, id: String) -> anyhow::Res
 }
 
 fn json<T: serde::Serialize>(response: tonic::Response<T>) -> anyhow::Result<String> {
-    Ok(serde_json::to_string_pretty(response.get_ref())?)
+    Ok(super::to_json(response)?)
 }

@@ -70,8 +70,34 @@ fn write_read(dir: &Path, file: &str, lines: &[String]) -> Outcome {
     }
 }
 
+/// Per-device `io.weight` only takes effect (and is only accepted) on devices where the io.cost
+/// controller is enabled, which is off by default; it is switched on with its default QoS.
+fn enable_io_cost(cgroup_root: &Path, devices: &[String], notes: &mut Vec<String>) {
+    let qos = cgroup_root.join("io.cost.qos");
+    let Ok(current) = std::fs::read_to_string(&qos) else {
+        notes.push("no io.cost.qos in the cgroup root: io.weight may be refused".into());
+        return;
+    };
+    for dev in devices {
+        let enabled = current.lines().any(|l| l.starts_with(&format!("{dev} ")) && l.contains("enable=1"));
+        if enabled {
+            continue;
+        }
+        match std::fs::write(&qos, format!("{dev} enable=1")) {
+            Ok(()) => notes.push(format!("io.cost enabled on {dev} (for io.weight)")),
+            Err(e) => notes.push(format!("enabling io.cost on {dev}: {e}")),
+        }
+    }
+}
+
 /// Writes the cgroup files directly (no systemd managing the tree).
-fn apply_files(config: &SystemConfig, dir: &Path, devices: &[String], notes: &mut Vec<String>) -> (Outcome, Outcome) {
+fn apply_files(
+    config: &SystemConfig,
+    cgroup_root: &Path,
+    dir: &Path,
+    devices: &[String],
+    notes: &mut Vec<String>,
+) -> (Outcome, Outcome) {
     let swap = match config.swap_max {
         None => Outcome::NotConfigured,
         Some(_) if !dir.join("memory.swap.max").exists() => Outcome::Unsupported {
@@ -95,6 +121,9 @@ fn apply_files(config: &SystemConfig, dir: &Path, devices: &[String], notes: &mu
             match file {
                 Some(file) => {
                     notes.push(format!("io.latency unsupported by this kernel: {file} used instead"));
+                    if file == "io.weight" {
+                        enable_io_cost(cgroup_root, devices, notes);
+                    }
                     let lines: Vec<String> = devices.iter().map(|d| format!("{d} {}", config.io_weight)).collect();
                     write_read(dir, file, &lines)
                 }
@@ -181,7 +210,7 @@ pub fn apply(config: &SystemConfig, cgroup_root: &Path, mode: CgroupMode, roots:
             }
         }
         report.via = "cgroupfs".into();
-        apply_files(config, &dir, &devices, &mut report.notes)
+        apply_files(config, cgroup_root, &dir, &devices, &mut report.notes)
     };
     report.swap_max = swap;
     report.io = io;
@@ -274,9 +303,15 @@ mod tests {
     #[test]
     fn falls_back_to_weights_without_io_latency() {
         let f = Fixture::new(&["memory.swap.max", "io.weight"]);
-        let config = SystemConfig { io_devices: vec!["8:0".into()], ..configured() };
+        // io.cost is on for 8:16 already, off for 8:0 (the kernel lists both once initialised).
+        let qos = f.dir.path().join("cgroup/io.cost.qos");
+        std::fs::write(&qos, "8:0 enable=0 ctrl=auto\n8:16 enable=1 ctrl=auto\n").unwrap();
+        let config = SystemConfig { io_devices: vec!["8:0".into(), "8:16".into()], ..configured() };
         let report = f.apply(&config);
-        assert_eq!(f.file("io.weight"), "8:0 1000");
+        // The fixture file keeps the last write only; the kernel keeps one line per device.
+        assert_eq!(f.file("io.weight"), "8:16 1000");
+        assert_eq!(std::fs::read_to_string(&qos).unwrap(), "8:0 enable=1", "only the disabled device is switched on");
+        assert!(report.notes.iter().any(|n| n == "io.cost enabled on 8:0 (for io.weight)"), "{:?}", report.notes);
         assert!(matches!(&report.io, Outcome::Applied { file, .. } if file == "io.weight"), "{report:?}");
         assert!(report.notes.iter().any(|n| n.contains("io.latency unsupported")));
 
@@ -285,8 +320,9 @@ mod tests {
             matches!(&no_fallback.io, Outcome::Unsupported { reason } if reason.contains("io.latency unsupported"))
         );
         let bfq = Fixture::new(&["io.bfq.weight"]);
-        let report = bfq.apply(&config);
+        let report = bfq.apply(&SystemConfig { io_devices: vec!["8:0".into()], ..configured() });
         assert_eq!(bfq.file("io.bfq.weight"), "8:0 1000");
+        assert!(!bfq.dir.path().join("cgroup/io.cost.qos").exists(), "bfq does not need io.cost");
         assert!(matches!(report.swap_max, Outcome::Unsupported { .. }), "no memory.swap.max file: {report:?}");
     }
 
