@@ -23,21 +23,58 @@ fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1000.0)
 }
 
+/// Median pod + container start through the CRI; `host_network` pods skip CNI.
+async fn cri_start(daemon: &Daemon, tag: &str, host_network: bool) -> Duration {
+    let logs = daemon.dir.path().join("logs");
+    let mut samples = Vec::new();
+    for n in 0..RUNS {
+        let mut pod_config = sandbox_config(&format!("{tag}-{n}"), &logs);
+        let mut ctr = container_config("c", &["sleep", "30"]);
+        if host_network {
+            let ns = pod_config.linux.as_mut().unwrap().security_context.as_mut().unwrap();
+            ns.namespace_options.as_mut().unwrap().network = cri::NamespaceMode::Node as i32;
+            ctr.linux.as_mut().unwrap().security_context.as_mut().unwrap().namespace_options =
+                ns.namespace_options.clone();
+        }
+        let started = Instant::now();
+        let pod = run_sandbox(daemon, pod_config.clone()).await;
+        start(daemon, &pod, &pod_config, ctr).await;
+        samples.push(started.elapsed());
+        daemon.runtime().await.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: pod }).await.unwrap();
+    }
+    median(samples)
+}
+
+/// A daemon whose pods join a bridge network (bridge + host-local + portmap).
+fn bridge_daemon(bridge: &str, work: &std::path::Path) -> Daemon {
+    let dir = work;
+    let conflist = serde_json::json!({
+        "cniVersion": "1.0.0", "name": "bench",
+        "plugins": [
+            {"type": "bridge", "bridge": bridge, "isGateway": true,
+             "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.89.0.0/16"}]], "dataDir": dir.join("ipam")}},
+            {"type": "portmap", "capabilities": {"portMappings": true}}
+        ]
+    });
+    std::fs::write(dir.join("10-bench.conflist"), conflist.to_string()).unwrap();
+    Daemon::start(&format!("[network]\nconfig_dir = \"{}\"\n", dir.display()))
+}
+
 #[tokio::main]
 async fn main() {
     common::require_root();
     let daemon = Daemon::start("");
     import_busybox(&daemon);
-    let logs = daemon.dir.path().join("logs");
-    let mut cri_samples = Vec::new();
-    for n in 0..RUNS {
-        let pod_config = sandbox_config(&format!("bench-{n}"), &logs);
-        let started = Instant::now();
-        let pod = run_sandbox(&daemon, pod_config.clone()).await;
-        start(&daemon, &pod, &pod_config, container_config("c", &["sleep", "30"])).await;
-        cri_samples.push(started.elapsed());
-        daemon.runtime().await.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: pod }).await.unwrap();
-    }
+    let host_network = cri_start(&daemon, "host", true).await;
+    let loopback = cri_start(&daemon, "lo", false).await;
+    let bridge_name = format!("scbench{}", std::process::id() % 10_000);
+    let bridged = {
+        let work = tempfile::tempdir().unwrap();
+        let bridge_daemon = bridge_daemon(&bridge_name, work.path());
+        import_busybox(&bridge_daemon);
+        cri_start(&bridge_daemon, "br", false).await
+    };
+    let _ = Command::new("ip").args(["link", "del", &bridge_name]).output();
 
     // The same root filesystem (the image's one layer) under bare runc.
     let image = busybox_image();
@@ -74,7 +111,9 @@ async fn main() {
         assert!(out.success(), "{}", std::fs::read_to_string(&errors).unwrap_or_default());
         let _ = Command::new("runc").arg("--root").arg(&root).args(["delete", "--force", &id]).output();
     }
-    println!("start latency, median of {RUNS} runs:");
-    println!("  swapcri RunPodSandbox + CreateContainer + StartContainer: {}", ms(median(cri_samples)));
-    println!("  bare runc run --detach (same root filesystem):             {}", ms(median(bare_samples)));
+    println!("start latency, median of {RUNS} runs (RunPodSandbox + CreateContainer + StartContainer):");
+    println!("  swapcri, host network (no CNI):                  {}", ms(host_network));
+    println!("  swapcri, CNI loopback only:                      {}", ms(loopback));
+    println!("  swapcri, CNI bridge + host-local + portmap:      {}", ms(bridged));
+    println!("  bare runc run --detach (same root filesystem):   {}", ms(median(bare_samples)));
 }

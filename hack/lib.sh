@@ -10,6 +10,8 @@ SWAPCRI_PACKAGES=(
   skopeo              # pushes the demo image into the local registry
   ca-certificates
   iproute2
+  containernetworking-plugins  # CNI plugins (bridge, host-local, portmap, loopback) in /usr/lib/cni
+  iptables            # used by the portmap plugin
   qemu-system-x86     # the VM e2e tests (real cgroup v2 and swap)
   cpio                # their initramfs
   xz-utils            # unpacks the kernel modules of bookworm-backports

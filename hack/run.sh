@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds swapcri, installs it and runs the daemon in the
-# foreground with /etc/swapcri/config.toml (written with the defaults if absent).
+# foreground with /etc/swapcri/config.toml (written with the defaults if absent) and a
+# bridge pod network in /etc/cni/net.d (when the node has none).
 #   sudo hack/run.sh [extra swapcri flags, e.g. --log-level debug]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +16,11 @@ if [ ! -f /etc/swapcri/config.toml ]; then
   mkdir -p /etc/swapcri
   swapcri config default >/etc/swapcri/config.toml
   echo "==> wrote the default configuration to /etc/swapcri/config.toml"
+fi
+# A pod network unless the node already has one: a bridge on 10.88.0.0/16 with host ports.
+if ! ls /etc/cni/net.d/*.conflist /etc/cni/net.d/*.conf /etc/cni/net.d/*.json >/dev/null 2>&1; then
+  install -D -m 0644 contrib/cni/10-swapcri-bridge.conflist /etc/cni/net.d/10-swapcri-bridge.conflist
+  echo "==> wrote the default pod network to /etc/cni/net.d/10-swapcri-bridge.conflist"
 fi
 echo "==> starting swapcri on unix:///run/swapcri/swapcri.sock (Ctrl-C stops it)"
 exec /usr/local/bin/swapcri --config /etc/swapcri/config.toml serve "$@"

@@ -38,6 +38,7 @@ pub struct Config {
     pub memory_qos: MemoryQosConfig,
     pub system: SystemConfig,
     pub metrics: MetricsConfig,
+    pub network: NetworkConfig,
     pub image: ImageConfig,
     /// Per-registry settings, keyed by host[:port] (e.g. "registry.local:5000").
     pub registries: BTreeMap<String, RegistryConfig>,
@@ -146,6 +147,31 @@ pub struct MetricsConfig {
     pub address: String,
 }
 
+/// Pod networking through CNI plugins.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NetworkConfig {
+    /// Directories searched, in order, for plugin binaries (CNI_PATH).
+    pub plugin_dirs: Vec<PathBuf>,
+    /// Network configurations (`*.conflist`, `*.conf`, `*.json`); the first by file name is used.
+    pub config_dir: PathBuf,
+    /// A plugin still running after this many seconds is killed and the operation fails.
+    pub plugin_timeout_seconds: u64,
+    /// Name of the pod's interface (CNI_IFNAME).
+    pub interface: String,
+}
+
+impl Default for NetworkConfig {
+    fn default() -> Self {
+        Self {
+            plugin_dirs: vec![PathBuf::from("/opt/cni/bin"), PathBuf::from("/usr/lib/cni")],
+            config_dir: PathBuf::from("/etc/cni/net.d"),
+            plugin_timeout_seconds: 60,
+            interface: "eth0".into(),
+        }
+    }
+}
+
 /// Protection of the system daemons' cgroup from swap and swap I/O.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -232,6 +258,7 @@ impl Default for Config {
             memory_qos: MemoryQosConfig::default(),
             system: SystemConfig::default(),
             metrics: MetricsConfig::default(),
+            network: NetworkConfig::default(),
             image: ImageConfig::default(),
             registries: BTreeMap::new(),
         }
@@ -383,6 +410,16 @@ impl Config {
             if !valid {
                 return Err(invalid("system.io_devices", format!("{dev:?} is not MAJ:MIN")));
             }
+        }
+        if !self.network.config_dir.is_absolute() || self.network.plugin_dirs.iter().any(|d| !d.is_absolute()) {
+            return Err(invalid("network", "config_dir and plugin_dirs must be absolute paths".into()));
+        }
+        if self.network.plugin_timeout_seconds == 0 {
+            return Err(invalid("network.plugin_timeout_seconds", "must be at least 1".into()));
+        }
+        let ifname = &self.network.interface;
+        if ifname.is_empty() || ifname.len() > 15 || ifname.contains(['/', ' ', ':']) {
+            return Err(invalid("network.interface", format!("{ifname:?} is not an interface name")));
         }
         if !self.metrics.address.is_empty() && self.metrics.address.parse::<std::net::SocketAddr>().is_err() {
             return Err(invalid(

@@ -70,6 +70,7 @@ pub fn build(config: Arc<Config>) -> Result<(Arc<RuntimeService>, Arc<ImageServi
 pub async fn run(config: Config) -> Result<(), DaemonError> {
     let config = Arc::new(config);
     let (runtime, images, pods) = build(config.clone())?;
+    pods.recover_network().await;
     let listener = bind_socket(&config.socket, config.socket_gid)?;
     tracing::info!(socket = %config.socket.display(), version = env!("CARGO_PKG_VERSION"), "swapcri serving the CRI");
     let stopping = Arc::new(tokio::sync::Notify::new());

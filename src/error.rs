@@ -2,6 +2,7 @@
 
 use crate::image::ImageError;
 use crate::monitor::MonitorError;
+use crate::network::NetworkError;
 use crate::oci::OciError;
 use crate::policy::PolicyError;
 use crate::store::StoreError;
@@ -63,6 +64,8 @@ pub enum Error {
     Policy(#[from] PolicyError),
     #[error(transparent)]
     Monitor(#[from] MonitorError),
+    #[error(transparent)]
+    Network(#[from] NetworkError),
     #[error("{0}")]
     AlreadyExists(String),
     #[error("{0}")]
@@ -84,6 +87,7 @@ impl Error {
             Error::Policy(e) => e.kind(),
             Error::AlreadyExists(_) => ErrorKind::AlreadyExists,
             Error::DeadlineExceeded(_) => ErrorKind::DeadlineExceeded,
+            Error::Network(e) => e.kind(),
             Error::Store(_) | Error::Monitor(_) | Error::Internal(_) => ErrorKind::Internal,
         }
     }
@@ -114,6 +118,7 @@ mod tests {
             (Error::Unimplemented("Exec"), tonic::Code::Unimplemented),
             (Error::Internal("x".into()), tonic::Code::Internal),
             (Error::Image(ImageError::NotFound("busybox".into())), tonic::Code::NotFound),
+            (Error::Network(NetworkError::NotReady("no config".into())), tonic::Code::FailedPrecondition),
         ];
         for (error, code) in cases {
             assert_eq!(tonic::Status::from(error).code(), code);

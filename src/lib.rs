@@ -11,6 +11,7 @@ pub mod image;
 pub mod metrics;
 pub mod model;
 pub mod monitor;
+pub mod network;
 pub mod node;
 pub mod oci;
 pub mod policy;

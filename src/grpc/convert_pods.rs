@@ -37,7 +37,10 @@ pub fn sandbox_status(s: &Sandbox) -> cri::PodSandboxStatus {
         metadata: s.meta.config.metadata.clone(),
         state: sandbox_state(s.status.state),
         created_at: s.meta.created_at,
-        network: Some(cri::PodSandboxNetworkStatus::default()),
+        network: Some(s.status.addresses.as_ref().map_or_else(Default::default, |a| cri::PodSandboxNetworkStatus {
+            ip: a.ip.clone(),
+            additional_ips: a.additional_ips.iter().map(|ip| cri::PodIp { ip: ip.clone() }).collect(),
+        })),
         linux: Some(cri::LinuxPodSandboxStatus { namespaces: Some(cri::Namespace { options }) }),
         labels: s.meta.config.labels.clone(),
         annotations: s.meta.config.annotations.clone(),

@@ -54,7 +54,8 @@ impl CriRuntimeService for RuntimeApi {
     }
 
     async fn status(&self, request: Request<cri::StatusRequest>) -> Result<Response<cri::StatusResponse>, Status> {
-        let mut status = self.runtime.status(request.into_inner().verbose);
+        let network = self.pods.network.ready().await.map(|list| list.name);
+        let mut status = self.runtime.status(request.into_inner().verbose, network);
         if let Some(info) = &mut status.info {
             self.pods.add_memory_status(info);
         }
@@ -122,7 +123,7 @@ impl CriRuntimeService for RuntimeApi {
     ) -> Result<Response<cri::PodSandboxStatusResponse>, Status> {
         let req = request.into_inner();
         let (sandbox, info) =
-            self.pods.sandbox_status(&required(&req.pod_sandbox_id, "pod_sandbox_id")?, req.verbose)?;
+            self.pods.sandbox_status(&required(&req.pod_sandbox_id, "pod_sandbox_id")?, req.verbose).await?;
         let containers_statuses = self
             .pods
             .list_containers(Some(&cri::ContainerFilter {
@@ -335,9 +336,14 @@ impl CriRuntimeService for RuntimeApi {
 
     async fn update_runtime_config(
         &self,
-        _request: Request<cri::UpdateRuntimeConfigRequest>,
+        request: Request<cri::UpdateRuntimeConfigRequest>,
     ) -> Result<Response<cri::UpdateRuntimeConfigResponse>, Status> {
-        Err(unimplemented("UpdateRuntimeConfig"))
+        let cidr = request.into_inner().runtime_config.and_then(|c| c.network_config).map(|n| n.pod_cidr);
+        if let Some(cidr) = cidr.filter(|c| !c.is_empty()) {
+            self.pods.network.set_pod_cidr(&cidr).map_err(Status::invalid_argument)?;
+            tracing::info!(pod_cidr = %cidr, "pod CIDR from kubelet");
+        }
+        Ok(Response::new(cri::UpdateRuntimeConfigResponse {}))
     }
 
     async fn checkpoint_container(

@@ -43,6 +43,9 @@ pub struct SandboxStatus {
     /// The PID-namespace holder (pod-shared PID namespace only), with its start time to
     /// detect pid reuse.
     pub holder: Option<ProcessRef>,
+    /// The pod's addresses from CNI; none for host-network pods and before networking.
+    #[serde(default)]
+    pub addresses: Option<crate::network::PodAddresses>,
 }
 
 /// A process identified by pid and start time (clock ticks since boot), so a recycled

@@ -132,7 +132,7 @@ fn fixture_with(
             created_at: 0,
             dir: dir.path().join("pod"),
         }),
-        status: SandboxStatus { state: SandboxState::Ready, holder: None },
+        status: SandboxStatus { state: SandboxState::Ready, holder: None, addresses: None },
     };
     // The test process stands in for a live monitor.
     let me = ProcessRef::of(std::process::id() as i32).unwrap();

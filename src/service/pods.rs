@@ -76,6 +76,8 @@ pub struct PodService {
     pub(super) hierarchies: Vec<Hierarchy>,
     pub(super) memory_counters: super::memory::MemoryCounters,
     pub(super) cpu_samples: super::stats::CpuSamples,
+    /// Pod networking (CNI).
+    pub network: Arc<crate::network::Network>,
 }
 
 impl PodService {
@@ -89,6 +91,7 @@ impl PodService {
                 (name.clone(), Handler { runtime: Arc::new(runc.clone()), runc, no_pivot: h.no_pivot })
             })
             .collect();
+        let network = Arc::new(crate::network::Network::new(config.network.clone(), config.state_root.join("cni")));
         Ok(PodService {
             sandbox_records: Records::open(&config.state_root.join("sandboxes"))?,
             container_records: Records::open(&config.state_root.join("containers"))?,
@@ -101,6 +104,7 @@ impl PodService {
             hierarchies: crate::cgroup::hierarchies(),
             memory_counters: Default::default(),
             cpu_samples: Default::default(),
+            network,
         })
     }
 

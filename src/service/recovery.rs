@@ -13,6 +13,16 @@ use super::pods::{Container, PodService, Sandbox};
 const NSFS_MAGIC: i64 = 0x6e73_6673;
 
 impl PodService {
+    /// Releases the networks of pods that no longer exist (or whose creation a crash cut
+    /// short after CNI ADD). Runs after `recover`, before the socket opens.
+    pub async fn recover_network(&self) {
+        let known: std::collections::HashSet<String> = self.read().sandboxes.keys().map(|id| id.to_string()).collect();
+        let released = self.network.recover(|id| known.contains(id)).await;
+        if !released.is_empty() {
+            tracing::info!(count = released.len(), "released networks no pod accounts for");
+        }
+    }
+
     /// Loads every sandbox and container, picks up exits that happened while the daemon was
     /// away, marks pods whose namespaces are gone NotReady, and cleans what a crash during
     /// creation left. Runs before the socket opens.

@@ -52,9 +52,9 @@ pub fn probe_handlers(config: &Config) -> Vec<HandlerProbe> {
 }
 
 impl RuntimeService {
-    /// RuntimeReady needs a working default handler; NetworkReady needs pod networking,
-    /// which this build does not have yet.
-    pub fn status(&self, verbose: bool) -> RuntimeStatus {
+    /// RuntimeReady needs a working default handler; NetworkReady a usable CNI
+    /// configuration (`network`: the network's name, or why there is none).
+    pub fn status(&self, verbose: bool, network: Result<String, String>) -> RuntimeStatus {
         let default = &self.config.runtime.default_handler;
         let default_probe = self.handlers.iter().find(|h| &h.name == default);
         let runtime_ready = match default_probe.map(|h| &h.version) {
@@ -74,11 +74,14 @@ impl RuntimeService {
                 message: format!("default handler {default} is not configured"),
             },
         };
-        let network_ready = Condition {
-            kind: "NetworkReady",
-            status: false,
-            reason: "NetworkPluginNotReady".into(),
-            message: "pod networking is not available in this swapcri build".into(),
+        let network_ready = match &network {
+            Ok(_) => Condition { kind: "NetworkReady", status: true, reason: String::new(), message: String::new() },
+            Err(why) => Condition {
+                kind: "NetworkReady",
+                status: false,
+                reason: "NetworkPluginNotReady".into(),
+                message: format!("no usable CNI configuration: {why}"),
+            },
         };
         let mut handlers = Vec::new();
         if default_probe.is_some_and(|h| h.version.is_ok()) {
@@ -90,6 +93,7 @@ impl RuntimeService {
                 "config": &*self.config,
                 "node": &self.node,
                 "restrictOomScoreAdj": self.node.min_oom_score_adj > -1000,
+                "network": match &network { Ok(name) => json!({"ready": true, "name": name}), Err(e) => json!({"ready": false, "error": e}) },
                 "handlers": self.handlers.iter().map(|h| json!({
                     "name": h.name,
                     "version": h.version.as_ref().ok(),

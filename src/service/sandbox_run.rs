@@ -97,6 +97,40 @@ impl PodService {
         sandbox::write_pod_files(&dir, &hostname, config.dns_config.as_ref())
             .map_err(|e| Error::Internal(format!("writing pod files: {e}")))?;
 
+        // Networking last: its failure path and a crash after it are covered by its own record.
+        let addresses = if modes.host_network {
+            None
+        } else {
+            let netns = request.net.clone().unwrap_or_default();
+            Some(self.network.setup(network_request(&id, netns, &config)).await?)
+        };
+        match self.record_sandbox(id.clone(), name, config, handler, dir, holder, addresses) {
+            Ok(()) => {
+                rollback.commit();
+                tracing::info!(sandbox = %id, "pod sandbox ready");
+                Ok(id)
+            }
+            Err(e) => {
+                if let Err(del) = self.network.teardown(id.as_str()).await {
+                    tracing::warn!(sandbox = %id, error = %del, "releasing the network of a failed sandbox");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Writes the sandbox's records and makes it visible.
+    #[allow(clippy::too_many_arguments)]
+    fn record_sandbox(
+        &self,
+        id: SandboxId,
+        name: String,
+        config: cri::PodSandboxConfig,
+        handler: String,
+        dir: std::path::PathBuf,
+        holder: Option<crate::model::sandbox::ProcessRef>,
+        addresses: Option<crate::network::PodAddresses>,
+    ) -> Result<(), Error> {
         let requested_parent = config.linux.as_ref().map(|l| l.cgroup_parent.clone()).unwrap_or_default();
         let owns = requested_parent.is_empty();
         let cgroup_parent = if owns {
@@ -114,17 +148,56 @@ impl PodService {
             created_at: now_nanos(),
             dir,
         };
-        let status = SandboxStatus { state: SandboxState::Ready, holder };
-        self.sandbox_records.write_meta(id.as_str(), &meta)?;
-        let records_id = id.to_string();
-        let records = self.sandbox_records.dir(&records_id);
-        rollback.push("remove records", move || {
-            let _ = std::fs::remove_dir_all(records);
-        });
-        self.sandbox_records.write_status(id.as_str(), &status)?;
-        self.write().sandboxes.insert(id.clone(), Sandbox { meta: std::sync::Arc::new(meta), status });
-        rollback.commit();
-        tracing::info!(sandbox = %id, "pod sandbox ready");
-        Ok(id)
+        let status = SandboxStatus { state: SandboxState::Ready, holder, addresses };
+        let written = self
+            .sandbox_records
+            .write_meta(id.as_str(), &meta)
+            .and_then(|()| self.sandbox_records.write_status(id.as_str(), &status));
+        if let Err(e) = written {
+            let _ = std::fs::remove_dir_all(self.sandbox_records.dir(id.as_str()));
+            return Err(e.into());
+        }
+        self.write().sandboxes.insert(id, Sandbox { meta: std::sync::Arc::new(meta), status });
+        Ok(())
+    }
+}
+
+/// The CNI request of a pod: its identity, its pinned network namespace, host ports, DNS.
+fn network_request(
+    id: &SandboxId,
+    netns: std::path::PathBuf,
+    config: &cri::PodSandboxConfig,
+) -> crate::network::PodRequest {
+    let metadata = config.metadata.clone().unwrap_or_default();
+    let port_mappings = config
+        .port_mappings
+        .iter()
+        .filter(|p| p.host_port > 0)
+        .map(|p| {
+            let protocol = match cri::Protocol::try_from(p.protocol) {
+                Ok(cri::Protocol::Udp) => "udp",
+                Ok(cri::Protocol::Sctp) => "sctp",
+                _ => "tcp",
+            };
+            serde_json::json!({
+                "hostPort": p.host_port,
+                "containerPort": p.container_port,
+                "protocol": protocol,
+                "hostIP": p.host_ip,
+            })
+        })
+        .collect();
+    let dns = config
+        .dns_config
+        .as_ref()
+        .map(|d| serde_json::json!({ "servers": d.servers, "searches": d.searches, "options": d.options }));
+    crate::network::PodRequest {
+        sandbox_id: id.to_string(),
+        netns,
+        name: metadata.name,
+        namespace: metadata.namespace,
+        uid: metadata.uid,
+        port_mappings,
+        dns,
     }
 }

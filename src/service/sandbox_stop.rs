@@ -20,6 +20,9 @@ impl PodService {
             self.stop_container(container.as_str(), Duration::ZERO).await?;
         }
         let sandbox = self.find_sandbox(sandbox.meta.id.as_str())?;
+        // DEL while the namespace still exists; on failure nothing is released, so the
+        // retry kubelet makes repeats it.
+        self.network.teardown(sandbox.meta.id.as_str()).await?;
         let request = self.ns_request(&sandbox.meta.id, &sandbox.meta.config);
         let holder = sandbox.status.holder;
         let shm = sandbox.meta.dir.join("shm");
@@ -32,6 +35,7 @@ impl PodService {
             let mut status = sandbox.status.clone();
             status.state = SandboxState::NotReady;
             status.holder = None;
+            status.addresses = None;
             self.save_sandbox_status(&sandbox.meta.id, status)?;
             tracing::info!(sandbox = %sandbox.meta.id, "pod sandbox stopped");
         }

@@ -15,6 +15,9 @@ use k8s_cri::v1::image_service_client::ImageServiceClient;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use tonic::transport::{Channel, Endpoint, Uri};
 
+/// A network of the loopback interface only (Debian's containernetworking-plugins).
+pub const LOOPBACK_CONFLIST: &str = r#"{"cniVersion": "1.0.0", "name": "lo-only", "plugins": [{"type": "loopback"}]}"#;
+
 /// A swapcri daemon on a private socket and state root, killed when dropped.
 pub struct Daemon {
     pub dir: tempfile::TempDir,
@@ -23,11 +26,19 @@ pub struct Daemon {
 }
 
 impl Daemon {
-    /// Writes a config with private paths plus `extra` TOML, and starts the daemon.
+    /// Writes a config with private paths plus `extra` TOML, and starts the daemon. Unless
+    /// `extra` configures the network, pods get a loopback-only CNI network of their own.
     pub fn start(extra: &str) -> Daemon {
         let dir = tempfile::Builder::new().prefix("swapcri-test-").tempdir().unwrap();
         let root = dir.path();
         let config_path = root.join("config.toml");
+        let mut extra = extra.to_string();
+        if !extra.contains("[network]") {
+            let net_d = root.join("net.d");
+            std::fs::create_dir_all(&net_d).unwrap();
+            std::fs::write(net_d.join("99-loopback.conflist"), LOOPBACK_CONFLIST).unwrap();
+            extra.push_str(&format!("\n[network]\nconfig_dir = \"{}\"\n", net_d.display()));
+        }
         let config = format!(
             "socket = \"{root}/run/swapcri.sock\"\nstate_root = \"{root}/state\"\nrun_root = \"{root}/run\"\nlog_level = \"swapcri=debug,info\"\n{extra}\n",
             root = root.display()
