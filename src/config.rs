@@ -39,6 +39,7 @@ pub struct Config {
     pub system: SystemConfig,
     pub metrics: MetricsConfig,
     pub network: NetworkConfig,
+    pub streaming: StreamingConfig,
     pub image: ImageConfig,
     /// Per-registry settings, keyed by host[:port] (e.g. "registry.local:5000").
     pub registries: BTreeMap<String, RegistryConfig>,
@@ -145,6 +146,23 @@ pub struct MemoryQosConfig {
 pub struct MetricsConfig {
     /// `host:port` serving `/metrics` (e.g. "127.0.0.1:9117"); empty: off.
     pub address: String,
+}
+
+/// The streaming server behind Exec and PortForward (kubectl exec / port-forward).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StreamingConfig {
+    /// `IP:port` to listen on; port 0 picks a free port. kubelet connects here, so keep it
+    /// on loopback unless kubelet runs elsewhere.
+    pub address: String,
+    /// How long a URL from Exec or PortForward stays valid (each is usable once).
+    pub token_ttl_seconds: u64,
+}
+
+impl Default for StreamingConfig {
+    fn default() -> Self {
+        Self { address: "127.0.0.1:0".into(), token_ttl_seconds: 60 }
+    }
 }
 
 /// Pod networking through CNI plugins.
@@ -259,6 +277,7 @@ impl Default for Config {
             system: SystemConfig::default(),
             metrics: MetricsConfig::default(),
             network: NetworkConfig::default(),
+            streaming: StreamingConfig::default(),
             image: ImageConfig::default(),
             registries: BTreeMap::new(),
         }
@@ -413,6 +432,12 @@ impl Config {
         }
         if !self.network.config_dir.is_absolute() || self.network.plugin_dirs.iter().any(|d| !d.is_absolute()) {
             return Err(invalid("network", "config_dir and plugin_dirs must be absolute paths".into()));
+        }
+        if self.streaming.address.parse::<std::net::SocketAddr>().is_err() {
+            return Err(invalid("streaming.address", format!("{:?} is not IP:port", self.streaming.address)));
+        }
+        if self.streaming.token_ttl_seconds == 0 {
+            return Err(invalid("streaming.token_ttl_seconds", "must be at least 1".into()));
         }
         if self.network.plugin_timeout_seconds == 0 {
             return Err(invalid("network.plugin_timeout_seconds", "must be at least 1".into()));

@@ -92,10 +92,14 @@ pub async fn run(config: Config) -> Result<(), DaemonError> {
             }
         });
     }
+    let ttl = std::time::Duration::from_secs(config.streaming.token_ttl_seconds);
+    let streaming = crate::streaming::StreamingServer::start(&config.streaming.address, ttl)
+        .await
+        .map_err(|source| DaemonError::Prepare { path: config.streaming.address.clone().into(), source })?;
     let server = tonic::transport::Server::builder()
         .layer(crate::metrics::GrpcMetricsLayer(metrics))
         .add_service(
-            RuntimeServiceServer::new(RuntimeApi::new(runtime, pods))
+            RuntimeServiceServer::new(RuntimeApi::new(runtime, pods, streaming))
                 .max_decoding_message_size(MAX_MESSAGE_BYTES)
                 .max_encoding_message_size(MAX_MESSAGE_BYTES),
         )

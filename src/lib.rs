@@ -18,6 +18,7 @@ pub mod policy;
 pub mod sandbox;
 pub mod service;
 pub mod store;
+pub mod streaming;
 
 /// The running binary, for the helper processes the daemon starts (monitors, namespace
 /// holders). `/proc/self/exe` stays valid when the file is replaced by an upgrade, so helpers

@@ -16,11 +16,16 @@ use tracing::Instrument;
 pub struct RuntimeApi {
     runtime: Arc<RuntimeService>,
     pods: Arc<PodService>,
+    streaming: Arc<crate::streaming::StreamingServer>,
 }
 
 impl RuntimeApi {
-    pub fn new(runtime: Arc<RuntimeService>, pods: Arc<PodService>) -> Self {
-        RuntimeApi { runtime, pods }
+    pub fn new(
+        runtime: Arc<RuntimeService>,
+        pods: Arc<PodService>,
+        streaming: Arc<crate::streaming::StreamingServer>,
+    ) -> Self {
+        RuntimeApi { runtime, pods, streaming }
     }
 }
 
@@ -275,8 +280,12 @@ impl CriRuntimeService for RuntimeApi {
         .await
     }
 
-    async fn exec(&self, _request: Request<cri::ExecRequest>) -> Result<Response<cri::ExecResponse>, Status> {
-        Err(unimplemented("Exec"))
+    async fn exec(&self, request: Request<cri::ExecRequest>) -> Result<Response<cri::ExecResponse>, Status> {
+        let r = request.into_inner();
+        let id = required(&r.container_id, "container_id")?;
+        let pending = self.pods.exec_stream(&id, r.cmd, r.tty, r.stdin, r.stdout, r.stderr)?;
+        let url = self.streaming.issue(pending).map_err(Status::internal)?;
+        Ok(Response::new(cri::ExecResponse { url }))
     }
 
     async fn attach(&self, _request: Request<cri::AttachRequest>) -> Result<Response<cri::AttachResponse>, Status> {
@@ -285,9 +294,15 @@ impl CriRuntimeService for RuntimeApi {
 
     async fn port_forward(
         &self,
-        _request: Request<cri::PortForwardRequest>,
+        request: Request<cri::PortForwardRequest>,
     ) -> Result<Response<cri::PortForwardResponse>, Status> {
-        Err(unimplemented("PortForward"))
+        let r = request.into_inner();
+        if let Some(port) = r.port.iter().find(|p| !(1..=65535).contains(*p)) {
+            return Err(Status::invalid_argument(format!("port {port} is not a TCP port")));
+        }
+        let pending = self.pods.port_forward_stream(&required(&r.pod_sandbox_id, "pod_sandbox_id")?)?;
+        let url = self.streaming.issue(pending).map_err(Status::internal)?;
+        Ok(Response::new(cri::PortForwardResponse { url }))
     }
 
     async fn container_stats(

@@ -8,12 +8,14 @@ use crate::oci::{ExecOutput, OciError};
 use super::pods::PodService;
 
 impl PodService {
-    /// Runs a command in a running container and returns its output and exit code; on
-    /// timeout the command and its children are killed.
-    pub async fn exec_sync(&self, id: &str, cmd: Vec<String>, timeout: Option<Duration>) -> Result<ExecOutput, Error> {
-        if cmd.is_empty() {
-            return Err(Error::InvalidArgument("exec needs a command".into()));
-        }
+    /// The OCI process for a command in a running container: the container's own process
+    /// (user, environment, capabilities, working directory) with the command and terminal set.
+    pub(super) fn exec_process(
+        &self,
+        id: &str,
+        cmd: &[String],
+        tty: bool,
+    ) -> Result<(super::pods::Container, serde_json::Value), Error> {
         let container = self.find_container(id)?;
         if !container.status.state.can_exec() {
             return Err(Error::FailedPrecondition(format!("container {} is not running", container.meta.id)));
@@ -25,7 +27,17 @@ impl PodService {
         .map_err(|e| Error::Internal(e.to_string()))?;
         let mut process = spec.get("process").cloned().unwrap_or_else(|| json!({}));
         process["args"] = json!(cmd);
-        process["terminal"] = json!(false);
+        process["terminal"] = json!(tty);
+        Ok((container, process))
+    }
+
+    /// Runs a command in a running container and returns its output and exit code; on
+    /// timeout the command and its children are killed.
+    pub async fn exec_sync(&self, id: &str, cmd: Vec<String>, timeout: Option<Duration>) -> Result<ExecOutput, Error> {
+        if cmd.is_empty() {
+            return Err(Error::InvalidArgument("exec needs a command".into()));
+        }
+        let (container, process) = self.exec_process(id, &cmd, false)?;
         let sandbox = self.find_sandbox(container.meta.sandbox_id.as_str())?;
         let runtime = self.handler(&sandbox.meta.runtime_handler)?.runtime.clone();
         let limit = self.config.runtime.exec_output_limit_bytes;

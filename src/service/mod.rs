@@ -29,6 +29,7 @@ mod sandbox_run;
 mod sandbox_status;
 mod sandbox_stop;
 mod stats;
+mod streaming;
 
 pub use stats::{ContainerSample, PodSample, Sample};
 

@@ -5,6 +5,7 @@
 pub mod images;
 pub mod pods;
 pub mod registry;
+pub mod spdy_client;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

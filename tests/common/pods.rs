@@ -15,8 +15,36 @@ pub const IMAGE: &str = "localhost/test/busybox:latest";
 pub fn busybox_image() -> TestImage {
     let mut layer = LayerTar::new().dir("bin").file("bin/busybox", 0o755, &busybox());
     for applet in [
-        "sh", "echo", "cat", "sleep", "ls", "id", "hostname", "true", "false", "dd", "head", "yes", "mount", "ps",
-        "kill", "printf", "grep", "wc", "stat", "touch", "rm", "seq", "readlink", "tr", "ip", "wget", "nc", "httpd",
+        "sh",
+        "echo",
+        "cat",
+        "sleep",
+        "ls",
+        "id",
+        "hostname",
+        "true",
+        "false",
+        "dd",
+        "head",
+        "yes",
+        "mount",
+        "ps",
+        "kill",
+        "printf",
+        "grep",
+        "wc",
+        "stat",
+        "touch",
+        "rm",
+        "seq",
+        "readlink",
+        "tr",
+        "ip",
+        "wget",
+        "nc",
+        "httpd",
+        "stty",
+        "sha256sum",
     ] {
         layer = layer.symlink(&format!("bin/{applet}"), "busybox");
     }

@@ -1,0 +1,59 @@
+use crate::error::Error;
+use crate::streaming::exec::ExecRequest;
+use crate::streaming::Pending;
+
+use super::pods::PodService;
+
+impl PodService {
+    /// Validates an Exec request and prepares what its streaming session runs.
+    pub fn exec_stream(
+        &self,
+        id: &str,
+        cmd: Vec<String>,
+        tty: bool,
+        stdin: bool,
+        stdout: bool,
+        stderr: bool,
+    ) -> Result<Pending, Error> {
+        if cmd.is_empty() {
+            return Err(Error::InvalidArgument("exec needs a command".into()));
+        }
+        if !stdin && !stdout && !stderr {
+            return Err(Error::InvalidArgument("one of stdin, stdout and stderr must be set".into()));
+        }
+        if tty && stderr {
+            return Err(Error::InvalidArgument("tty and stderr cannot both be set (a terminal merges them)".into()));
+        }
+        if tty {
+            // runc relays the terminal but the session does not carry it reliably yet.
+            return Err(Error::Unimplemented("Exec with a terminal (tty)"));
+        }
+        let (container, process) = self.exec_process(id, &cmd, tty)?;
+        let sandbox = self.find_sandbox(container.meta.sandbox_id.as_str())?;
+        let handler = self.handler(&sandbox.meta.runtime_handler)?;
+        Ok(Pending::Exec(ExecRequest {
+            container_id: container.meta.id.to_string(),
+            runc_binary: handler.runc.binary.clone(),
+            runc_root: handler.runc.root.clone(),
+            process_json: process.to_string().into_bytes(),
+            tty,
+            stdin,
+            stdout,
+            stderr,
+        }))
+    }
+
+    /// Validates a PortForward request: the pod must be ready; connections are made in its
+    /// network namespace (the node's, for a host-network pod).
+    pub fn port_forward_stream(&self, sandbox_id: &str) -> Result<Pending, Error> {
+        let sandbox = self.find_sandbox(sandbox_id)?;
+        if !sandbox.status.state.can_start_containers() {
+            return Err(Error::FailedPrecondition(format!("pod sandbox {} is not ready", sandbox.meta.id)));
+        }
+        let netns = self
+            .ns_request(&sandbox.meta.id, &sandbox.meta.config)
+            .net
+            .unwrap_or_else(|| std::path::PathBuf::from("/proc/self/ns/net"));
+        Ok(Pending::PortForward { netns })
+    }
+}

@@ -1,0 +1,11 @@
+//! The streaming server: kubelet (and crictl) get a single-use URL from Exec, Attach or
+//! PortForward and connect there; the connection is upgraded to SPDY/3.1 and carries the
+//! Kubernetes remote-command or port-forward protocol.
+
+pub mod exec;
+pub mod portforward;
+pub mod server;
+pub mod session;
+pub mod spdy;
+
+pub use server::{Pending, StreamingServer};
