@@ -3,12 +3,10 @@
 //! `runc exec` (with a pty when a terminal was asked for) and its exit status ends the
 //! session on the error stream.
 
-use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use serde::Deserialize;
 use serde_json::json;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -151,35 +149,6 @@ async fn feed(mut from: Stream, mut to: impl AsyncWrite + Unpin) {
     let _ = to.shutdown().await;
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "PascalCase")]
-struct TerminalSize {
-    width: u16,
-    height: u16,
-}
-
-/// Applies resize messages (one JSON object each) to the pty.
-async fn resize(mut from: Stream, pty: std::sync::Arc<OwnedFd>, runc: i32) {
-    let mut pending = Vec::new();
-    while let Some(chunk) = from.recv().await {
-        pending.extend_from_slice(&chunk);
-        let mut decoder = serde_json::Deserializer::from_slice(&pending).into_iter::<TerminalSize>();
-        let mut consumed = 0;
-        while let Some(Ok(size)) = decoder.next() {
-            consumed = decoder.byte_offset();
-            set_size(&pty, size.width, size.height);
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(runc), nix::sys::signal::Signal::SIGWINCH);
-        }
-        pending.drain(..consumed);
-    }
-}
-
-fn set_size(pty: &OwnedFd, cols: u16, rows: u16) {
-    let ws = libc::winsize { ws_row: rows, ws_col: cols, ws_xpixel: 0, ws_ypixel: 0 };
-    // SAFETY: TIOCSWINSZ reads a winsize from a valid pointer on an open pty fd.
-    unsafe { libc::ioctl(pty.as_raw_fd(), libc::TIOCSWINSZ, &ws) };
-}
-
 /// Runs the command and connects its stdio; its exit code, or why it could not run.
 async fn run(req: &ExecRequest, mut streams: Streams) -> Result<i32, String> {
     let dir = tempfile::Builder::new().prefix("swapcri-exec-").tempdir().map_err(|e| e.to_string())?;
@@ -189,46 +158,19 @@ async fn run(req: &ExecRequest, mut streams: Streams) -> Result<i32, String> {
     let mut cmd = tokio::process::Command::new(&req.runc_binary);
     cmd.arg("--root").arg(&req.runc_root).arg("exec").arg("--process").arg(&process);
     cmd.arg("--pid-file").arg(&pid_file).kill_on_drop(true);
-    if req.tty {
-        cmd.arg("--tty");
-    }
-    // With a terminal, runc (in the foreground) makes the container's pty and relays it to
-    // its own stdio: a pty of ours, whose size it copies on SIGWINCH.
-    let pty = if req.tty {
-        let pair = nix::pty::openpty(None, None).map_err(|e| format!("openpty: {e}"))?;
-        let slave = |fd: &OwnedFd| fd.try_clone().map(Stdio::from).map_err(|e| e.to_string());
-        cmd.stdin(slave(&pair.slave)?).stdout(slave(&pair.slave)?).stderr(Stdio::piped());
-        Some(pair)
-    } else {
-        cmd.stdin(if req.stdin { Stdio::piped() } else { Stdio::null() });
-        cmd.stdout(if req.stdout { Stdio::piped() } else { Stdio::null() });
-        cmd.stderr(Stdio::piped());
-        None
-    };
+    // Terminals are refused before a URL is issued (see PodService::exec_stream).
+    cmd.stdin(if req.stdin { Stdio::piped() } else { Stdio::null() });
+    cmd.stdout(if req.stdout { Stdio::piped() } else { Stdio::null() });
+    cmd.stderr(Stdio::piped());
     cmd.arg(&req.container_id);
     let mut child = cmd.spawn().map_err(|e| format!("cannot run {}: {e}", req.runc_binary.display()))?;
     let runc_stderr = child.stderr.take();
     let mut copies = Vec::new();
-    if let Some(pair) = pty {
-        drop(pair.slave);
-        let master = std::sync::Arc::new(pair.master);
-        let file = |fd: &OwnedFd| fd.try_clone().map(|f| tokio::fs::File::from_std(std::fs::File::from(f)));
-        if let Some(stdout) = streams.stdout.take() {
-            copies.push(tokio::spawn(pump(file(&master).map_err(|e| e.to_string())?, stdout.writer())));
-        }
-        if let Some(stdin) = streams.stdin.take() {
-            tokio::spawn(feed(stdin, file(&master).map_err(|e| e.to_string())?));
-        }
-        if let (Some(r), Some(pid)) = (streams.resize.take(), child.id()) {
-            tokio::spawn(resize(r, master.clone(), pid as i32));
-        }
-    } else {
-        if let (Some(stream), Some(pipe)) = (streams.stdin.take(), child.stdin.take()) {
-            tokio::spawn(feed(stream, pipe));
-        }
-        if let (Some(stream), Some(pipe)) = (streams.stdout.take(), child.stdout.take()) {
-            copies.push(tokio::spawn(pump(pipe, stream.writer())));
-        }
+    if let (Some(stream), Some(pipe)) = (streams.stdin.take(), child.stdin.take()) {
+        tokio::spawn(feed(stream, pipe));
+    }
+    if let (Some(stream), Some(pipe)) = (streams.stdout.take(), child.stdout.take()) {
+        copies.push(tokio::spawn(pump(pipe, stream.writer())));
     }
     // The process's stderr reaches the client; runc's own errors go to the error stream.
     let stderr_writer = streams.stderr.as_ref().map(Stream::writer);
