@@ -107,8 +107,3 @@ fn error_message(stdout: &str, stderr: &str, status: std::process::ExitStatus) -
         format!("{text} ({status})")
     }
 }
-
-/// Whether a plugin exists in one of `dirs`.
-pub fn available(plugin: &str, dirs: &[PathBuf]) -> bool {
-    find(plugin, dirs).is_some()
-}

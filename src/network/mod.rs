@@ -196,13 +196,6 @@ impl Network {
         }
     }
 
-    /// The pod's addresses, from its record.
-    pub fn addresses(&self, sandbox_id: &str) -> Option<PodAddresses> {
-        let attachment = self.load(sandbox_id).ok()??;
-        let (ip, additional_ips) = result::pod_ips(attachment.result.as_ref()?);
-        Some(PodAddresses { network: attachment.network.name, ip, additional_ips })
-    }
-
     fn cni_args(request: &PodRequest) -> String {
         format!(
             "IgnoreUnknown=1;K8S_POD_NAMESPACE={};K8S_POD_NAME={};K8S_POD_INFRA_CONTAINER_ID={};K8S_POD_UID={}",

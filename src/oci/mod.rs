@@ -14,6 +14,12 @@ use crate::error::ErrorKind;
 pub use process_tree::{descendants, kill_tree};
 pub use runc::{runc_message as runc_message_public, Runc};
 
+/// A process's exit code, with death by signal N reported as 128 + N (as shells do).
+pub fn exit_code(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum OciError {
     #[error("cannot run {binary}: {source}")]

@@ -141,13 +141,7 @@ impl OciRuntime for Runc {
         .map_err(|source| OciError::Spawn { binary: self.binary.clone(), source })?;
         let stdout = stdout.await.unwrap_or_default();
         let stderr = stderr.await.unwrap_or_default();
-        let exit_code = match status.code() {
-            Some(code) => code,
-            None => {
-                use std::os::unix::process::ExitStatusExt;
-                128 + status.signal().unwrap_or(0)
-            }
-        };
+        let exit_code = super::exit_code(status);
         // runc itself failing (no such container, bad process) is an error, not an exit code.
         if exit_code != 0 && !pid_file.exists() {
             return Err(OciError::Failed { command: "exec", id: id.to_string(), message: runc_message(&stderr) });

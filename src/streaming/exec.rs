@@ -8,9 +8,9 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::json;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use super::session::{Session, Stream, StreamWriter};
+use super::session::{Session, Stream};
 
 /// How long the client has to open the streams it asked for.
 const STREAM_WAIT: Duration = Duration::from_secs(30);
@@ -123,22 +123,6 @@ pub async fn serve(mut session: Session, protocol: &str, req: ExecRequest) {
     session.close().await;
 }
 
-/// Copies a reader to a stream until end of file.
-async fn pump(mut from: impl AsyncRead + Unpin, to: StreamWriter) {
-    let mut buf = vec![0u8; 32 * 1024];
-    loop {
-        match from.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                if !to.write(&buf[..n]).await {
-                    break;
-                }
-            }
-        }
-    }
-    to.close().await;
-}
-
 /// Copies a stream into a writer; dropping the writer at the end closes the process's stdin.
 async fn feed(mut from: Stream, mut to: impl AsyncWrite + Unpin) {
     while let Some(chunk) = from.recv().await {
@@ -170,7 +154,7 @@ async fn run(req: &ExecRequest, mut streams: Streams) -> Result<i32, String> {
         tokio::spawn(feed(stream, pipe));
     }
     if let (Some(stream), Some(pipe)) = (streams.stdout.take(), child.stdout.take()) {
-        copies.push(tokio::spawn(pump(pipe, stream.writer())));
+        copies.push(tokio::spawn(stream.writer().copy_from(pipe)));
     }
     // The process's stderr reaches the client; runc's own errors go to the error stream.
     let stderr_writer = streams.stderr.as_ref().map(Stream::writer);
@@ -200,13 +184,7 @@ async fn run(req: &ExecRequest, mut streams: Streams) -> Result<i32, String> {
         let _ = copy.await;
     }
     let stderr_seen = stderr_task.await.unwrap_or_default();
-    let code = match status.code() {
-        Some(code) => code,
-        None => {
-            use std::os::unix::process::ExitStatusExt;
-            128 + status.signal().unwrap_or(0)
-        }
-    };
+    let code = crate::oci::exit_code(status);
     if code != 0 && !pid_file.exists() {
         return Err(format!("runc exec failed: {}", crate::oci::runc_message_public(&stderr_seen)));
     }

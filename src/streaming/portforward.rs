@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 use super::session::{Session, Stream};
 
@@ -52,22 +52,8 @@ async fn forward(error: Stream, mut data: Stream, netns: PathBuf) {
             return;
         }
     };
-    let (mut from_pod, mut to_pod) = conn.into_split();
-    let out = data.writer();
-    let upstream = tokio::spawn(async move {
-        let mut buf = vec![0u8; 32 * 1024];
-        loop {
-            match from_pod.read(&mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    if !out.write(&buf[..n]).await {
-                        break;
-                    }
-                }
-            }
-        }
-        out.close().await;
-    });
+    let (from_pod, mut to_pod) = conn.into_split();
+    let upstream = tokio::spawn(data.writer().copy_from(from_pod));
     while let Some(chunk) = data.recv().await {
         if to_pod.write_all(&chunk).await.is_err() {
             break;

@@ -54,10 +54,6 @@ impl StreamingServer {
         Ok(server)
     }
 
-    pub fn base_url(&self) -> &str {
-        &self.base_url
-    }
-
     /// A fresh single-use URL for `pending`, valid for the token lifetime.
     pub fn issue(&self, pending: Pending) -> Result<String, String> {
         let mut raw = [0u8; 24];

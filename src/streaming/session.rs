@@ -54,6 +54,23 @@ impl StreamWriter {
         true
     }
 
+    /// Sends everything `from` yields until its end of file (or the connection is gone), then
+    /// half-closes.
+    pub async fn copy_from(self, mut from: impl AsyncRead + Unpin) {
+        let mut buf = vec![0u8; CHUNK];
+        loop {
+            match from.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if !self.write(&buf[..n]).await {
+                        break;
+                    }
+                }
+            }
+        }
+        self.close().await;
+    }
+
     /// Half-closes our side (FIN).
     pub async fn close(&self) {
         let _ = self.out.send(Frame::Data { stream: self.id, flags: FLAG_FIN, data: Vec::new() }).await;
