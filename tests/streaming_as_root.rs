@@ -1,6 +1,6 @@
 //! Exec and PortForward through the streaming server with a SPDY client written here:
-//! stdout/stderr/exit codes, 10 MB of stdin intact, a terminal with resize, 50 concurrent
-//! sessions, port-forward to a server in a pod, single-use and expiring URLs, bad requests.
+//! stdout/stderr/exit codes, 10 MB of stdin intact, 50 concurrent sessions, port-forward to
+//! a server in a pod, single-use and expiring URLs, bad requests.
 
 mod common;
 
@@ -95,18 +95,6 @@ async fn exec_sessions_over_spdy() {
     let want = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&payload));
     assert_eq!(String::from_utf8_lossy(c.received(stdout.unwrap())).trim(), want);
     println!("10 MiB through exec stdin in {:.0} ms", elapsed.as_secs_f64() * 1000.0);
-
-    // A terminal is not offered yet: said so, nothing started.
-    let mut rt = daemon.runtime().await;
-    let tty = cri::ExecRequest {
-        container_id: ctr.clone(),
-        cmd: vec!["sh".into()],
-        tty: true,
-        stdin: true,
-        stdout: true,
-        stderr: false,
-    };
-    assert_eq!(rt.exec(tty).await.unwrap_err().code(), tonic::Code::Unimplemented);
 
     // 50 sessions at once.
     let mut sessions = Vec::new();

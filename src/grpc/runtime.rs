@@ -288,8 +288,12 @@ impl CriRuntimeService for RuntimeApi {
         Ok(Response::new(cri::ExecResponse { url }))
     }
 
-    async fn attach(&self, _request: Request<cri::AttachRequest>) -> Result<Response<cri::AttachResponse>, Status> {
-        Err(unimplemented("Attach"))
+    async fn attach(&self, request: Request<cri::AttachRequest>) -> Result<Response<cri::AttachResponse>, Status> {
+        let r = request.into_inner();
+        let id = required(&r.container_id, "container_id")?;
+        let pending = self.pods.attach_stream(&id, r.stdin, r.stdout, r.stderr)?;
+        let url = self.streaming.issue(pending).map_err(Status::internal)?;
+        Ok(Response::new(cri::AttachResponse { url }))
     }
 
     async fn port_forward(
@@ -300,7 +304,14 @@ impl CriRuntimeService for RuntimeApi {
         if let Some(port) = r.port.iter().find(|p| !(1..=65535).contains(*p)) {
             return Err(Status::invalid_argument(format!("port {port} is not a TCP port")));
         }
-        let pending = self.pods.port_forward_stream(&required(&r.pod_sandbox_id, "pod_sandbox_id")?)?;
+        if r.port.len() > crate::streaming::portforward::MAX_WEBSOCKET_PORTS {
+            return Err(Status::invalid_argument(format!(
+                "at most {} ports per session",
+                crate::streaming::portforward::MAX_WEBSOCKET_PORTS
+            )));
+        }
+        let ports = r.port.iter().map(|p| *p as u16).collect();
+        let pending = self.pods.port_forward_stream(&required(&r.pod_sandbox_id, "pod_sandbox_id")?, ports)?;
         let url = self.streaming.issue(pending).map_err(Status::internal)?;
         Ok(Response::new(cri::PortForwardResponse { url }))
     }

@@ -3,6 +3,7 @@
 //! log, reopens it on request, reaps the container's init as a subreaper, and records the
 //! exit code, finish time and OOM kill on disk. It outlives the daemon.
 
+pub mod attach;
 pub mod log;
 mod process;
 mod spawn;
@@ -34,6 +35,12 @@ pub struct MonitorConfig {
     pub work_dir: PathBuf,
     pub tty: bool,
     pub stdin: bool,
+    /// The first attach session that closes stdin closes the container's stdin.
+    #[serde(default)]
+    pub stdin_once: bool,
+    /// Where attach clients connect (absent for monitors started before attach existed).
+    #[serde(default)]
+    pub attach_socket: Option<PathBuf>,
     /// cgroup (relative) the monitor moves itself to, away from the daemon's.
     pub cgroup: Option<String>,
 }

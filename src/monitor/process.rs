@@ -15,6 +15,7 @@ use nix::unistd::{pipe2, setsid, Pid};
 use crate::cgroup;
 use crate::model::container::ExitRecord;
 
+use super::attach;
 use super::log::{CriLog, LineFramer, Stream};
 use super::{MonitorConfig, MonitorReport};
 
@@ -60,15 +61,19 @@ fn run(config_path: &Path) -> Result<(), String> {
     }));
     let (done_tx, done_rx) = mpsc::channel();
     let readers = created.outputs.len();
+    let hub = attach::Hub::new(created.stdin, cfg.stdin_once);
     for (fd, stream) in created.outputs {
-        let (log, done) = (log.clone(), done_tx.clone());
+        let (log, done, hub) = (log.clone(), done_tx.clone(), hub.clone());
         let max = cfg.max_log_line;
         std::thread::spawn(move || {
-            copy_to_log(fd, stream, max, &log);
+            copy_output(fd, stream, max, &log, &hub);
             let _ = done.send(());
         });
     }
     serve_control(&cfg.ctl_socket, log.clone());
+    if let Some(path) = &cfg.attach_socket {
+        hub.serve(path);
+    }
 
     let exit_code = reap(created.pid);
     // Output still buffered in the pipes is drained before the exit is recorded.
@@ -77,6 +82,7 @@ fn run(config_path: &Path) -> Result<(), String> {
             break;
         }
     }
+    hub.finish(Duration::from_secs(2));
     let oom_after = memory_dir.as_deref().and_then(cgroup::oom_kill_count).unwrap_or(0);
     let record = ExitRecord {
         exit_code,
@@ -86,7 +92,9 @@ fn run(config_path: &Path) -> Result<(), String> {
     let bytes = serde_json::to_vec(&record).map_err(|e| e.to_string())?;
     crate::store::write_atomic(&cfg.exit_file, &bytes).map_err(|e| e.to_string())?;
     let _ = std::fs::remove_file(&cfg.ctl_socket);
-    drop(created.stdin);
+    if let Some(path) = &cfg.attach_socket {
+        let _ = std::fs::remove_file(path);
+    }
     Ok(())
 }
 
@@ -103,8 +111,8 @@ fn report(report: &MonitorReport) {
 struct Created {
     pid: i32,
     outputs: Vec<(OwnedFd, Stream)>,
-    /// Held open so a container asked for stdin does not see end-of-file.
-    stdin: Option<OwnedFd>,
+    /// Held open so a container asked for stdin does not see end-of-file; attach writes here.
+    stdin: attach::Stdin,
 }
 
 fn create(cfg: &MonitorConfig) -> Result<Created, String> {
@@ -118,7 +126,7 @@ fn create(cfg: &MonitorConfig) -> Result<Created, String> {
         cmd.arg("--no-pivot");
     }
     let mut outputs = Vec::new();
-    let mut stdin_keep = None;
+    let mut stdin = attach::Stdin::None;
     let console = if cfg.tty {
         let path = cfg.console_socket.clone();
         let _ = std::fs::remove_file(&path);
@@ -135,7 +143,7 @@ fn create(cfg: &MonitorConfig) -> Result<Created, String> {
         if cfg.stdin {
             let (in_r, in_w) = pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| e.to_string())?;
             cmd.stdin(Stdio::from(in_r));
-            stdin_keep = Some(in_w);
+            stdin = attach::Stdin::Pipe(Mutex::new(Some(std::fs::File::from(in_w))));
         } else {
             cmd.stdin(Stdio::null());
         }
@@ -155,9 +163,13 @@ fn create(cfg: &MonitorConfig) -> Result<Created, String> {
     if let Some(console) = console {
         let master =
             console.recv_timeout(Duration::from_secs(10)).map_err(|_| "runc sent no console".to_string())??;
+        // Attach writes keystrokes and sizes to the master, whether or not stdin was asked for
+        // (without it, only sizes are accepted: see the daemon's attach checks).
+        let input = master.try_clone().map_err(|e| format!("pty: {e}"))?;
+        stdin = attach::Stdin::Terminal(std::fs::File::from(input));
         outputs.push((master, Stream::Stdout));
     }
-    Ok(Created { pid, outputs, stdin: stdin_keep })
+    Ok(Created { pid, outputs, stdin })
 }
 
 /// Accepts runc's connection on the console socket and receives the pty master.
@@ -191,7 +203,8 @@ fn receive_console(listener: UnixListener) -> mpsc::Receiver<Result<OwnedFd, Str
     rx
 }
 
-fn copy_to_log(fd: OwnedFd, stream: Stream, max_line: usize, log: &SharedLog) {
+/// Copies one output of the container into its log and to attached clients.
+fn copy_output(fd: OwnedFd, stream: Stream, max_line: usize, log: &SharedLog, hub: &attach::Hub) {
     let mut file = std::fs::File::from(fd);
     let mut framer = LineFramer::new(max_line);
     let mut buf = vec![0u8; 32 * 1024];
@@ -205,7 +218,10 @@ fn copy_to_log(fd: OwnedFd, stream: Stream, max_line: usize, log: &SharedLog) {
     loop {
         match file.read(&mut buf) {
             Ok(0) => break,
-            Ok(n) => framer.feed(&buf[..n], &mut write),
+            Ok(n) => {
+                framer.feed(&buf[..n], &mut write);
+                hub.broadcast(stream, &buf[..n]);
+            }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(_) => break, // EIO on a pty whose other side closed
         }

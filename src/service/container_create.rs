@@ -127,6 +127,8 @@ impl PodService {
             work_dir: run_dir.join("monitor"),
             tty: config.tty,
             stdin: config.stdin,
+            stdin_once: config.stdin_once,
+            attach_socket: Some(self.socket_path(&id, "attach")),
             cgroup: Some(self.config.runtime.monitor_cgroup.clone()),
         };
         std::fs::create_dir_all(self.config.run_root.join("sock")).map_err(|e| Error::Internal(e.to_string()))?;

@@ -1,4 +1,5 @@
 use crate::error::Error;
+use crate::streaming::attach::AttachRequest;
 use crate::streaming::exec::ExecRequest;
 use crate::streaming::Pending;
 
@@ -24,10 +25,6 @@ impl PodService {
         if tty && stderr {
             return Err(Error::InvalidArgument("tty and stderr cannot both be set (a terminal merges them)".into()));
         }
-        if tty {
-            // runc relays the terminal but the session does not carry it reliably yet.
-            return Err(Error::Unimplemented("Exec with a terminal (tty)"));
-        }
         let (container, process) = self.exec_process(id, &cmd, tty)?;
         let sandbox = self.find_sandbox(container.meta.sandbox_id.as_str())?;
         let handler = self.handler(&sandbox.meta.runtime_handler)?;
@@ -43,9 +40,43 @@ impl PodService {
         }))
     }
 
+    /// Validates an Attach request: the container must be running and reachable through its
+    /// monitor. Whether there is a terminal is the container's choice, not the request's.
+    pub fn attach_stream(&self, id: &str, stdin: bool, stdout: bool, stderr: bool) -> Result<Pending, Error> {
+        if !stdin && !stdout && !stderr {
+            return Err(Error::InvalidArgument("one of stdin, stdout and stderr must be set".into()));
+        }
+        let container = self.find_container(id)?;
+        if !container.status.state.can_exec() {
+            return Err(Error::FailedPrecondition(format!("container {} is not running", container.meta.id)));
+        }
+        let config = &container.meta.config;
+        if stdin && !config.stdin {
+            return Err(Error::FailedPrecondition(format!(
+                "container {} was created without stdin; attach without stdin",
+                container.meta.id
+            )));
+        }
+        let socket = self.socket_path(&container.meta.id, "attach");
+        if !socket.exists() {
+            return Err(Error::FailedPrecondition(format!(
+                "container {} has no attach socket (its monitor predates attach support, or it is exiting)",
+                container.meta.id
+            )));
+        }
+        Ok(Pending::Attach(AttachRequest {
+            container_id: container.meta.id.to_string(),
+            socket,
+            tty: config.tty,
+            stdin,
+            stdout,
+            stderr: stderr && !config.tty,
+        }))
+    }
+
     /// Validates a PortForward request: the pod must be ready; connections are made in its
     /// network namespace (the node's, for a host-network pod).
-    pub fn port_forward_stream(&self, sandbox_id: &str) -> Result<Pending, Error> {
+    pub fn port_forward_stream(&self, sandbox_id: &str, ports: Vec<u16>) -> Result<Pending, Error> {
         let sandbox = self.find_sandbox(sandbox_id)?;
         if !sandbox.status.state.can_start_containers() {
             return Err(Error::FailedPrecondition(format!("pod sandbox {} is not ready", sandbox.meta.id)));
@@ -54,6 +85,6 @@ impl PodService {
             .ns_request(&sandbox.meta.id, &sandbox.meta.config)
             .net
             .unwrap_or_else(|| std::path::PathBuf::from("/proc/self/ns/net"));
-        Ok(Pending::PortForward { netns })
+        Ok(Pending::PortForward { netns, ports })
     }
 }

@@ -1,19 +1,20 @@
-//! The remote-command protocol (exec) over a SPDY session: the client opens an error stream
-//! and the stdin/stdout/stderr/resize streams it asked for; the command runs under
-//! `runc exec` (with a pty when a terminal was asked for) and its exit status ends the
-//! session on the error stream.
+//! The remote-command protocol for exec: the command runs under `runc exec`, with pipes or,
+//! when a terminal was asked for, a pty of ours that runc relays to the container's
+//! terminal; its exit status ends the session on the error channel.
 
-use std::path::PathBuf;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use super::session::{Session, Stream};
+use super::channels::{Channels, Input};
+use super::terminal::{self, SizeDecoder};
 
-/// How long the client has to open the streams it asked for.
-const STREAM_WAIT: Duration = Duration::from_secs(30);
+/// After the command exits, output still in flight gets this long to arrive.
+const DRAIN: Duration = Duration::from_secs(5);
 
 /// What an Exec request asked for, kept until its URL is used.
 #[derive(Debug, Clone)]
@@ -29,58 +30,21 @@ pub struct ExecRequest {
     pub stderr: bool,
 }
 
-/// Remote-command protocol versions, newest first.
+/// Remote-command protocol versions over SPDY, newest first.
 pub const PROTOCOLS: &[&str] = &["v4.channel.k8s.io", "v3.channel.k8s.io", "v2.channel.k8s.io", "channel.k8s.io"];
 
-#[derive(Default)]
-struct Streams {
-    error: Option<Stream>,
-    stdin: Option<Stream>,
-    stdout: Option<Stream>,
-    stderr: Option<Stream>,
-    resize: Option<Stream>,
-}
+/// Over WebSocket, v5 adds closing stdin.
+pub const WEBSOCKET_PROTOCOLS: &[&str] =
+    &["v5.channel.k8s.io", "v4.channel.k8s.io", "v3.channel.k8s.io", "v2.channel.k8s.io", "channel.k8s.io"];
 
-impl Streams {
-    fn complete(&self, req: &ExecRequest, resize_expected: bool) -> bool {
-        self.error.is_some()
-            && (!req.stdin || self.stdin.is_some())
-            && (!req.stdout || self.stdout.is_some())
-            && (!req.stderr || req.tty || self.stderr.is_some())
-            && (!resize_expected || self.resize.is_some())
-    }
-}
-
-async fn gather(session: &mut Session, req: &ExecRequest, protocol: &str) -> Result<Streams, String> {
-    let resize_expected = req.tty && matches!(protocol, "v4.channel.k8s.io" | "v3.channel.k8s.io");
-    let mut streams = Streams::default();
-    let deadline = tokio::time::Instant::now() + STREAM_WAIT;
-    while !streams.complete(req, resize_expected) {
-        let stream = match tokio::time::timeout_at(deadline, session.accept()).await {
-            Ok(Some(s)) => s,
-            Ok(None) => return Err("the client closed the connection".into()),
-            Err(_) => return Err("timed out waiting for the client's streams".into()),
-        };
-        let slot = match stream.header("streamType") {
-            Some("error") => &mut streams.error,
-            Some("stdin") => &mut streams.stdin,
-            Some("stdout") => &mut streams.stdout,
-            Some("stderr") => &mut streams.stderr,
-            Some("resize") => &mut streams.resize,
-            other => return Err(format!("unexpected stream type {other:?}")),
-        };
-        *slot = Some(stream);
-    }
-    Ok(streams)
-}
-
-/// The exit report on the error stream: a Status object (v4) or, before v4, text on failure.
-fn status_message(protocol: &str, outcome: &Result<i32, String>) -> Option<Vec<u8>> {
-    let v4 = protocol == "v4.channel.k8s.io";
+/// The exit report on the error channel: a Status object (v4, v5) or, before v4, text on
+/// failure only.
+pub fn status_message(protocol: &str, outcome: &Result<i32, String>) -> Option<Vec<u8>> {
+    let structured = matches!(protocol, "v4.channel.k8s.io" | "v5.channel.k8s.io");
     match outcome {
-        Ok(0) if v4 => Some(json!({"metadata": {}, "status": "Success"}).to_string().into_bytes()),
+        Ok(0) if structured => Some(json!({"metadata": {}, "status": "Success"}).to_string().into_bytes()),
         Ok(0) => None,
-        Ok(code) if v4 => Some(
+        Ok(code) if structured => Some(
             json!({
                 "metadata": {},
                 "status": "Failure",
@@ -92,7 +56,7 @@ fn status_message(protocol: &str, outcome: &Result<i32, String>) -> Option<Vec<u
             .into_bytes(),
         ),
         Ok(code) => Some(format!("command terminated with non-zero exit code: exit status {code}").into_bytes()),
-        Err(e) if v4 => Some(
+        Err(e) if structured => Some(
             json!({"metadata": {}, "status": "Failure", "message": e, "reason": "InternalError"})
                 .to_string()
                 .into_bytes(),
@@ -101,30 +65,26 @@ fn status_message(protocol: &str, outcome: &Result<i32, String>) -> Option<Vec<u
     }
 }
 
-/// Serves one exec session to its end.
-pub async fn serve(mut session: Session, protocol: &str, req: ExecRequest) {
-    let streams = match gather(&mut session, &req, protocol).await {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::warn!(container = %req.container_id, "exec session: {e}");
-            session.close().await;
-            return;
-        }
-    };
-    let error = streams.error.as_ref().map(Stream::writer);
-    let outcome = run(&req, streams).await;
-    if let Err(e) = &outcome {
-        tracing::warn!(container = %req.container_id, "exec failed: {e}");
-    }
-    if let (Some(error), Some(message)) = (error, status_message(protocol, &outcome)) {
+/// Writes the outcome on the error channel and ends the connection.
+pub async fn finish(channels: Channels, outcome: Result<i32, String>) {
+    if let (Some(error), Some(message)) = (channels.error.as_ref(), status_message(channels.protocol, &outcome)) {
         error.write(&message).await;
         error.close().await;
     }
-    session.close().await;
+    channels.close().await;
 }
 
-/// Copies a stream into a writer; dropping the writer at the end closes the process's stdin.
-async fn feed(mut from: Stream, mut to: impl AsyncWrite + Unpin) {
+/// Serves one exec session to its end.
+pub async fn serve(mut channels: Channels, req: ExecRequest) {
+    let outcome = if req.tty { run_tty(&req, &mut channels).await } else { run_piped(&req, &mut channels).await };
+    if let Err(e) = &outcome {
+        tracing::warn!(container = %req.container_id, "exec failed: {e}");
+    }
+    finish(channels, outcome).await;
+}
+
+/// Copies an input into a writer; dropping the writer at the end closes the process's stdin.
+async fn feed(mut from: Input, mut to: impl AsyncWrite + Unpin) {
     while let Some(chunk) = from.recv().await {
         if to.write_all(&chunk).await.is_err() {
             break;
@@ -133,31 +93,50 @@ async fn feed(mut from: Stream, mut to: impl AsyncWrite + Unpin) {
     let _ = to.shutdown().await;
 }
 
-/// Runs the command and connects its stdio; its exit code, or why it could not run.
-async fn run(req: &ExecRequest, mut streams: Streams) -> Result<i32, String> {
-    let dir = tempfile::Builder::new().prefix("swapcri-exec-").tempdir().map_err(|e| e.to_string())?;
-    let process = dir.path().join("process.json");
-    let pid_file = dir.path().join("pid");
+/// The runc exec command line, writing the process and its pid file into `dir`.
+fn runc_exec(req: &ExecRequest, dir: &Path) -> Result<tokio::process::Command, String> {
+    let process = dir.join("process.json");
     std::fs::write(&process, &req.process_json).map_err(|e| e.to_string())?;
     let mut cmd = tokio::process::Command::new(&req.runc_binary);
-    cmd.arg("--root").arg(&req.runc_root).arg("exec").arg("--process").arg(&process);
-    cmd.arg("--pid-file").arg(&pid_file).kill_on_drop(true);
-    // Terminals are refused before a URL is issued (see PodService::exec_stream).
+    cmd.arg("--root").arg(&req.runc_root).arg("--log").arg(dir.join("runc.log")).args(["--log-format", "json"]);
+    cmd.arg("exec").arg("--process").arg(&process).arg("--pid-file").arg(dir.join("pid"));
+    cmd.arg(&req.container_id).kill_on_drop(true);
+    Ok(cmd)
+}
+
+/// The exit code, or runc's own failure when the command never started.
+fn outcome(status: std::process::ExitStatus, dir: &Path, stderr_seen: &[u8]) -> Result<i32, String> {
+    let code = crate::oci::exit_code(status);
+    if code != 0 && !dir.join("pid").exists() {
+        let log = std::fs::read(dir.join("runc.log")).unwrap_or_default();
+        let message = crate::oci::runc_message_public(if log.is_empty() { stderr_seen } else { &log });
+        return Err(format!("runc exec failed: {message}"));
+    }
+    Ok(code)
+}
+
+fn work_dir() -> Result<tempfile::TempDir, String> {
+    tempfile::Builder::new().prefix("swapcri-exec-").tempdir().map_err(|e| e.to_string())
+}
+
+/// Runs the command with pipes for its stdio.
+async fn run_piped(req: &ExecRequest, channels: &mut Channels) -> Result<i32, String> {
+    let dir = work_dir()?;
+    let mut cmd = runc_exec(req, dir.path())?;
     cmd.stdin(if req.stdin { Stdio::piped() } else { Stdio::null() });
     cmd.stdout(if req.stdout { Stdio::piped() } else { Stdio::null() });
     cmd.stderr(Stdio::piped());
-    cmd.arg(&req.container_id);
     let mut child = cmd.spawn().map_err(|e| format!("cannot run {}: {e}", req.runc_binary.display()))?;
     let runc_stderr = child.stderr.take();
     let mut copies = Vec::new();
-    if let (Some(stream), Some(pipe)) = (streams.stdin.take(), child.stdin.take()) {
-        tokio::spawn(feed(stream, pipe));
+    if let (Some(input), Some(pipe)) = (channels.stdin.take(), child.stdin.take()) {
+        tokio::spawn(feed(input, pipe));
     }
-    if let (Some(stream), Some(pipe)) = (streams.stdout.take(), child.stdout.take()) {
-        copies.push(tokio::spawn(stream.writer().copy_from(pipe)));
+    if let (Some(output), Some(pipe)) = (channels.stdout.clone(), child.stdout.take()) {
+        copies.push(tokio::spawn(output.copy_from(pipe)));
     }
-    // The process's stderr reaches the client; runc's own errors go to the error stream.
-    let stderr_writer = streams.stderr.as_ref().map(Stream::writer);
+    // The process's stderr reaches the client; what runc itself says is kept for the report.
+    let stderr_output = channels.stderr.clone();
     let stderr_task = tokio::spawn(async move {
         let mut seen = Vec::new();
         if let Some(mut pipe) = runc_stderr {
@@ -166,16 +145,16 @@ async fn run(req: &ExecRequest, mut streams: Streams) -> Result<i32, String> {
                 if n == 0 {
                     break;
                 }
-                if let Some(w) = &stderr_writer {
-                    w.write(&buf[..n]).await;
+                if let Some(out) = &stderr_output {
+                    out.write(&buf[..n]).await;
                 }
                 if seen.len() < 4096 {
                     seen.extend_from_slice(&buf[..n.min(4096)]);
                 }
             }
         }
-        if let Some(w) = stderr_writer {
-            w.close().await;
+        if let Some(out) = stderr_output {
+            out.close().await;
         }
         seen
     });
@@ -184,9 +163,61 @@ async fn run(req: &ExecRequest, mut streams: Streams) -> Result<i32, String> {
         let _ = copy.await;
     }
     let stderr_seen = stderr_task.await.unwrap_or_default();
-    let code = crate::oci::exit_code(status);
-    if code != 0 && !pid_file.exists() {
-        return Err(format!("runc exec failed: {}", crate::oci::runc_message_public(&stderr_seen)));
+    outcome(status, dir.path(), &stderr_seen)
+}
+
+/// Runs the command on a terminal: runc gets a pty of ours as its stdio and relays it to the
+/// container's terminal; a resize sets our pty's size and tells runc with SIGWINCH.
+async fn run_tty(req: &ExecRequest, channels: &mut Channels) -> Result<i32, String> {
+    let dir = work_dir()?;
+    let mut cmd = runc_exec(req, dir.path())?;
+    let pty = nix::pty::openpty(None, None).map_err(|e| format!("cannot open a pty: {e}"))?;
+    let slave = |fd: &OwnedFd| fd.try_clone().map(Stdio::from).map_err(|e| e.to_string());
+    cmd.stdin(slave(&pty.slave)?).stdout(slave(&pty.slave)?).stderr(slave(&pty.slave)?);
+    // SAFETY: setsid is async-signal-safe; runc gets a session of its own.
+    unsafe {
+        cmd.pre_exec(|| nix::unistd::setsid().map(|_| ()).map_err(std::io::Error::from));
     }
-    Ok(code)
+    let mut child = cmd.spawn().map_err(|e| format!("cannot run {}: {e}", req.runc_binary.display()))?;
+    drop(cmd); // our copies of the slave: the master reads EOF once the command's are gone
+    drop(pty.slave);
+    let runc_pid = child.id().map(|p| nix::unistd::Pid::from_raw(p as i32));
+    let master = pty.master;
+    nix::fcntl::fcntl(&master, nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK))
+        .map_err(|e| e.to_string())?;
+    let dup = |fd: &OwnedFd| fd.try_clone().map_err(|e| e.to_string());
+    let reader = tokio::net::unix::pipe::Receiver::from_owned_fd_unchecked(dup(&master)?).map_err(|e| e.to_string())?;
+    let writer = tokio::net::unix::pipe::Sender::from_owned_fd_unchecked(dup(&master)?).map_err(|e| e.to_string())?;
+    let mut tasks = Vec::new();
+    if let Some(input) = channels.stdin.take() {
+        tasks.push(tokio::spawn(feed(input, writer)));
+    }
+    if let Some(mut resize) = channels.resize.take() {
+        let master = dup(&master)?;
+        tasks.push(tokio::spawn(async move {
+            let mut decoder = SizeDecoder::default();
+            while let Some(chunk) = resize.recv().await {
+                for size in decoder.feed(&chunk) {
+                    if terminal::set_size(master.as_fd(), size).is_ok() {
+                        if let Some(pid) = runc_pid {
+                            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGWINCH);
+                        }
+                    }
+                }
+            }
+        }));
+    }
+    let copy = channels.stdout.clone().map(|out| tokio::spawn(out.copy_from(reader)));
+    let status = child.wait().await.map_err(|e| e.to_string())?;
+    if let Some(copy) = copy {
+        // A background process still holding the terminal does not keep the session open.
+        let abort = copy.abort_handle();
+        if tokio::time::timeout(DRAIN, copy).await.is_err() {
+            abort.abort();
+        }
+    }
+    for task in tasks {
+        task.abort();
+    }
+    outcome(status, dir.path(), &[])
 }

@@ -1,24 +1,38 @@
-//! The port-forward protocol over a SPDY session: every forwarded connection is a pair of
-//! streams (error and data) with the same `requestID` and a `port` header; the data stream is
-//! joined to a TCP connection to 127.0.0.1:<port> made inside the pod's network namespace.
+//! Port forwarding. Over SPDY every forwarded connection is a pair of streams (error and
+//! data) with the same `requestID` and a `port` header. Over WebSocket the ports are fixed
+//! for the session: channel 2n carries port n's data and 2n+1 its errors, each starting with
+//! the port number (16 bits, little-endian). Either way the data is joined to a TCP
+//! connection to 127.0.0.1:<port> made inside the pod's network namespace.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
 
+use super::channels::{Input, Output};
 use super::session::{Session, Stream};
+use super::websocket;
 
 pub const PROTOCOL: &str = "portforward.k8s.io";
+pub const WEBSOCKET_PROTOCOL: &str = "v4.channel.k8s.io";
 
-/// Serves a port-forward session until the client closes it.
+/// A stream whose partner has not come within this time is dropped.
+const PAIR_WAIT: Duration = Duration::from_secs(30);
+
+/// Channel numbers are one byte: two per port.
+pub const MAX_WEBSOCKET_PORTS: usize = 127;
+
+/// Serves a SPDY port-forward session until the client closes it.
 pub async fn serve(mut session: Session, netns: PathBuf) {
-    let mut pending: HashMap<String, (Option<Stream>, Option<Stream>)> = HashMap::new();
+    type Half = Option<Stream>;
+    let mut pending: HashMap<String, (Half, Half, Instant)> = HashMap::new();
     while let Some(stream) = session.accept().await {
+        pending.retain(|_, (_, _, since)| since.elapsed() < PAIR_WAIT);
         let key =
             format!("{}/{}", stream.header("requestID").unwrap_or_default(), stream.header("port").unwrap_or_default());
-        let entry = pending.entry(key.clone()).or_default();
+        let entry = pending.entry(key.clone()).or_insert_with(|| (None, None, Instant::now()));
         match stream.header("streamType") {
             Some("error") => entry.0 = Some(stream),
             Some("data") => entry.1 = Some(stream),
@@ -27,40 +41,93 @@ pub async fn serve(mut session: Session, netns: PathBuf) {
                 continue;
             }
         }
-        if let Some((Some(_), Some(_))) = pending.get(&key) {
-            if let Some((Some(error), Some(data))) = pending.remove(&key) {
-                tokio::spawn(forward(error, data, netns.clone()));
+        if let Some((Some(_), Some(_), _)) = pending.get(&key) {
+            if let Some((Some(error), Some(data), _)) = pending.remove(&key) {
+                let port = data.header("port").and_then(|p| p.parse::<u16>().ok()).filter(|p| *p > 0);
+                let (errors, to_client) = (Output::Spdy(error.writer()), Output::Spdy(data.writer()));
+                let from_client = Input::new(data.into_receiver());
+                let netns = netns.clone();
+                tokio::spawn(async move {
+                    match port {
+                        Some(port) => forward(&netns, port, from_client, to_client, errors, true).await,
+                        None => fail(&errors, &to_client, "invalid port".into()).await,
+                    }
+                });
             }
         }
     }
     session.close().await;
 }
 
-async fn forward(error: Stream, mut data: Stream, netns: PathBuf) {
-    let errors = error.writer();
-    let port = data.header("port").and_then(|p| p.parse::<u16>().ok());
-    let conn = match port {
-        Some(port) if port > 0 => connect_in(&netns, port).await,
-        _ => Err(format!("invalid port {:?}", data.header("port"))),
-    };
-    let conn = match conn {
+/// Serves a WebSocket port-forward session for `ports` until the client closes it or every
+/// forwarded connection ended.
+pub async fn serve_websocket<IO>(io: IO, netns: PathBuf, ports: Vec<u16>)
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let ports: Vec<u16> = ports.into_iter().take(MAX_WEBSOCKET_PORTS).collect();
+    let mut inputs = HashMap::new();
+    let mut receivers = Vec::new();
+    for i in 0..ports.len() {
+        let (tx, rx) = mpsc::channel(64);
+        inputs.insert((2 * i) as u8, tx);
+        receivers.push(rx);
+    }
+    let conn = websocket::start(io, inputs, false).await;
+    let mut forwards = Vec::new();
+    for (i, (port, rx)) in ports.into_iter().zip(receivers).enumerate() {
+        let data = Output::WebSocket { channel: (2 * i) as u8, out: conn.out.clone() };
+        let errors = Output::WebSocket { channel: (2 * i + 1) as u8, out: conn.out.clone() };
+        data.write(&port.to_le_bytes()).await;
+        errors.write(&port.to_le_bytes()).await;
+        let netns = netns.clone();
+        forwards.push(tokio::spawn(async move { forward(&netns, port, Input::new(rx), data, errors, false).await }));
+    }
+    let mut gone = conn.gone.clone();
+    let all = futures::future::join_all(forwards.iter_mut());
+    tokio::select! {
+        _ = all => {}
+        _ = gone.wait_for(|g| *g) => {}
+    }
+    for f in &forwards {
+        f.abort();
+    }
+    let _ = conn.out.send(websocket::Outgoing::Close).await;
+}
+
+async fn fail(errors: &Output, data: &Output, message: String) {
+    errors.write(message.as_bytes()).await;
+    errors.close().await;
+    data.close().await;
+}
+
+/// Joins the client's data to a new connection to `port` in the pod. With `half_close` (SPDY)
+/// the client's end of data shuts down our sending side and the pod's answer still arrives;
+/// otherwise (WebSocket) the forward ends when either side ends.
+async fn forward(netns: &Path, port: u16, mut from_client: Input, to_client: Output, errors: Output, half_close: bool) {
+    let conn = match connect_in(netns, port).await {
         Ok(conn) => conn,
-        Err(e) => {
-            errors.write(e.as_bytes()).await;
-            errors.close().await;
-            data.writer().close().await;
-            return;
-        }
+        Err(e) => return fail(&errors, &to_client, e).await,
     };
     let (from_pod, mut to_pod) = conn.into_split();
-    let upstream = tokio::spawn(data.writer().copy_from(from_pod));
-    while let Some(chunk) = data.recv().await {
-        if to_pod.write_all(&chunk).await.is_err() {
-            break;
+    let mut upstream = tokio::spawn(to_client.copy_from(from_pod));
+    let downstream = async move {
+        while let Some(chunk) = from_client.recv().await {
+            if to_pod.write_all(&chunk).await.is_err() {
+                break;
+            }
+        }
+        let _ = to_pod.shutdown().await;
+    };
+    if half_close {
+        downstream.await;
+        let _ = upstream.await;
+    } else {
+        tokio::select! {
+            _ = downstream => upstream.abort(),
+            _ = &mut upstream => {}
         }
     }
-    let _ = to_pod.shutdown().await;
-    let _ = upstream.await;
     errors.close().await;
 }
 

@@ -1,5 +1,5 @@
-//! The HTTP side: single-use, expiring URLs handed out by the Exec and PortForward RPCs, and
-//! the upgrade of a request for one of them to SPDY/3.1.
+//! The HTTP side: single-use, expiring URLs handed out by the Exec, Attach and PortForward
+//! RPCs, and the upgrade of a request for one of them to SPDY/3.1 or WebSocket.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -14,6 +14,8 @@ use hyper::header::{HeaderValue, CONNECTION, UPGRADE};
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 
+use super::attach::{self, AttachRequest};
+use super::channels::{Channels, Wants};
 use super::exec::{self, ExecRequest};
 use super::portforward;
 use super::session;
@@ -24,16 +26,81 @@ const PROTOCOL_HEADER: &str = "X-Stream-Protocol-Version";
 #[derive(Debug, Clone)]
 pub enum Pending {
     Exec(ExecRequest),
-    PortForward { netns: PathBuf },
+    Attach(AttachRequest),
+    /// `ports`: what the request named; a WebSocket client may name them in the URL instead.
+    PortForward { netns: PathBuf, ports: Vec<u16> },
 }
 
 impl Pending {
     fn path(&self) -> &'static str {
         match self {
             Pending::Exec(_) => "exec",
+            Pending::Attach(_) => "attach",
             Pending::PortForward { .. } => "portforward",
         }
     }
+
+    fn wants(&self) -> Wants {
+        match self {
+            Pending::Exec(r) => Wants { stdin: r.stdin, stdout: r.stdout, stderr: r.stderr, tty: r.tty },
+            Pending::Attach(r) => Wants { stdin: r.stdin, stdout: r.stdout, stderr: r.stderr, tty: r.tty },
+            Pending::PortForward { .. } => Wants { stdin: false, stdout: false, stderr: false, tty: false },
+        }
+    }
+
+    fn protocols(&self, websocket: bool) -> &'static [&'static str] {
+        match (self, websocket) {
+            (Pending::PortForward { .. }, false) => &[portforward::PROTOCOL],
+            (Pending::PortForward { .. }, true) => &[portforward::WEBSOCKET_PROTOCOL],
+            (_, false) => exec::PROTOCOLS,
+            (_, true) => exec::WEBSOCKET_PROTOCOLS,
+        }
+    }
+
+    /// Runs the session over its channels.
+    async fn serve_channels(self, channels: Channels) {
+        match self {
+            Pending::Exec(req) => exec::serve(channels, req).await,
+            Pending::Attach(req) => attach::serve(channels, req).await,
+            Pending::PortForward { .. } => {}
+        }
+    }
+}
+
+/// The protocol to speak: the newest we support among those offered, or, when the client
+/// offered none, the oldest (what such a client speaks).
+fn negotiate(offered: &[String], supported: &'static [&'static str]) -> Result<&'static str, String> {
+    if offered.is_empty() {
+        return Ok(supported[supported.len() - 1]);
+    }
+    supported.iter().copied().find(|p| offered.iter().any(|o| o == p)).ok_or_else(|| {
+        format!("unable to negotiate a protocol: client offered {offered:?}, server supports {supported:?}")
+    })
+}
+
+fn header_list(req: &Request<Incoming>, name: &str) -> Vec<String> {
+    req.headers()
+        .get_all(name)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(',').map(|p| p.trim().to_string()))
+        .filter(|p| !p.is_empty())
+        .collect()
+}
+
+/// `port` query parameters (`?port=80&port=8080` or `?port=80,8080`).
+fn query_ports(req: &Request<Incoming>) -> Result<Vec<u16>, String> {
+    let mut ports = Vec::new();
+    for pair in req.uri().query().unwrap_or_default().split('&') {
+        let Some(value) = pair.strip_prefix("port=") else { continue };
+        for p in value.split(',') {
+            match p.parse::<u16>() {
+                Ok(port) if port > 0 => ports.push(port),
+                _ => return Err(format!("{p:?} is not a port")),
+            }
+        }
+    }
+    Ok(ports)
 }
 
 pub struct StreamingServer {
@@ -103,7 +170,7 @@ impl StreamingServer {
     fn handle(&self, mut req: Request<Incoming>, peer: SocketAddr) -> Response<Full<Bytes>> {
         let parts: Vec<&str> = req.uri().path().trim_matches('/').split('/').collect();
         let (kind, token) = match parts.as_slice() {
-            [kind @ ("exec" | "portforward"), token] => (*kind, *token),
+            [kind @ ("exec" | "attach" | "portforward"), token] => (*kind, *token),
             _ => return plain(StatusCode::NOT_FOUND, "not found"),
         };
         let Some(pending) = self.redeem(kind, token) else {
@@ -111,32 +178,15 @@ impl StreamingServer {
             return plain(StatusCode::NOT_FOUND, "unknown, used or expired streaming token");
         };
         let upgrade = req.headers().get(UPGRADE).and_then(|v| v.to_str().ok()).unwrap_or_default();
-        if !upgrade.eq_ignore_ascii_case("SPDY/3.1") {
-            return plain(StatusCode::BAD_REQUEST, "this endpoint needs Upgrade: SPDY/3.1");
+        if upgrade.eq_ignore_ascii_case("websocket") {
+            return upgrade_websocket(req, pending);
         }
-        let offered: Vec<String> = req
-            .headers()
-            .get_all(PROTOCOL_HEADER)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(',').map(|p| p.trim().to_string()))
-            .collect();
-        let supported: &[&str] = match pending {
-            Pending::Exec(_) => exec::PROTOCOLS,
-            Pending::PortForward { .. } => &[portforward::PROTOCOL],
-        };
-        let protocol = if offered.is_empty() {
-            supported[supported.len() - 1]
-        } else {
-            match supported.iter().find(|p| offered.iter().any(|o| o == *p)) {
-                Some(p) => *p,
-                None => {
-                    let msg = format!(
-                        "unable to negotiate a protocol: client offered {offered:?}, server supports {supported:?}"
-                    );
-                    return plain(StatusCode::FORBIDDEN, &msg);
-                }
-            }
+        if !upgrade.eq_ignore_ascii_case("SPDY/3.1") {
+            return plain(StatusCode::BAD_REQUEST, "this endpoint needs Upgrade: SPDY/3.1 or websocket");
+        }
+        let protocol = match negotiate(&header_list(&req, PROTOCOL_HEADER), pending.protocols(false)) {
+            Ok(p) => p,
+            Err(msg) => return plain(StatusCode::FORBIDDEN, &msg),
         };
         let upgraded = hyper::upgrade::on(&mut req);
         tokio::spawn(async move {
@@ -148,9 +198,12 @@ impl StreamingServer {
                 }
             };
             let session = session::start(io);
-            match pending {
-                Pending::Exec(req) => exec::serve(session, protocol, req).await,
-                Pending::PortForward { netns } => portforward::serve(session, netns).await,
+            if let Pending::PortForward { netns, .. } = pending {
+                return portforward::serve(session, netns).await;
+            }
+            match Channels::from_spdy(session, pending.wants(), protocol).await {
+                Ok(channels) => pending.serve_channels(channels).await,
+                Err(e) => tracing::warn!("streaming session: {e}"),
             }
         });
         let mut resp = Response::new(Full::new(Bytes::new()));
@@ -161,6 +214,62 @@ impl StreamingServer {
         headers.insert(PROTOCOL_HEADER, HeaderValue::from_static(protocol));
         resp
     }
+}
+
+/// The WebSocket handshake (RFC 6455) with the channel protocol as sub-protocol.
+fn upgrade_websocket(mut req: Request<Incoming>, pending: Pending) -> Response<Full<Bytes>> {
+    let Some(key) = req.headers().get("Sec-WebSocket-Key").map(|k| k.as_bytes().to_vec()) else {
+        return plain(StatusCode::BAD_REQUEST, "a WebSocket upgrade needs Sec-WebSocket-Key");
+    };
+    let offered = header_list(&req, "Sec-WebSocket-Protocol");
+    // The k8s channel protocols are binary; base64 variants are not offered.
+    let supported = pending.protocols(true);
+    let protocol = match negotiate(&offered, supported) {
+        Ok(p) => p,
+        Err(msg) => return plain(StatusCode::FORBIDDEN, &msg),
+    };
+    let pending = match pending {
+        Pending::PortForward { netns, ports } => {
+            let ports = match query_ports(&req) {
+                Ok(q) if !q.is_empty() => q,
+                Ok(_) => ports,
+                Err(e) => return plain(StatusCode::BAD_REQUEST, &e),
+            };
+            if ports.is_empty() {
+                return plain(StatusCode::BAD_REQUEST, "port-forward over WebSocket needs ports (query parameter port)");
+            }
+            Pending::PortForward { netns, ports }
+        }
+        other => other,
+    };
+    let upgraded = hyper::upgrade::on(&mut req);
+    tokio::spawn(async move {
+        let io = match upgraded.await {
+            Ok(io) => TokioIo::new(io),
+            Err(e) => {
+                tracing::warn!(error = %e, "streaming upgrade failed");
+                return;
+            }
+        };
+        if let Pending::PortForward { netns, ports } = pending {
+            return portforward::serve_websocket(io, netns, ports).await;
+        }
+        let channels = Channels::from_websocket(io, pending.wants(), protocol).await;
+        pending.serve_channels(channels).await;
+    });
+    let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(&key);
+    let mut resp = Response::new(Full::new(Bytes::new()));
+    *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+    let headers = resp.headers_mut();
+    headers.insert(CONNECTION, HeaderValue::from_static("Upgrade"));
+    headers.insert(UPGRADE, HeaderValue::from_static("websocket"));
+    if let Ok(v) = HeaderValue::from_str(&accept) {
+        headers.insert("Sec-WebSocket-Accept", v);
+    }
+    if !offered.is_empty() {
+        headers.insert("Sec-WebSocket-Protocol", HeaderValue::from_static(protocol));
+    }
+    resp
 }
 
 fn plain(status: StatusCode, text: &str) -> Response<Full<Bytes>> {

@@ -33,6 +33,11 @@ impl Stream {
     pub fn writer(&self) -> StreamWriter {
         StreamWriter { id: self.id, out: self.out.clone() }
     }
+
+    /// What the peer sends on the stream, apart from the stream.
+    pub fn into_receiver(self) -> mpsc::Receiver<Vec<u8>> {
+        self.data
+    }
 }
 
 /// Our half of a stream.
@@ -52,23 +57,6 @@ impl StreamWriter {
             }
         }
         true
-    }
-
-    /// Sends everything `from` yields until its end of file (or the connection is gone), then
-    /// half-closes.
-    pub async fn copy_from(self, mut from: impl AsyncRead + Unpin) {
-        let mut buf = vec![0u8; CHUNK];
-        loop {
-            match from.read(&mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    if !self.write(&buf[..n]).await {
-                        break;
-                    }
-                }
-            }
-        }
-        self.close().await;
     }
 
     /// Half-closes our side (FIN).
@@ -91,6 +79,22 @@ impl Session {
 
     /// Ends the connection: GOAWAY, then the writer closes the transport.
     pub async fn close(self) {
+        self.closer().close().await;
+    }
+
+    /// A handle that can end the connection after the session itself was given away.
+    pub fn closer(&self) -> SessionCloser {
+        SessionCloser { out: self.out.clone() }
+    }
+}
+
+#[derive(Clone)]
+pub struct SessionCloser {
+    out: mpsc::Sender<Frame>,
+}
+
+impl SessionCloser {
+    pub async fn close(&self) {
         let _ = self.out.send(Frame::GoAway { last_stream: 0, status: 0 }).await;
     }
 }

@@ -6,6 +6,7 @@ pub mod images;
 pub mod pods;
 pub mod registry;
 pub mod spdy_client;
+pub mod ws_client;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -77,10 +77,15 @@ impl Client {
 
     /// Reads frames until `stream` is finished by the server (or the connection ends).
     pub async fn read_until_finished(&mut self, stream: u32) {
-        while !self.data.get(&stream).is_some_and(|(_, fin)| *fin) {
+        self.read_until(|c| c.data.get(&stream).is_some_and(|(_, fin)| *fin)).await;
+    }
+
+    /// Reads frames until `done` holds; false when the connection ended first.
+    pub async fn read_until(&mut self, done: impl Fn(&Client) -> bool) -> bool {
+        while !done(self) {
             let mut head = [0u8; 8];
             if self.conn.read_exact(&mut head).await.is_err() {
-                return;
+                return false;
             }
             let mut payload = vec![0u8; spdy::payload_len(&head)];
             self.conn.read_exact(&mut payload).await.unwrap();
@@ -92,10 +97,15 @@ impl Client {
                         entry.1 = true;
                     }
                 }
-                Frame::GoAway { .. } => return,
+                Frame::GoAway { .. } => return false,
                 _ => {}
             }
         }
+        true
+    }
+
+    pub fn text(&self, stream: u32) -> String {
+        String::from_utf8_lossy(self.received(stream)).into_owned()
     }
 
     pub fn received(&self, stream: u32) -> &[u8] {

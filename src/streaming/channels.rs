@@ -1,0 +1,209 @@
+//! The streams of one exec or attach session, whatever carries them: SPDY streams named by
+//! `streamType`, or WebSocket channels numbered stdin 0, stdout 1, stderr 2, error 3,
+//! resize 4. Sessions read inputs and write outputs without knowing which.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+use tokio::sync::{mpsc, watch};
+
+use super::session::{Session, SessionCloser, Stream, StreamWriter};
+use super::websocket::{self, Outgoing};
+
+/// How long the client has to open the streams it asked for.
+const STREAM_WAIT: Duration = Duration::from_secs(30);
+
+/// Outputs are read in pieces of this size.
+const CHUNK: usize = 32 * 1024;
+
+/// What the request asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Wants {
+    pub stdin: bool,
+    pub stdout: bool,
+    pub stderr: bool,
+    pub tty: bool,
+}
+
+/// Bytes from the client.
+pub struct Input(mpsc::Receiver<Vec<u8>>);
+
+impl Input {
+    pub fn new(rx: mpsc::Receiver<Vec<u8>>) -> Input {
+        Input(rx)
+    }
+
+    /// The next chunk; None once the client closed the stream.
+    pub async fn recv(&mut self) -> Option<Vec<u8>> {
+        self.0.recv().await
+    }
+}
+
+/// Bytes to the client.
+#[derive(Clone)]
+pub enum Output {
+    Spdy(StreamWriter),
+    WebSocket { channel: u8, out: mpsc::Sender<Outgoing> },
+}
+
+impl Output {
+    /// Sends data; false when the connection is gone.
+    pub async fn write(&self, data: &[u8]) -> bool {
+        match self {
+            Output::Spdy(w) => w.write(data).await,
+            Output::WebSocket { channel, out } => websocket::send(out, *channel, data).await,
+        }
+    }
+
+    /// Ends this output (a SPDY FIN; WebSocket channels end with the connection).
+    pub async fn close(&self) {
+        if let Output::Spdy(w) = self {
+            w.close().await;
+        }
+    }
+
+    /// Sends everything `from` yields until its end (or the connection is gone), then closes.
+    pub async fn copy_from(self, mut from: impl AsyncRead + Unpin) {
+        let mut buf = vec![0u8; CHUNK];
+        loop {
+            match from.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if !self.write(&buf[..n]).await {
+                        break;
+                    }
+                }
+            }
+        }
+        self.close().await;
+    }
+}
+
+enum Ending {
+    Spdy(SessionCloser),
+    WebSocket(mpsc::Sender<Outgoing>),
+}
+
+pub struct Channels {
+    /// The negotiated protocol (`v4.channel.k8s.io`, …): it decides the status format.
+    pub protocol: &'static str,
+    pub stdin: Option<Input>,
+    pub stdout: Option<Output>,
+    pub stderr: Option<Output>,
+    pub error: Option<Output>,
+    pub resize: Option<Input>,
+    ending: Ending,
+    gone: watch::Receiver<bool>,
+}
+
+impl Channels {
+    /// Waits until the client closed the connection.
+    pub fn gone(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut gone = self.gone.clone();
+        async move {
+            let _ = gone.wait_for(|g| *g).await;
+        }
+    }
+
+    /// Ends the connection.
+    pub async fn close(self) {
+        match self.ending {
+            Ending::Spdy(closer) => closer.close().await,
+            Ending::WebSocket(out) => {
+                let _ = out.send(Outgoing::Close).await;
+            }
+        }
+    }
+
+    /// Waits for the streams the client opens on a SPDY session until those `wants` needs
+    /// are there.
+    pub async fn from_spdy(mut session: Session, wants: Wants, protocol: &'static str) -> Result<Channels, String> {
+        let resize_expected = wants.tty && !matches!(protocol, "v2.channel.k8s.io" | "channel.k8s.io");
+        let complete = |s: &HashMap<&'static str, Stream>| {
+            s.contains_key("error")
+                && (!wants.stdin || s.contains_key("stdin"))
+                && (!wants.stdout || s.contains_key("stdout"))
+                && (!wants.stderr || wants.tty || s.contains_key("stderr"))
+                && (!resize_expected || s.contains_key("resize"))
+        };
+        let mut streams: HashMap<&'static str, Stream> = HashMap::new();
+        let deadline = tokio::time::Instant::now() + STREAM_WAIT;
+        let closer = session.closer();
+        while !complete(&streams) {
+            let stream = match tokio::time::timeout_at(deadline, session.accept()).await {
+                Ok(Some(s)) => s,
+                Ok(None) => return Err("the client closed the connection".into()),
+                Err(_) => {
+                    closer.close().await;
+                    return Err("timed out waiting for the client's streams".into());
+                }
+            };
+            let kind = match stream.header("streamType") {
+                Some("error") => "error",
+                Some("stdin") => "stdin",
+                Some("stdout") => "stdout",
+                Some("stderr") => "stderr",
+                Some("resize") => "resize",
+                other => {
+                    closer.close().await;
+                    return Err(format!("unexpected stream type {other:?}"));
+                }
+            };
+            streams.insert(kind, stream);
+        }
+        // Whatever the client opens later is ignored; the end of the session is what counts.
+        let (gone_tx, gone) = watch::channel(false);
+        tokio::spawn(async move {
+            while session.accept().await.is_some() {}
+            let _ = gone_tx.send(true);
+        });
+        let mut input = |kind: &str| streams.remove(kind).map(|s| Input(s.into_receiver()));
+        let (stdin, resize) = (input("stdin"), input("resize"));
+        let output = |kind: &str| streams.get(kind).map(|s| Output::Spdy(s.writer()));
+        Ok(Channels {
+            protocol,
+            stdin,
+            stdout: output("stdout"),
+            stderr: output("stderr"),
+            error: output("error"),
+            resize,
+            ending: Ending::Spdy(closer),
+            gone,
+        })
+    }
+
+    /// Numbers the channels of a WebSocket connection; the first (empty) message tells the
+    /// client the session is up.
+    pub async fn from_websocket<IO>(io: IO, wants: Wants, protocol: &'static str) -> Channels
+    where
+        IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let mut inputs = HashMap::new();
+        let mut input = |channel: u8, wanted: bool| {
+            wanted.then(|| {
+                let (tx, rx) = mpsc::channel(64);
+                inputs.insert(channel, tx);
+                Input(rx)
+            })
+        };
+        let (stdin, resize) = (input(0, wants.stdin), input(4, wants.tty));
+        let conn = websocket::start(io, inputs, protocol == "v5.channel.k8s.io").await;
+        let output = |channel: u8, wanted: bool| wanted.then(|| Output::WebSocket { channel, out: conn.out.clone() });
+        let channels = Channels {
+            protocol,
+            stdin,
+            stdout: output(1, wants.stdout),
+            stderr: output(2, wants.stderr && !wants.tty),
+            error: output(3, true),
+            resize,
+            ending: Ending::WebSocket(conn.out.clone()),
+            gone: conn.gone,
+        };
+        let first = channels.stdout.as_ref().or(channels.stderr.as_ref()).or(channels.error.as_ref());
+        if let Some(first) = first {
+            first.write(&[]).await;
+        }
+        channels
+    }
+}

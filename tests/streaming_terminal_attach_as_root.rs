@@ -1,0 +1,169 @@
+//! Terminals and attach through the streaming server (SPDY): exec with a tty and resizes,
+//! attach to a container's stdio (stdin_once ends its stdin), attach to a terminal container
+//! after the daemon was killed and restarted, and the checks Attach makes.
+
+mod common;
+
+use std::time::Duration;
+
+use common::pods::*;
+use common::spdy_client::{connect, Client};
+use common::{require_root, Daemon};
+use k8s_cri::v1 as cri;
+
+const V4: &str = "v4.channel.k8s.io";
+
+/// Opens the streams kubectl opens: error, then stdin/stdout/stderr/resize as asked.
+async fn open_streams(c: &mut Client, stdin: bool, stderr: bool, tty: bool) -> (u32, u32, u32, u32, u32) {
+    let error = c.open(&[("streamType", "error")]).await;
+    let input = if stdin { c.open(&[("streamType", "stdin")]).await } else { 0 };
+    let output = c.open(&[("streamType", "stdout")]).await;
+    let errout = if stderr { c.open(&[("streamType", "stderr")]).await } else { 0 };
+    let resize = if tty { c.open(&[("streamType", "resize")]).await } else { 0 };
+    (error, input, output, errout, resize)
+}
+
+async fn within<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(30), f).await.unwrap_or_else(|_| panic!("timed out: {what}"))
+}
+
+fn size(width: u16, height: u16) -> Vec<u8> {
+    format!(r#"{{"Width":{width},"Height":{height}}}"#).into_bytes()
+}
+
+async fn attach_url(daemon: &Daemon, id: &str, stdin: bool, stderr: bool) -> Result<String, tonic::Status> {
+    let mut rt = daemon.runtime().await;
+    let req = cri::AttachRequest { container_id: id.into(), stdin, tty: false, stdout: true, stderr };
+    rt.attach(req).await.map(|r| r.into_inner().url)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn exec_with_a_terminal() {
+    require_root();
+    let daemon = Daemon::start("");
+    import_busybox(&daemon);
+    let logs = daemon.dir.path().join("logs");
+    let pod_config = sandbox_config("tty", &logs);
+    let pod = run_sandbox(&daemon, pod_config.clone()).await;
+    let ctr = start(&daemon, &pod, &pod_config, container_config("c", &["sleep", "600"])).await;
+
+    let mut rt = daemon.runtime().await;
+    let req = cri::ExecRequest {
+        container_id: ctr.clone(),
+        cmd: vec!["sh".into()],
+        tty: true,
+        stdin: true,
+        stdout: true,
+        stderr: false,
+    };
+    let url = rt.exec(req).await.expect("Exec with tty").into_inner().url;
+    let (head, client) = connect(&url, &[V4]).await;
+    let mut c = client.unwrap_or_else(|| panic!("{head}"));
+    let (error, stdin, stdout, _, resize) = open_streams(&mut c, true, false, true).await;
+    c.write(resize, &size(100, 33)).await;
+    c.write(stdin, b"stty size; tty; echo marker-$((6*7))\n").await;
+    within("first size", c.read_until(|c| c.text(stdout).contains("marker-42"))).await;
+    let out = c.text(stdout);
+    assert!(out.contains("33 100"), "stty size on the terminal: {out:?}");
+    assert!(out.contains("/dev/pts/"), "a pty: {out:?}");
+    assert!(out.contains("echo marker-$((6*7))"), "the terminal echoes what is typed: {out:?}");
+    // A resize while the shell runs reaches it.
+    c.write(resize, &size(132, 50)).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    c.write(stdin, b"stty size; exit 7\n").await;
+    within("exit", c.read_until_finished(error)).await;
+    let out = c.text(stdout);
+    assert!(out.contains("50 132"), "after resize: {out:?}");
+    let status: serde_json::Value = serde_json::from_slice(c.received(error)).unwrap();
+    assert_eq!(status["details"]["causes"][0]["message"], "7", "{status}");
+
+    // No exec process is left behind.
+    let left = exec(&daemon, &ctr, &["sh", "-c", "ps -o comm= | grep -c '^sh$' || true"], 10).await.unwrap();
+    assert_eq!(String::from_utf8_lossy(&left.stdout).trim(), "1", "only the probe's own sh");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn attach_to_stdio_and_to_a_terminal_after_restart() {
+    require_root();
+    let mut daemon = Daemon::start("");
+    import_busybox(&daemon);
+    let logs = daemon.dir.path().join("logs");
+    let pod_config = sandbox_config("attach", &logs);
+    let pod = run_sandbox(&daemon, pod_config.clone()).await;
+
+    // A container reading stdin, answering on stdout and stderr; stdin_once.
+    let script = "while read l; do echo got:$l; echo err:$l >&2; done; echo bye";
+    let mut config = container_config("reader", &["sh", "-c", script]);
+    (config.stdin, config.stdin_once) = (true, true);
+    let reader = start(&daemon, &pod, &pod_config, config).await;
+    // A terminal container.
+    let mut config = container_config("term", &["sh"]);
+    (config.stdin, config.tty) = (true, true);
+    let term = start(&daemon, &pod, &pod_config, config).await;
+    // One that never asked for stdin.
+    let quiet = start(&daemon, &pod, &pod_config, container_config("quiet", &["sleep", "600"])).await;
+
+    // Checks made before a URL is given.
+    assert_eq!(attach_url(&daemon, &quiet, true, true).await.unwrap_err().code(), tonic::Code::FailedPrecondition);
+    assert_eq!(attach_url(&daemon, "nope", false, true).await.unwrap_err().code(), tonic::Code::NotFound);
+    let mut rt = daemon.runtime().await;
+    let none = cri::AttachRequest { container_id: quiet.clone(), ..Default::default() };
+    assert_eq!(rt.attach(none).await.unwrap_err().code(), tonic::Code::InvalidArgument);
+
+    // Two clients see the same output; the one with stdin talks to the container.
+    let watcher_url = attach_url(&daemon, &reader, false, false).await.unwrap();
+    let (_, watcher) = connect(&watcher_url, &[V4]).await;
+    let mut watcher = watcher.unwrap();
+    let (w_error, _, w_stdout, _, _) = open_streams(&mut watcher, false, false, false).await;
+    let url = attach_url(&daemon, &reader, true, true).await.unwrap();
+    let (head, client) = connect(&url, &[V4]).await;
+    let mut c = client.unwrap_or_else(|| panic!("{head}"));
+    let (error, stdin, stdout, stderr, _) = open_streams(&mut c, true, true, false).await;
+    tokio::time::sleep(Duration::from_millis(300)).await; // both registered with the monitor
+    c.write(stdin, b"one\n").await;
+    within("echo", c.read_until(|c| c.text(stdout).contains("got:one") && c.text(stderr).contains("err:one"))).await;
+    within("watcher", watcher.read_until(|c| c.text(w_stdout).contains("got:one"))).await;
+    // Ending stdin ends the container's stdin (stdin_once): it says bye and exits 0.
+    c.write(stdin, b"two\n").await;
+    c.finish(stdin).await;
+    within("end", c.read_until_finished(error)).await;
+    assert!(c.text(stdout).ends_with("got:two\nbye\n"), "{:?}", c.text(stdout));
+    let report: serde_json::Value = serde_json::from_slice(c.received(error)).unwrap();
+    assert_eq!(report["status"], "Success", "{report}");
+    within("watcher end", watcher.read_until_finished(w_error)).await;
+    let exited = wait_exited(&daemon, &reader, Duration::from_secs(10)).await;
+    assert_eq!(exited.exit_code, 0);
+    let log = std::fs::read_to_string(logs.join("reader.log")).unwrap();
+    assert!(log.contains("stdout F got:two"), "the log has what attach saw: {log}");
+
+    // The daemon dies; the monitor keeps the terminal; a new daemon attaches to it.
+    daemon.stop_with(nix::sys::signal::Signal::SIGKILL);
+    daemon.restart();
+    let mut rt = daemon.runtime().await;
+    let req = cri::AttachRequest { container_id: term.clone(), stdin: true, tty: true, stdout: true, stderr: false };
+    let url = rt.attach(req).await.expect("Attach after restart").into_inner().url;
+    let (_, client) = connect(&url, &[V4]).await;
+    let mut c = client.unwrap();
+    let (error, stdin, stdout, _, resize) = open_streams(&mut c, true, false, true).await;
+    c.write(resize, &size(120, 40)).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    c.write(stdin, b"stty size; echo done-$((1+1))\n").await;
+    within("terminal", c.read_until(|c| c.text(stdout).contains("done-2"))).await;
+    assert!(c.text(stdout).contains("40 120"), "{:?}", c.text(stdout));
+    // Leaving the session (no stdin_once) leaves the container running.
+    drop(c);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(status(&daemon, &term).await.state, cri::ContainerState::ContainerRunning as i32);
+    // Attach again and end the shell.
+    let req = cri::AttachRequest { container_id: term.clone(), stdin: true, tty: true, stdout: true, stderr: false };
+    let url = rt.attach(req).await.unwrap().into_inner().url;
+    let (_, client) = connect(&url, &[V4]).await;
+    let mut c = client.unwrap();
+    let (error2, stdin, _, _, _) = open_streams(&mut c, true, false, true).await;
+    c.write(stdin, b"exit 5\n").await;
+    within("terminal end", c.read_until_finished(error2)).await;
+    let _ = error;
+    assert_eq!(wait_exited(&daemon, &term, Duration::from_secs(10)).await.exit_code, 5);
+    // An exited container cannot be attached to.
+    assert_eq!(attach_url(&daemon, &term, false, true).await.unwrap_err().code(), tonic::Code::FailedPrecondition);
+}
