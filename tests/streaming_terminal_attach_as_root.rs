@@ -78,8 +78,8 @@ async fn exec_with_a_terminal() {
     assert_eq!(status["details"]["causes"][0]["message"], "7", "{status}");
 
     // No exec process is left behind.
-    let left = exec(&daemon, &ctr, &["sh", "-c", "ps -o comm= | grep -c '^sh$' || true"], 10).await.unwrap();
-    assert_eq!(String::from_utf8_lossy(&left.stdout).trim(), "1", "only the probe's own sh");
+    let left = exec(&daemon, &ctr, &["sh", "-c", "ps -o args= | grep -cx sh || true"], 10).await.unwrap();
+    assert_eq!(String::from_utf8_lossy(&left.stdout).trim(), "0", "the session's shell is gone");
 }
 
 #[tokio::test(flavor = "multi_thread")]

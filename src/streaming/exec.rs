@@ -13,6 +13,9 @@ use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use super::channels::{Channels, Input};
 use super::terminal::{self, SizeDecoder};
 
+/// How long a terminal session waits for the client's first size before starting.
+const FIRST_SIZE_WAIT: Duration = Duration::from_millis(200);
+
 /// After the command exits, output still in flight gets this long to arrive.
 const DRAIN: Duration = Duration::from_secs(5);
 
@@ -172,6 +175,16 @@ async fn run_tty(req: &ExecRequest, channels: &mut Channels) -> Result<i32, Stri
     let dir = work_dir()?;
     let mut cmd = runc_exec(req, dir.path())?;
     let pty = nix::pty::openpty(None, None).map_err(|e| format!("cannot open a pty: {e}"))?;
+    // Clients send the initial size first thing; with it on our pty before runc starts, runc
+    // gives it to the container's terminal before the command reads anything.
+    let mut decoder = SizeDecoder::default();
+    if let Some(resize) = channels.resize.as_mut() {
+        if let Ok(Some(chunk)) = tokio::time::timeout(FIRST_SIZE_WAIT, resize.recv()).await {
+            if let Some(size) = decoder.feed(&chunk).pop() {
+                let _ = terminal::set_size(pty.master.as_fd(), size);
+            }
+        }
+    }
     let slave = |fd: &OwnedFd| fd.try_clone().map(Stdio::from).map_err(|e| e.to_string());
     cmd.stdin(slave(&pty.slave)?).stdout(slave(&pty.slave)?).stderr(slave(&pty.slave)?);
     // SAFETY: setsid is async-signal-safe; runc gets a session of its own.
@@ -195,7 +208,6 @@ async fn run_tty(req: &ExecRequest, channels: &mut Channels) -> Result<i32, Stri
     if let Some(mut resize) = channels.resize.take() {
         let master = dup(&master)?;
         tasks.push(tokio::spawn(async move {
-            let mut decoder = SizeDecoder::default();
             while let Some(chunk) = resize.recv().await {
                 for size in decoder.feed(&chunk) {
                     if terminal::set_size(master.as_fd(), size).is_ok() {

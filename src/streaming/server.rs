@@ -28,7 +28,10 @@ pub enum Pending {
     Exec(ExecRequest),
     Attach(AttachRequest),
     /// `ports`: what the request named; a WebSocket client may name them in the URL instead.
-    PortForward { netns: PathBuf, ports: Vec<u16> },
+    PortForward {
+        netns: PathBuf,
+        ports: Vec<u16>,
+    },
 }
 
 impl Pending {
@@ -236,7 +239,10 @@ fn upgrade_websocket(mut req: Request<Incoming>, pending: Pending) -> Response<F
                 Err(e) => return plain(StatusCode::BAD_REQUEST, &e),
             };
             if ports.is_empty() {
-                return plain(StatusCode::BAD_REQUEST, "port-forward over WebSocket needs ports (query parameter port)");
+                return plain(
+                    StatusCode::BAD_REQUEST,
+                    "port-forward over WebSocket needs ports (query parameter port)",
+                );
             }
             Pending::PortForward { netns, ports }
         }
