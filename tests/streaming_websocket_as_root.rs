@@ -1,0 +1,148 @@
+//! The streaming server over WebSocket, as `crictl --transport websocket` and the API
+//! server's WebSocket clients speak it: exec on v5 (stdin closed with the close signal) and
+//! v4, exec with a terminal, attach, port-forward with the port in the URL, and refusals.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::pods::*;
+use common::ws_client::connect;
+use common::{require_root, Daemon};
+use k8s_cri::v1 as cri;
+
+const STDIN: u8 = 0;
+const STDOUT: u8 = 1;
+const STDERR: u8 = 2;
+const ERROR: u8 = 3;
+const RESIZE: u8 = 4;
+
+async fn within<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(30), f).await.unwrap_or_else(|_| panic!("timed out: {what}"))
+}
+
+async fn exec_url(daemon: &Daemon, id: &str, cmd: &[&str], tty: bool, stdin: bool, stderr: bool) -> String {
+    let mut rt = daemon.runtime().await;
+    let req = cri::ExecRequest {
+        container_id: id.into(),
+        cmd: cmd.iter().map(|s| s.to_string()).collect(),
+        tty,
+        stdin,
+        stdout: true,
+        stderr,
+    };
+    rt.exec(req).await.expect("Exec").into_inner().url
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn exec_attach_and_port_forward_over_websocket() {
+    require_root();
+    let daemon = Daemon::start("");
+    import_busybox(&daemon);
+    let logs = daemon.dir.path().join("logs");
+    let pod_config = sandbox_config("ws", &logs);
+    let pod = run_sandbox(&daemon, pod_config.clone()).await;
+    let server = "echo served-over-ws > /tmp/index.html && exec httpd -f -p 8080 -h /tmp";
+    let web = start(&daemon, &pod, &pod_config, container_config("web", &["sh", "-c", server])).await;
+    let ticker = "i=0; while true; do i=$((i+1)); echo tick-$i; sleep 0.1; done";
+    let ticks = start(&daemon, &pod, &pod_config, container_config("ticks", &["sh", "-c", ticker])).await;
+
+    // v5: output, error output, exit code; the first message tells the session is up.
+    let started = Instant::now();
+    let url = exec_url(&daemon, &web, &["sh", "-c", "echo out; echo err >&2; exit 3"], false, false, true).await;
+    let mut c = connect(&url, &["v5.channel.k8s.io", "v4.channel.k8s.io"]).await.unwrap();
+    assert_eq!(c.protocol.as_deref(), Some("v5.channel.k8s.io"));
+    c.read_to_end().await;
+    let round_trip = started.elapsed();
+    assert_eq!(c.seen.first(), Some(&STDOUT), "the first message is on stdout");
+    assert_eq!((c.text(STDOUT).as_str(), c.text(STDERR).as_str()), ("out\n", "err\n"));
+    let status: serde_json::Value = serde_json::from_str(&c.text(ERROR)).unwrap();
+    assert_eq!(status["details"]["causes"][0]["message"], "3", "{status}");
+    println!("WebSocket exec round trip: {:.1} ms", round_trip.as_secs_f64() * 1000.0);
+
+    // v5: 4 MiB of stdin, ended by the close signal, checksummed in the container.
+    let payload: Vec<u8> = (0..4 * 1024 * 1024u32).map(|i| (i.wrapping_mul(2654435761) >> 11) as u8).collect();
+    let url = exec_url(&daemon, &web, &["sh", "-c", "sha256sum | cut -c1-64"], false, true, false).await;
+    let mut c = connect(&url, &["v5.channel.k8s.io"]).await.unwrap();
+    let started = Instant::now();
+    for chunk in payload.chunks(64 * 1024) {
+        c.send(STDIN, chunk).await;
+    }
+    c.send(255, &[STDIN]).await;
+    within("checksum", c.read_to_end()).await;
+    let elapsed = started.elapsed();
+    let want = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&payload));
+    assert_eq!(c.text(STDOUT).trim(), want);
+    assert!(c.text(ERROR).contains("Success"), "{}", c.text(ERROR));
+    println!("4 MiB through WebSocket exec stdin in {:.0} ms", elapsed.as_secs_f64() * 1000.0);
+
+    // v4 and older: no close signal; pre-v4 reports failures as text.
+    let url = exec_url(&daemon, &web, &["sh", "-c", "exit 2"], false, false, false).await;
+    let mut c = connect(&url, &["v4.channel.k8s.io"]).await.unwrap();
+    c.read_to_end().await;
+    assert!(c.text(ERROR).contains("NonZeroExitCode"), "{}", c.text(ERROR));
+    let url = exec_url(&daemon, &web, &["sh", "-c", "exit 2"], false, false, false).await;
+    let mut c = connect(&url, &["v2.channel.k8s.io"]).await.unwrap();
+    c.read_to_end().await;
+    assert_eq!(c.text(ERROR), "command terminated with non-zero exit code: exit status 2");
+
+    // A terminal with a size.
+    let url = exec_url(&daemon, &web, &["sh"], true, true, false).await;
+    let mut c = connect(&url, &["v5.channel.k8s.io"]).await.unwrap();
+    c.send(RESIZE, br#"{"Width":91,"Height":29}"#).await;
+    c.send(STDIN, b"stty size; exit 4\n").await;
+    within("terminal", c.read_to_end()).await;
+    assert!(c.text(STDOUT).contains("29 91"), "{:?}", c.text(STDOUT));
+    assert!(c.text(ERROR).contains("\"message\":\"4\""), "{}", c.text(ERROR));
+
+    // Attach: the live output of a running container.
+    let mut rt = daemon.runtime().await;
+    let req = cri::AttachRequest { container_id: ticks.clone(), stdin: false, tty: false, stdout: true, stderr: true };
+    let url = rt.attach(req).await.unwrap().into_inner().url;
+    let mut c = connect(&url, &["v5.channel.k8s.io"]).await.unwrap();
+    within("ticks", c.read_until(|c| c.text(STDOUT).matches("tick-").count() >= 3)).await;
+    let seen = c.text(STDOUT);
+    let numbers: Vec<u32> = seen.lines().filter_map(|l| l.strip_prefix("tick-")?.parse().ok()).collect();
+    assert!(numbers.windows(2).all(|w| w[1] == w[0] + 1), "consecutive output: {seen:?}");
+    drop(c);
+
+    // Port-forward: the port in the URL; each channel starts with the port, little-endian.
+    let req = cri::PortForwardRequest { pod_sandbox_id: pod.clone(), port: vec![] };
+    let url = rt.port_forward(req).await.unwrap().into_inner().url;
+    let mut body = String::new();
+    for attempt in 0..50 {
+        let url = if attempt == 0 {
+            url.clone()
+        } else {
+            let req = cri::PortForwardRequest { pod_sandbox_id: pod.clone(), port: vec![] };
+            rt.port_forward(req).await.unwrap().into_inner().url
+        };
+        let mut c = connect(&format!("{url}?port=8080"), &["v4.channel.k8s.io"]).await.unwrap();
+        within("port prefix", c.read_until(|c| c.channels.get(&0).is_some_and(|d| d.len() >= 2))).await;
+        assert_eq!(&c.channels[&0][..2], &8080u16.to_le_bytes());
+        c.send(0, b"GET /index.html HTTP/1.0\r\n\r\n").await;
+        within("http", c.read_until(|c| c.text(0).contains("served-over-ws"))).await;
+        body = c.text(0);
+        if body.contains("served-over-ws") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(body.contains("200 OK") && body.contains("served-over-ws"), "{body}");
+    // A port nothing listens on: the error channel says so.
+    let req = cri::PortForwardRequest { pod_sandbox_id: pod.clone(), port: vec![8089] };
+    let url = rt.port_forward(req).await.unwrap().into_inner().url;
+    let mut c = connect(&url, &["v4.channel.k8s.io"]).await.unwrap();
+    within("port error", c.read_until(|c| c.text(1).contains("localhost:8089"))).await;
+
+    // Refusals: an unknown protocol, a used token, port-forward without any port.
+    let url = exec_url(&daemon, &web, &["true"], false, false, false).await;
+    let refused = connect(&url, &["base64.channel.k8s.io"]).await.err().unwrap();
+    assert!(refused.contains("403"), "{refused}");
+    let again = connect(&url, &["v5.channel.k8s.io"]).await.err().unwrap();
+    assert!(again.contains("404"), "{again}");
+    let req = cri::PortForwardRequest { pod_sandbox_id: pod.clone(), port: vec![] };
+    let url = rt.port_forward(req).await.unwrap().into_inner().url;
+    let no_port = connect(&url, &["v4.channel.k8s.io"]).await.err().unwrap();
+    assert!(no_port.contains("400"), "{no_port}");
+}
