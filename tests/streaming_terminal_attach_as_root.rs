@@ -27,6 +27,18 @@ async fn within<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
     tokio::time::timeout(Duration::from_secs(30), f).await.unwrap_or_else(|_| panic!("timed out: {what}"))
 }
 
+/// What the process's descriptors point to.
+fn open_fds(pid: u32) -> Vec<String> {
+    let mut fds: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .map(|p| p.display().to_string())
+        .collect();
+    fds.sort();
+    fds
+}
+
 fn size(width: u16, height: u16) -> Vec<u8> {
     format!(r#"{{"Width":{width},"Height":{height}}}"#).into_bytes()
 }
@@ -56,7 +68,8 @@ async fn exec_with_a_terminal() {
         stdout: true,
         stderr: false,
     };
-    let url = rt.exec(req).await.expect("Exec with tty").into_inner().url;
+    let fds_before = open_fds(daemon.pid());
+    let url = rt.exec(req.clone()).await.expect("Exec with tty").into_inner().url;
     let (head, client) = connect(&url, &[V4]).await;
     let mut c = client.unwrap_or_else(|| panic!("{head}"));
     let (error, stdin, stdout, _, resize) = open_streams(&mut c, true, false, true).await;
@@ -77,9 +90,51 @@ async fn exec_with_a_terminal() {
     let status: serde_json::Value = serde_json::from_slice(c.received(error)).unwrap();
     assert_eq!(status["details"]["causes"][0]["message"], "7", "{status}");
 
+    // A client that leaves without ending its shell: the shell and its children are killed.
+    let url = rt.exec(req).await.unwrap().into_inner().url;
+    let (_, client) = connect(&url, &[V4]).await;
+    let mut c = client.unwrap();
+    let (_, stdin, stdout, _, _) = open_streams(&mut c, true, false, true).await;
+    c.write(stdin, b"sleep 777 & echo started\n").await;
+    within("background job", c.read_until(|c| c.text(stdout).contains("started\r\n"))).await;
+    let count = "ps -o args | grep -c -e '^sh$' -e '^sleep 777$' || true";
+    let counted = || async {
+        let ps = exec(&daemon, &ctr, &["sh", "-c", count], 10).await.unwrap();
+        String::from_utf8_lossy(&ps.stdout).trim().to_string()
+    };
+    let mut running = String::new();
+    for _ in 0..50 {
+        running = counted().await;
+        if running == "2" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(running, "2", "the shell and its job run");
+    drop(c);
+    let mut left = String::new();
+    for _ in 0..50 {
+        left = counted().await;
+        if left == "0" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(left, "0", "the abandoned shell is killed");
+
     // No exec process is left behind.
-    let left = exec(&daemon, &ctr, &["sh", "-c", "ps -o args= | grep -cx sh || true"], 10).await.unwrap();
+    let left = exec(&daemon, &ctr, &["sh", "-c", "ps -o args | grep -cx sh || true"], 10).await.unwrap();
     assert_eq!(String::from_utf8_lossy(&left.stdout).trim(), "0", "the session's shell is gone");
+    // Nor any pty or socket in the daemon.
+    let mut fds_after = open_fds(daemon.pid());
+    for _ in 0..50 {
+        if fds_after.len() <= fds_before.len() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        fds_after = open_fds(daemon.pid());
+    }
+    assert!(fds_after.len() <= fds_before.len(), "daemon fds before {fds_before:?}\nafter {fds_after:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

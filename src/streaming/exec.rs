@@ -3,6 +3,7 @@
 //! terminal; its exit status ends the session on the error channel.
 
 use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -118,6 +119,55 @@ fn outcome(status: std::process::ExitStatus, dir: &Path, stderr_seen: &[u8]) -> 
     Ok(code)
 }
 
+/// The exit of runc exec. When the client leaves first, the command and the processes it
+/// started are killed: nothing is left running for a session nobody can reach.
+async fn wait_or_kill(
+    child: &mut tokio::process::Child,
+    channels: &Channels,
+    dir: &Path,
+) -> Result<std::process::ExitStatus, String> {
+    let kill_command = || {
+        let pid = std::fs::read_to_string(dir.join("pid")).ok().and_then(|p| p.trim().parse::<i32>().ok());
+        if let Some(pid) = pid {
+            crate::oci::kill_tree(pid);
+        }
+        pid.is_some()
+    };
+    tokio::select! {
+        status = child.wait() => status.map_err(|e| e.to_string()),
+        _ = channels.gone() => {
+            if !kill_command() {
+                let _ = child.start_kill(); // still starting: stop runc, then whatever it started
+            }
+            let status = child.wait().await.map_err(|e| e.to_string());
+            kill_command();
+            tracing::info!(pid_file = %dir.join("pid").display(), "exec client left; command killed");
+            status
+        }
+    }
+}
+
+/// The container's end of the terminal: the command's stdin, once runc wrote its pid (None
+/// when runc ended first or the terminal cannot be opened).
+async fn container_terminal(child: &mut tokio::process::Child, dir: &Path) -> Option<std::fs::File> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while tokio::time::Instant::now() < deadline {
+        if let Some(pid) = std::fs::read_to_string(dir.join("pid")).ok().and_then(|p| p.trim().parse::<i32>().ok()) {
+            return std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .custom_flags(libc::O_NOCTTY)
+                .open(format!("/proc/{pid}/fd/0"))
+                .ok();
+        }
+        if !matches!(child.try_wait(), Ok(None)) {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    None
+}
+
 fn work_dir() -> Result<tempfile::TempDir, String> {
     tempfile::Builder::new().prefix("swapcri-exec-").tempdir().map_err(|e| e.to_string())
 }
@@ -161,7 +211,7 @@ async fn run_piped(req: &ExecRequest, channels: &mut Channels) -> Result<i32, St
         }
         seen
     });
-    let status = child.wait().await.map_err(|e| e.to_string())?;
+    let status = wait_or_kill(&mut child, channels, dir.path()).await?;
     for copy in copies {
         let _ = copy.await;
     }
@@ -169,21 +219,25 @@ async fn run_piped(req: &ExecRequest, channels: &mut Channels) -> Result<i32, St
     outcome(status, dir.path(), &stderr_seen)
 }
 
-/// Runs the command on a terminal: runc gets a pty of ours as its stdio and relays it to the
-/// container's terminal; a resize sets our pty's size and tells runc with SIGWINCH.
+/// Runs the command on a terminal. runc gets a raw pty of ours as its stdio and relays it to
+/// the container's terminal. Sizes go straight to the container's terminal (the command's
+/// stdin, reached through /proc once runc wrote the pid), so the first size is in place
+/// before the command reads its first keystroke; our pty gets them too, so runc's own
+/// resizes agree.
 async fn run_tty(req: &ExecRequest, channels: &mut Channels) -> Result<i32, String> {
     let dir = work_dir()?;
     let mut cmd = runc_exec(req, dir.path())?;
     let pty = nix::pty::openpty(None, None).map_err(|e| format!("cannot open a pty: {e}"))?;
-    // Clients send the initial size first thing; with it on our pty before runc starts, runc
-    // gives it to the container's terminal before the command reads anything.
+    terminal::make_raw(pty.slave.as_fd()).map_err(|e| format!("pty: {e}"))?;
     let mut decoder = SizeDecoder::default();
+    let mut first_size = None;
     if let Some(resize) = channels.resize.as_mut() {
         if let Ok(Some(chunk)) = tokio::time::timeout(FIRST_SIZE_WAIT, resize.recv()).await {
-            if let Some(size) = decoder.feed(&chunk).pop() {
-                let _ = terminal::set_size(pty.master.as_fd(), size);
-            }
+            first_size = decoder.feed(&chunk).pop();
         }
+    }
+    if let Some(size) = first_size {
+        let _ = terminal::set_size(pty.master.as_fd(), size);
     }
     let slave = |fd: &OwnedFd| fd.try_clone().map(Stdio::from).map_err(|e| e.to_string());
     cmd.stdin(slave(&pty.slave)?).stdout(slave(&pty.slave)?).stderr(slave(&pty.slave)?);
@@ -194,13 +248,16 @@ async fn run_tty(req: &ExecRequest, channels: &mut Channels) -> Result<i32, Stri
     let mut child = cmd.spawn().map_err(|e| format!("cannot run {}: {e}", req.runc_binary.display()))?;
     drop(cmd); // our copies of the slave: the master reads EOF once the command's are gone
     drop(pty.slave);
-    let runc_pid = child.id().map(|p| nix::unistd::Pid::from_raw(p as i32));
     let master = pty.master;
     nix::fcntl::fcntl(&master, nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK))
         .map_err(|e| e.to_string())?;
     let dup = |fd: &OwnedFd| fd.try_clone().map_err(|e| e.to_string());
     let reader = tokio::net::unix::pipe::Receiver::from_owned_fd_unchecked(dup(&master)?).map_err(|e| e.to_string())?;
     let writer = tokio::net::unix::pipe::Sender::from_owned_fd_unchecked(dup(&master)?).map_err(|e| e.to_string())?;
+    let container_tty = container_terminal(&mut child, dir.path()).await;
+    if let (Some(tty), Some(size)) = (&container_tty, first_size) {
+        let _ = terminal::set_size(tty.as_fd(), size);
+    }
     let mut tasks = Vec::new();
     if let Some(input) = channels.stdin.take() {
         tasks.push(tokio::spawn(feed(input, writer)));
@@ -210,17 +267,16 @@ async fn run_tty(req: &ExecRequest, channels: &mut Channels) -> Result<i32, Stri
         tasks.push(tokio::spawn(async move {
             while let Some(chunk) = resize.recv().await {
                 for size in decoder.feed(&chunk) {
-                    if terminal::set_size(master.as_fd(), size).is_ok() {
-                        if let Some(pid) = runc_pid {
-                            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGWINCH);
-                        }
+                    let _ = terminal::set_size(master.as_fd(), size);
+                    if let Some(tty) = &container_tty {
+                        let _ = terminal::set_size(tty.as_fd(), size);
                     }
                 }
             }
         }));
     }
     let copy = channels.stdout.clone().map(|out| tokio::spawn(out.copy_from(reader)));
-    let status = child.wait().await.map_err(|e| e.to_string())?;
+    let status = wait_or_kill(&mut child, channels, dir.path()).await?;
     if let Some(copy) = copy {
         // A background process still holding the terminal does not keep the session open.
         let abort = copy.abort_handle();

@@ -107,8 +107,20 @@ where
     let (reader, writer) = tokio::io::split(io);
     let (out_tx, out_rx) = mpsc::channel::<Frame>(256);
     let (in_tx, in_rx) = mpsc::channel::<Stream>(64);
-    tokio::spawn(write_frames(writer, out_rx));
-    tokio::spawn(read_frames(reader, in_tx, out_tx.clone()));
+    let out_tx_reader = out_tx.clone();
+    // Once our side is done (GOAWAY sent or the transport broke), reading stops too, so a
+    // client that never hangs up does not hold the connection.
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        write_frames(writer, out_rx).await;
+        drop(done_tx);
+    });
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = read_frames(reader, in_tx, out_tx_reader) => {}
+            _ = done_rx => {}
+        }
+    });
     Session { incoming: in_rx, out: out_tx }
 }
 

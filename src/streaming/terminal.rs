@@ -68,6 +68,14 @@ pub fn set_size(fd: BorrowedFd<'_>, size: TerminalSize) -> nix::Result<()> {
     unsafe { tiocswinsz(fd.as_raw_fd(), &ws) }.map(|_| ())
 }
 
+/// Raw mode (no echo, no line editing, no signals): a pty that only relays bytes.
+pub fn make_raw(fd: BorrowedFd<'_>) -> nix::Result<()> {
+    use nix::sys::termios;
+    let mut attrs = termios::tcgetattr(fd)?;
+    termios::cfmakeraw(&mut attrs);
+    termios::tcsetattr(fd, termios::SetArg::TCSANOW, &attrs)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,6 +15,9 @@ use tokio_tungstenite::WebSocketStream;
 /// The channel of v5's close signal.
 pub const CLOSE_CHANNEL: u8 = 255;
 
+/// How long a client has to answer our close frame.
+const CLOSE_LINGER: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Messages are cut to this size.
 const CHUNK: usize = 32 * 1024;
 
@@ -41,7 +44,9 @@ where
     let (mut sink, mut source) = ws.split();
     let (out_tx, mut out_rx) = mpsc::channel::<Outgoing>(256);
     let (gone_tx, gone_rx) = watch::channel(false);
+    let (closed_tx, closed_rx) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(async move {
+        let _closed = closed_tx; // dropped when we are done writing
         while let Some(item) = out_rx.recv().await {
             match item {
                 Outgoing::Data(channel, data) => {
@@ -63,7 +68,18 @@ where
     });
     tokio::spawn(async move {
         let mut inputs = inputs;
-        while let Some(message) = source.next().await {
+        // After our close frame the client has a moment to answer; then the connection goes.
+        let linger = async {
+            let _ = closed_rx.await;
+            tokio::time::sleep(CLOSE_LINGER).await;
+        };
+        tokio::pin!(linger);
+        loop {
+            let message = tokio::select! {
+                m = source.next() => m,
+                _ = &mut linger => None,
+            };
+            let Some(message) = message else { break };
             let data = match message {
                 Ok(Message::Binary(data)) => data,
                 Ok(Message::Close(_)) | Err(_) => break,
