@@ -16,6 +16,7 @@ SWAPCRI_PACKAGES=(
   cpio                # their initramfs
   xz-utils            # unpacks the kernel modules of bookworm-backports
   kmod                # depmod, for the kernel modules of the VM
+  openssl             # certificates for the streaming TLS test
 )
 
 require_root() {

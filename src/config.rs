@@ -148,20 +148,31 @@ pub struct MetricsConfig {
     pub address: String,
 }
 
-/// The streaming server behind Exec and PortForward (kubectl exec / port-forward).
+/// The streaming server behind Exec, Attach and PortForward (kubectl exec / attach /
+/// port-forward).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct StreamingConfig {
     /// `IP:port` to listen on; port 0 picks a free port. kubelet connects here, so keep it
     /// on loopback unless kubelet runs elsewhere.
     pub address: String,
-    /// How long a URL from Exec or PortForward stays valid (each is usable once).
+    /// How long a URL from Exec, Attach or PortForward stays valid (each is usable once).
     pub token_ttl_seconds: u64,
+    /// PEM certificate chain and private key: when both are set the server speaks TLS and
+    /// hands out https URLs (the client must trust the chain; kubelet does not accept a
+    /// self-signed one). Empty: plain HTTP.
+    pub tls_cert_file: PathBuf,
+    pub tls_key_file: PathBuf,
 }
 
 impl Default for StreamingConfig {
     fn default() -> Self {
-        Self { address: "127.0.0.1:0".into(), token_ttl_seconds: 60 }
+        Self {
+            address: "127.0.0.1:0".into(),
+            token_ttl_seconds: 60,
+            tls_cert_file: PathBuf::new(),
+            tls_key_file: PathBuf::new(),
+        }
     }
 }
 
@@ -436,6 +447,9 @@ impl Config {
         if self.streaming.address.parse::<std::net::SocketAddr>().is_err() {
             return Err(invalid("streaming.address", format!("{:?} is not IP:port", self.streaming.address)));
         }
+        if self.streaming.tls_cert_file.as_os_str().is_empty() != self.streaming.tls_key_file.as_os_str().is_empty() {
+            return Err(invalid("streaming.tls_cert_file", "tls_cert_file and tls_key_file go together".into()));
+        }
         if self.streaming.token_ttl_seconds == 0 {
             return Err(invalid("streaming.token_ttl_seconds", "must be at least 1".into()));
         }
@@ -529,6 +543,11 @@ mod tests {
             Case {
                 text: "[runtime.handlers.runc]\nbinary = \"runc\"",
                 error_mentions: Some("runtime.handlers.runc.binary"),
+            },
+            Case { text: "[streaming]\ntls_cert_file = \"/etc/c.pem\"", error_mentions: Some("tls_cert_file") },
+            Case {
+                text: "[streaming]\ntls_cert_file = \"/etc/c.pem\"\ntls_key_file = \"/etc/k.pem\"",
+                error_mentions: None,
             },
         ];
         for case in cases {

@@ -33,6 +33,8 @@ pub enum DaemonError {
     Images(#[from] ImageError),
     #[error("recovering pods and containers: {0}")]
     Recovery(#[from] crate::error::Error),
+    #[error("streaming server TLS: {0}")]
+    StreamingTls(std::io::Error),
     #[error("gRPC server failed: {0}")]
     Serve(#[from] tonic::transport::Error),
 }
@@ -93,7 +95,13 @@ pub async fn run(config: Config) -> Result<(), DaemonError> {
         });
     }
     let ttl = std::time::Duration::from_secs(config.streaming.token_ttl_seconds);
-    let streaming = crate::streaming::StreamingServer::start(&config.streaming.address, ttl)
+    let tls = if config.streaming.tls_cert_file.as_os_str().is_empty() {
+        None
+    } else {
+        let (cert, key) = (&config.streaming.tls_cert_file, &config.streaming.tls_key_file);
+        Some(crate::streaming::tls::acceptor(cert, key).map_err(DaemonError::StreamingTls)?)
+    };
+    let streaming = crate::streaming::StreamingServer::start(&config.streaming.address, ttl, tls)
         .await
         .map_err(|source| DaemonError::Prepare { path: config.streaming.address.clone().into(), source })?;
     let server = tonic::transport::Server::builder()

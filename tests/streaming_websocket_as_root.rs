@@ -146,3 +146,125 @@ async fn exec_attach_and_port_forward_over_websocket() {
     let no_port = connect(&url, &["v4.channel.k8s.io"]).await.err().unwrap();
     assert!(no_port.contains("400"), "{no_port}");
 }
+
+fn openssl(dir: &std::path::Path, args: &[&str]) {
+    let status = std::process::Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("openssl");
+    assert!(status.success(), "openssl {args:?}");
+}
+
+/// A CA, and a server certificate for 127.0.0.1 it signed with the server's key; returns
+/// (CA certificate, server chain, server key).
+fn certificates(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+    openssl(
+        dir,
+        &[&["req", "-x509", "-days", "1", "-subj", "/CN=test CA", "-keyout", "ca.key", "-out", "ca.pem"], &ec[..]]
+            .concat(),
+    );
+    openssl(
+        dir,
+        &[&["req", "-subj", "/CN=127.0.0.1", "-keyout", "server.key", "-out", "server.csr"], &ec[..]].concat(),
+    );
+    std::fs::write(dir.join("ext"), "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n").unwrap();
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "1",
+            "-extfile",
+            "ext",
+            "-out",
+            "server.pem",
+        ],
+    );
+    (dir.join("ca.pem"), dir.join("server.pem"), dir.join("server.key"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tls_with_operator_certificates() {
+    use futures::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    use tokio_tungstenite::tungstenite::Message;
+
+    require_root();
+    let certs = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = certificates(certs.path());
+    let daemon = Daemon::start(&format!(
+        "[streaming]\ntls_cert_file = \"{}\"\ntls_key_file = \"{}\"\n",
+        cert.display(),
+        key.display()
+    ));
+    import_busybox(&daemon);
+    let logs = daemon.dir.path().join("logs");
+    let pod_config = sandbox_config("tls", &logs);
+    let pod = run_sandbox(&daemon, pod_config.clone()).await;
+    let ctr = start(&daemon, &pod, &pod_config, container_config("c", &["sleep", "600"])).await;
+
+    let url = exec_url(&daemon, &ctr, &["echo", "over-tls"], false, false, false).await;
+    assert!(url.starts_with("https://127.0.0.1:"), "{url}");
+    let host = url.trim_start_matches("https://").split('/').next().unwrap().to_string();
+
+    // Plain HTTP to the TLS port gets nowhere.
+    let plain = connect(&url.replacen("https://", "http://", 1), &["v5.channel.k8s.io"]).await;
+    assert!(plain.is_err(), "plain HTTP accepted");
+
+    // A client trusting the operator's certificate runs the command.
+    let mut roots = tokio_rustls::rustls::RootCertStore::empty();
+    let pem = std::fs::read(&ca).unwrap();
+    let der = rustls_pki_types::pem::PemObject::from_pem_slice(&pem).unwrap();
+    roots.add(der).unwrap();
+    let provider = std::sync::Arc::new(tokio_rustls::rustls::crypto::aws_lc_rs::default_provider());
+    let config = tokio_rustls::rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let tcp = tokio::net::TcpStream::connect(&host).await.unwrap();
+    let name = rustls_pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let tls = connector.connect(name, tcp).await.expect("TLS handshake with the operator's certificate");
+    let mut request = url.replacen("https://", "ws://", 1).into_client_request().unwrap();
+    request.headers_mut().insert("Sec-WebSocket-Protocol", "v5.channel.k8s.io".parse().unwrap());
+    let (mut ws, _) = tokio_tungstenite::client_async(request, tls).await.expect("WebSocket over TLS");
+    let mut stdout = Vec::new();
+    let mut status = Vec::new();
+    while let Some(Ok(message)) = within("tls exec", ws.next()).await {
+        if let Message::Binary(data) = message {
+            match data.split_first() {
+                Some((&STDOUT, rest)) => stdout.extend_from_slice(rest),
+                Some((&ERROR, rest)) => status.extend_from_slice(rest),
+                _ => {}
+            }
+        }
+    }
+    let _ = ws.close(None).await;
+    assert_eq!(String::from_utf8_lossy(&stdout), "over-tls\n");
+    assert!(String::from_utf8_lossy(&status).contains("Success"));
+
+    // A client that does not trust it fails the handshake.
+    let untrusting = tokio_rustls::rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        tokio_rustls::rustls::crypto::aws_lc_rs::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(tokio_rustls::rustls::RootCertStore::empty())
+    .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(&host).await.unwrap();
+    let name = rustls_pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let refused = tokio_rustls::TlsConnector::from(std::sync::Arc::new(untrusting)).connect(name, tcp).await;
+    assert!(refused.is_err());
+}

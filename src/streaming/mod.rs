@@ -10,6 +10,7 @@ pub mod server;
 pub mod session;
 pub mod spdy;
 pub mod terminal;
+pub mod tls;
 pub mod websocket;
 
 pub use server::{Pending, StreamingServer};

@@ -22,6 +22,9 @@ use super::session;
 
 const PROTOCOL_HEADER: &str = "X-Stream-Protocol-Version";
 
+/// A client that does not finish the TLS handshake in this time is dropped.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// What a URL was issued for.
 #[derive(Debug, Clone)]
 pub enum Pending {
@@ -113,14 +116,21 @@ pub struct StreamingServer {
 }
 
 impl StreamingServer {
-    /// Binds the listener (port 0: an ephemeral port) and serves it in the background.
-    pub async fn start(address: &str, ttl: Duration) -> std::io::Result<Arc<StreamingServer>> {
+    /// Binds the listener (port 0: an ephemeral port) and serves it in the background, over
+    /// TLS when an acceptor is given.
+    pub async fn start(
+        address: &str,
+        ttl: Duration,
+        tls: Option<tokio_rustls::TlsAcceptor>,
+    ) -> std::io::Result<Arc<StreamingServer>> {
         let listener = tokio::net::TcpListener::bind(address).await?;
         let bound = listener.local_addr()?;
-        let server = Arc::new(StreamingServer { base_url: format!("http://{bound}"), ttl, tokens: Mutex::default() });
-        tracing::info!(address = %bound, "streaming server (exec, port-forward) listening");
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let server =
+            Arc::new(StreamingServer { base_url: format!("{scheme}://{bound}"), ttl, tokens: Mutex::default() });
+        tracing::info!(address = %bound, tls = tls.is_some(), "streaming server (exec, attach, port-forward) listening");
         let serving = server.clone();
-        tokio::spawn(async move { serving.serve(listener).await });
+        tokio::spawn(async move { serving.serve(listener, tls).await });
         Ok(server)
     }
 
@@ -144,7 +154,7 @@ impl StreamingServer {
         (pending.path() == kind && issued.elapsed() < self.ttl).then_some(pending)
     }
 
-    async fn serve(self: Arc<Self>, listener: tokio::net::TcpListener) {
+    async fn serve(self: Arc<Self>, listener: tokio::net::TcpListener, tls: Option<tokio_rustls::TlsAcceptor>) {
         loop {
             let (conn, peer) = match listener.accept().await {
                 Ok(c) => c,
@@ -154,19 +164,32 @@ impl StreamingServer {
                     continue;
                 }
             };
-            let server = self.clone();
+            let (server, tls) = (self.clone(), tls.clone());
             tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |req| {
-                    let server = server.clone();
-                    async move { Ok::<_, std::convert::Infallible>(server.handle(req, peer)) }
-                });
-                let conn = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(conn), service)
-                    .with_upgrades();
-                if let Err(e) = conn.await {
-                    tracing::debug!(error = %e, "streaming connection ended");
+                match tls {
+                    None => server.serve_connection(conn, peer).await,
+                    Some(tls) => match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(conn)).await {
+                        Ok(Ok(conn)) => server.serve_connection(conn, peer).await,
+                        Ok(Err(e)) => tracing::info!(%peer, error = %e, "streaming TLS handshake failed"),
+                        Err(_) => tracing::info!(%peer, "streaming TLS handshake timed out"),
+                    },
                 }
             });
+        }
+    }
+
+    async fn serve_connection<IO>(self: Arc<Self>, io: IO, peer: SocketAddr)
+    where
+        IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let service = hyper::service::service_fn(move |req| {
+            let server = self.clone();
+            async move { Ok::<_, std::convert::Infallible>(server.handle(req, peer)) }
+        });
+        let conn =
+            hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(io), service).with_upgrades();
+        if let Err(e) = conn.await {
+            tracing::debug!(error = %e, "streaming connection ended");
         }
     }
 
