@@ -69,6 +69,7 @@ async fn exec_with_a_terminal() {
         stderr: false,
     };
     let fds_before = open_fds(daemon.pid());
+    let started = std::time::Instant::now();
     let url = rt.exec(req.clone()).await.expect("Exec with tty").into_inner().url;
     let (head, client) = connect(&url, &[V4]).await;
     let mut c = client.unwrap_or_else(|| panic!("{head}"));
@@ -76,6 +77,10 @@ async fn exec_with_a_terminal() {
     c.write(resize, &size(100, 33)).await;
     c.write(stdin, b"stty size; tty; echo marker-$((6*7))\n").await;
     within("first size", c.read_until(|c| c.text(stdout).contains("marker-42"))).await;
+    println!(
+        "terminal exec: Exec RPC to the first command's output {:.1} ms",
+        started.elapsed().as_secs_f64() * 1000.0
+    );
     let out = c.text(stdout);
     assert!(out.contains("33 100"), "stty size on the terminal: {out:?}");
     assert!(out.contains("/dev/pts/"), "a pty: {out:?}");
@@ -175,8 +180,10 @@ async fn attach_to_stdio_and_to_a_terminal_after_restart() {
     let mut c = client.unwrap_or_else(|| panic!("{head}"));
     let (error, stdin, stdout, stderr, _) = open_streams(&mut c, true, true, false).await;
     tokio::time::sleep(Duration::from_millis(300)).await; // both registered with the monitor
+    let started = std::time::Instant::now();
     c.write(stdin, b"one\n").await;
     within("echo", c.read_until(|c| c.text(stdout).contains("got:one") && c.text(stderr).contains("err:one"))).await;
+    println!("attach: stdin to the container's answer {:.2} ms", started.elapsed().as_secs_f64() * 1000.0);
     within("watcher", watcher.read_until(|c| c.text(w_stdout).contains("got:one"))).await;
     // Ending stdin ends the container's stdin (stdin_once): it says bye and exits 0.
     c.write(stdin, b"two\n").await;

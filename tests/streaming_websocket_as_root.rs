@@ -42,7 +42,8 @@ async fn exec_attach_and_port_forward_over_websocket() {
     let logs = daemon.dir.path().join("logs");
     let pod_config = sandbox_config("ws", &logs);
     let pod = run_sandbox(&daemon, pod_config.clone()).await;
-    let server = "echo served-over-ws > /tmp/index.html && exec httpd -f -p 8080 -h /tmp";
+    let server = "echo served-over-ws > /tmp/index.html && dd if=/dev/zero of=/tmp/big bs=1M count=64 2>/dev/null \
+                  && exec httpd -f -p 8080 -h /tmp";
     let web = start(&daemon, &pod, &pod_config, container_config("web", &["sh", "-c", server])).await;
     let ticker = "i=0; while true; do i=$((i+1)); echo tick-$i; sleep 0.1; done";
     let ticks = start(&daemon, &pod, &pod_config, container_config("ticks", &["sh", "-c", ticker])).await;
@@ -129,6 +130,20 @@ async fn exec_attach_and_port_forward_over_websocket() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(body.contains("200 OK") && body.contains("served-over-ws"), "{body}");
+    // Throughput: 64 MiB downloaded through the forward.
+    let req = cri::PortForwardRequest { pod_sandbox_id: pod.clone(), port: vec![8080] };
+    let url = rt.port_forward(req).await.unwrap().into_inner().url;
+    let mut c = connect(&url, &["v4.channel.k8s.io"]).await.unwrap();
+    let started = Instant::now();
+    c.send(0, b"GET /big HTTP/1.0\r\n\r\n").await;
+    let want = 64 * 1024 * 1024 + 2; // the body and the port prefix
+    within("download", c.read_until(|c| c.channels.get(&0).is_some_and(|d| d.len() > want))).await;
+    let elapsed = started.elapsed();
+    println!(
+        "WebSocket port-forward download: {:.0} MiB/s (64 MiB in {:.0} ms)",
+        64.0 / elapsed.as_secs_f64(),
+        elapsed.as_secs_f64() * 1000.0
+    );
     // A port nothing listens on: the error channel says so.
     let req = cri::PortForwardRequest { pod_sandbox_id: pod.clone(), port: vec![8089] };
     let url = rt.port_forward(req).await.unwrap().into_inner().url;

@@ -31,7 +31,7 @@ impl PodService {
         sandbox::unmount(&run_dir.join("rootfs"))
             .map_err(|e| Error::Internal(format!("unmounting the root filesystem: {e}")))?;
         let _ = std::fs::remove_dir_all(&run_dir);
-        for kind in ["ctl", "console"] {
+        for kind in ["ctl", "console", "attach"] {
             let _ = std::fs::remove_file(self.socket_path(&cid, kind));
         }
         self.container_records.remove(cid.as_str())?;
