@@ -17,6 +17,7 @@ SWAPCRI_PACKAGES=(
   xz-utils            # unpacks the kernel modules of bookworm-backports
   kmod                # depmod, for the kernel modules of the VM
   openssl             # certificates for the streaming TLS test
+  python3-kubernetes  # the Kubernetes Python client, an independent streaming client in the tests
 )
 
 require_root() {

@@ -94,12 +94,14 @@ fn header_list(req: &Request<Incoming>, name: &str) -> Vec<String> {
         .collect()
 }
 
-/// `port` query parameters (`?port=80&port=8080` or `?port=80,8080`).
+/// `port` query parameters (`?port=80&port=8080` or `?port=80,8080`; the API server's
+/// spelling `ports` too).
 fn query_ports(req: &Request<Incoming>) -> Result<Vec<u16>, String> {
     let mut ports = Vec::new();
     for pair in req.uri().query().unwrap_or_default().split('&') {
-        let Some(value) = pair.strip_prefix("port=") else { continue };
-        for p in value.split(',') {
+        let Some(value) = pair.strip_prefix("port=").or_else(|| pair.strip_prefix("ports=")) else { continue };
+        let value = value.replace("%2C", ",").replace("%2c", ",");
+        for p in value.split(',').filter(|p| !p.is_empty()) {
             match p.parse::<u16>() {
                 Ok(port) if port > 0 => ports.push(port),
                 _ => return Err(format!("{p:?} is not a port")),

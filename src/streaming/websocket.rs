@@ -82,8 +82,11 @@ where
             let Some(message) = message else { break };
             let data = match message {
                 Ok(Message::Binary(data)) => data,
+                // Clients send text frames too (the channel as a character, then the data);
+                // with the binary protocols their bytes mean the same.
+                Ok(Message::Text(text)) => bytes::Bytes::from(text.as_str().as_bytes().to_vec()),
                 Ok(Message::Close(_)) | Err(_) => break,
-                Ok(_) => continue, // text (base64 protocols are not offered), ping, pong
+                Ok(_) => continue, // ping, pong
             };
             let Some((&channel, rest)) = data.split_first() else { continue };
             if channel == CLOSE_CHANNEL && close_signals {

@@ -13,6 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use hyper_util::rt::TokioIo;
+use k8s_cri::v1 as cri;
 use k8s_cri::v1::image_service_client::ImageServiceClient;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use tonic::transport::{Channel, Endpoint, Uri};
@@ -117,8 +118,41 @@ impl Daemon {
     }
 }
 
+impl Daemon {
+    /// Stops and removes every pod the daemon still has, so no container outlives its test
+    /// (monitors keep containers running without the daemon). Runs on a thread of its own:
+    /// the caller may be inside a tokio runtime.
+    fn remove_all_pods(&self) {
+        let socket = self.socket();
+        let cleanup = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            runtime.block_on(async move {
+                let work = async {
+                    let mut rt = RuntimeServiceClient::new(connect(&socket).await);
+                    let pods = rt.list_pod_sandbox(cri::ListPodSandboxRequest::default()).await?.into_inner().items;
+                    for pod in pods {
+                        let id = pod.id;
+                        rt.stop_pod_sandbox(cri::StopPodSandboxRequest { pod_sandbox_id: id.clone() }).await?;
+                        rt.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: id }).await?;
+                    }
+                    Ok::<_, tonic::Status>(())
+                };
+                match tokio::time::timeout(Duration::from_secs(60), work).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => eprintln!("test cleanup: {e}"),
+                    Err(_) => eprintln!("test cleanup timed out"),
+                }
+            });
+        });
+        let _ = cleanup.join();
+    }
+}
+
 impl Drop for Daemon {
     fn drop(&mut self) {
+        if self.child.is_some() {
+            self.remove_all_pods();
+        }
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
