@@ -123,6 +123,7 @@ fn main() -> anyhow::Result<()> {
             anyhow::Ok(())
         })?,
         Command::Client { command } => match runtime.block_on(swapcri::client::run(&config.socket, command)) {
+            Ok(out) if out.is_empty() => {}
             Ok(out) => println!("{out}"),
             Err(e) => match e.downcast::<swapcri::client::CommandExit>() {
                 Ok(exit) => {

@@ -60,3 +60,89 @@ fn client_runs_a_pod_end_to_end() {
     assert_eq!(code, 1);
     assert!(err.contains("not found"), "{err}");
 }
+
+/// Runs the client with `input` on its stdin.
+fn client_with_input(daemon: &Daemon, args: &[&str], input: &[u8]) -> (i32, String, String) {
+    use std::io::Write;
+    let mut child = daemon
+        .command()
+        .arg("client")
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).to_string();
+    (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
+}
+
+#[test]
+fn client_streams_exec_attach_and_port_forward() {
+    use std::io::{BufRead, Read, Write};
+    require_root();
+    let daemon = Daemon::start("");
+    import_busybox(&daemon);
+    let logs = daemon.dir.path().join("logs");
+    let pod = ok(&daemon, &["runp", "streams", "--log-dir", logs.to_str().unwrap()]);
+    let server = "echo via-client > /tmp/index.html && exec httpd -f -p 8080 -h /tmp";
+    let web = ok(&daemon, &["create", &pod, "web", IMAGE, "--", "sh", "-c", server]);
+    ok(&daemon, &["start", &web]);
+
+    // exec -i: stdin in, stdout and stderr out, the exit code passed on.
+    let script = "read l; echo got:$l; echo to-stderr >&2; exit 4";
+    let (code, out, err) = client_with_input(&daemon, &["exec", "-i", &web, "--", "sh", "-c", script], b"hello\n");
+    assert_eq!((code, out.as_str()), (4, "got:hello\n"), "{err}");
+    assert!(err.contains("to-stderr"), "{err}");
+    // The end of stdin reaches the command (the v5 close signal).
+    let input = vec![b'x'; 1 << 20];
+    let (code, out, err) = client_with_input(&daemon, &["exec", "-i", &web, "--", "wc", "-c"], &input);
+    assert_eq!((code, out.trim()), (0, "1048576"), "{err}");
+    // exec -t: a terminal in the container.
+    let (code, out, err) = client_with_input(&daemon, &["exec", "-t", &web, "--", "ls", "-l", "/proc/self/fd/0"], b"");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("-> /dev/pts/"), "{out:?}");
+    // A command that cannot start: runc's reason, and a failure.
+    let (code, _, err) = client_with_input(&daemon, &["exec", "-t", &web, "--", "no-such-command"], b"");
+    assert_eq!(code, 1);
+    assert!(err.contains("no-such-command"), "{err}");
+
+    // attach -i -t to a terminal container: typed lines reach its shell; ends when it exits.
+    let term = ok(&daemon, &["create", &pod, "term", IMAGE, "--tty", "--", "sh"]);
+    ok(&daemon, &["start", &term]);
+    let typed = b"echo attached-$((2+3))\nexit 3\n";
+    let (code, out, err) = client_with_input(&daemon, &["attach", "-i", "-t", &term], typed);
+    assert_eq!(code, 0, "attach ends with the container: {err}");
+    assert!(out.contains("attached-5"), "{out:?}");
+
+    // port-forward: a local port reaches httpd in the pod.
+    let local = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut forward = daemon
+        .command()
+        .args(["client", "port-forward", &pod, &format!("{local}:8080")])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut banner = String::new();
+    std::io::BufReader::new(forward.stdout.take().unwrap()).read_line(&mut banner).unwrap();
+    assert_eq!(banner.trim(), format!("Forwarding from 127.0.0.1:{local} -> 8080"));
+    let mut body = String::new();
+    for _ in 0..50 {
+        let mut conn = std::net::TcpStream::connect(("127.0.0.1", local)).unwrap();
+        conn.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+        conn.write_all(b"GET /index.html HTTP/1.0\r\n\r\n").unwrap();
+        body.clear();
+        let _ = conn.read_to_string(&mut body);
+        if body.contains("via-client") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(body.contains("200 OK") && body.contains("via-client"), "{body}");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(forward.id() as i32), nix::sys::signal::Signal::SIGINT).unwrap();
+    let status = forward.wait().unwrap();
+    assert!(status.success(), "port-forward ends cleanly on an interrupt: {status}");
+}

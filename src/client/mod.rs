@@ -11,6 +11,7 @@ use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use tonic::transport::{Channel, Endpoint, Uri};
 
 mod pods;
+mod stream;
 
 /// A command run in a container exited non-zero: the client prints its output and exits
 /// with the same code, like `crictl exec`.

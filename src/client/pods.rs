@@ -52,14 +52,38 @@ pub enum PodCommand {
     Stats { id: Option<String> },
     /// Print a container's log (the message part of each CRI log line).
     Logs { id: String },
-    /// Run a command in a running container and print its output (ExecSync).
+    /// Run a command in a running container. Without -i/-t: print its output (ExecSync);
+    /// with them: an interactive session through the streaming server.
     Exec {
         id: String,
-        /// Seconds before the command is killed (0: no limit).
+        /// Seconds before the command is killed (0: no limit; ExecSync only).
         #[arg(long, default_value_t = 0)]
         timeout: i64,
+        /// Pass stdin to the command.
+        #[arg(short = 'i', long)]
+        interactive: bool,
+        /// Run the command on a terminal.
+        #[arg(short = 't', long)]
+        tty: bool,
         #[arg(last = true, required = true)]
         command: Vec<String>,
+    },
+    /// Attach to a running container's stdio (its output; with -i, its stdin). Ends when
+    /// the container exits.
+    Attach {
+        id: String,
+        #[arg(short = 'i', long)]
+        interactive: bool,
+        /// The container has a terminal: put the local one in raw mode and pass its size.
+        #[arg(short = 't', long)]
+        tty: bool,
+    },
+    /// Forward local ports to ports in a pod (`LOCAL:REMOTE` or `PORT`), on 127.0.0.1,
+    /// until interrupted.
+    PortForward {
+        pod: String,
+        #[arg(required = true)]
+        ports: Vec<String>,
     },
 }
 
@@ -174,7 +198,25 @@ pub async fn run(mut rt: RuntimeServiceClient<Channel>, command: PodCommand) -> 
         PodCommand::Stats { id: None } => {
             json(rt.list_container_stats(cri::ListContainerStatsRequest { filter: None }).await?)?
         }
-        PodCommand::Exec { id, timeout, command } => {
+        PodCommand::Exec { id, interactive, tty, command, .. } if interactive || tty => {
+            let req = cri::ExecRequest {
+                container_id: id,
+                cmd: command,
+                tty,
+                stdin: interactive,
+                stdout: true,
+                stderr: !tty,
+            };
+            let url = rt.exec(req).await?.into_inner().url;
+            finish(super::stream::session(&url, interactive, tty).await?)?
+        }
+        PodCommand::Attach { id, interactive, tty } => {
+            let req = cri::AttachRequest { container_id: id, stdin: interactive, tty, stdout: true, stderr: !tty };
+            let url = rt.attach(req).await?.into_inner().url;
+            finish(super::stream::session(&url, interactive, tty).await?)?
+        }
+        PodCommand::PortForward { pod, ports } => port_forward(rt, pod, ports).await?,
+        PodCommand::Exec { id, timeout, command, .. } => {
             let req = cri::ExecSyncRequest { container_id: id, cmd: command, timeout };
             let resp = rt.exec_sync(req).await?.into_inner();
             let mut out = String::from_utf8_lossy(&resp.stdout).into_owned();
@@ -186,6 +228,58 @@ pub async fn run(mut rt: RuntimeServiceClient<Channel>, command: PodCommand) -> 
         }
     };
     Ok(out)
+}
+
+/// Nothing more to print after a streamed session; a non-zero exit becomes ours.
+fn finish(code: i32) -> anyhow::Result<String> {
+    if code != 0 {
+        return Err(super::CommandExit { code, output: String::new() }.into());
+    }
+    Ok(String::new())
+}
+
+/// `LOCAL:REMOTE` or `PORT` (the same on both sides).
+fn port_pair(spec: &str) -> anyhow::Result<(u16, u16)> {
+    let parse = |p: &str| p.parse::<u16>().ok().filter(|p| *p > 0);
+    let pair = match spec.split_once(':') {
+        Some((local, remote)) => parse(local).zip(parse(remote)),
+        None => parse(spec).map(|p| (p, p)),
+    };
+    pair.ok_or_else(|| anyhow::anyhow!("{spec:?} is not PORT or LOCAL:REMOTE"))
+}
+
+/// Listens on 127.0.0.1 for each pair; every local connection gets its own session.
+async fn port_forward(rt: RuntimeServiceClient<Channel>, pod: String, specs: Vec<String>) -> anyhow::Result<String> {
+    let pairs = specs.iter().map(|s| port_pair(s)).collect::<anyhow::Result<Vec<_>>>()?;
+    let mut listeners = Vec::new();
+    for (local, remote) in pairs {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", local)).await?;
+        println!("Forwarding from 127.0.0.1:{local} -> {remote}");
+        listeners.push((listener, remote));
+    }
+    let mut serving = Vec::new();
+    for (listener, remote) in listeners {
+        let (mut rt, pod) = (rt.clone(), pod.clone());
+        serving.push(tokio::spawn(async move {
+            loop {
+                let Ok((conn, _)) = listener.accept().await else { continue };
+                let req = cri::PortForwardRequest { pod_sandbox_id: pod.clone(), port: vec![i32::from(remote)] };
+                match rt.port_forward(req).await {
+                    Ok(resp) => {
+                        let url = resp.into_inner().url;
+                        tokio::spawn(async move {
+                            if let Err(e) = super::stream::forward_connection(&url, remote, conn).await {
+                                eprintln!("port {remote}: {e:#}");
+                            }
+                        });
+                    }
+                    Err(e) => eprintln!("port {remote}: {}", e.message()),
+                }
+            }
+        }));
+    }
+    tokio::signal::ctrl_c().await?;
+    Ok(String::new())
 }
 
 fn pod_config(args: PodArgs) -> cri::PodSandboxConfig {
