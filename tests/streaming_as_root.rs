@@ -13,19 +13,6 @@ use k8s_cri::v1 as cri;
 
 const V4: &str = "v4.channel.k8s.io";
 
-async fn exec_url(daemon: &Daemon, id: &str, cmd: &[&str], tty: bool, stdin: bool, stderr: bool) -> String {
-    let mut rt = daemon.runtime().await;
-    let req = cri::ExecRequest {
-        container_id: id.into(),
-        cmd: cmd.iter().map(|s| s.to_string()).collect(),
-        tty,
-        stdin,
-        stdout: true,
-        stderr,
-    };
-    rt.exec(req).await.expect("Exec").into_inner().url
-}
-
 /// Opens the streams kubectl opens for these options; returns (error, stdin, stdout, stderr, resize).
 async fn open_exec_streams(c: &mut Client, stdin: bool, stderr: bool, tty: bool) -> [Option<u32>; 5] {
     let error = c.open(&[("streamType", "error")]).await;

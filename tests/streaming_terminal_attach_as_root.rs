@@ -107,39 +107,43 @@ async fn exec_with_a_terminal() {
         let ps = exec(&daemon, &ctr, &["sh", "-c", count], 10).await.unwrap();
         String::from_utf8_lossy(&ps.stdout).trim().to_string()
     };
-    let mut running = String::new();
-    for _ in 0..50 {
-        running = counted().await;
-        if running == "2" {
-            break;
+    let settles_at = |want: &'static str| async move {
+        let mut seen = String::new();
+        for _ in 0..50 {
+            seen = counted().await;
+            if seen == want {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_eq!(running, "2", "the shell and its job run");
+        seen
+    };
+    assert_eq!(settles_at("2").await, "2", "the shell and its job run");
     drop(c);
-    let mut left = String::new();
-    for _ in 0..50 {
-        left = counted().await;
-        if left == "0" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_eq!(left, "0", "the abandoned shell is killed");
+    assert_eq!(settles_at("0").await, "0", "the abandoned shell is killed");
 
     // No exec process is left behind.
     let left = exec(&daemon, &ctr, &["sh", "-c", "ps -o args | grep -cx sh || true"], 10).await.unwrap();
     assert_eq!(String::from_utf8_lossy(&left.stdout).trim(), "0", "the session's shell is gone");
     // Nor any pty or socket in the daemon.
     let mut fds_after = open_fds(daemon.pid());
-    for _ in 0..50 {
+    for _ in 0..100 {
         if fds_after.len() <= fds_before.len() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
         fds_after = open_fds(daemon.pid());
     }
-    assert!(fds_after.len() <= fds_before.len(), "daemon fds before {fds_before:?}\nafter {fds_after:?}");
+    let sockets = std::process::Command::new("ss").args(["-xtanp"]).output().map(|o| o.stdout).unwrap_or_default();
+    let sockets: Vec<String> = String::from_utf8_lossy(&sockets)
+        .lines()
+        .filter(|l| l.contains(&format!("pid={},", daemon.pid())))
+        .map(str::to_string)
+        .collect();
+    assert!(
+        fds_after.len() <= fds_before.len(),
+        "daemon fds before {fds_before:?}\nafter {fds_after:?}\nsockets {sockets:#?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

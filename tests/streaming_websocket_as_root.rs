@@ -21,19 +21,6 @@ async fn within<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
     tokio::time::timeout(Duration::from_secs(30), f).await.unwrap_or_else(|_| panic!("timed out: {what}"))
 }
 
-async fn exec_url(daemon: &Daemon, id: &str, cmd: &[&str], tty: bool, stdin: bool, stderr: bool) -> String {
-    let mut rt = daemon.runtime().await;
-    let req = cri::ExecRequest {
-        container_id: id.into(),
-        cmd: cmd.iter().map(|s| s.to_string()).collect(),
-        tty,
-        stdin,
-        stdout: true,
-        stderr,
-    };
-    rt.exec(req).await.expect("Exec").into_inner().url
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn exec_attach_and_port_forward_over_websocket() {
     require_root();
@@ -211,7 +198,7 @@ fn certificates(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBu
 
 #[tokio::test(flavor = "multi_thread")]
 async fn tls_with_operator_certificates() {
-    use futures::{SinkExt, StreamExt};
+    use futures::StreamExt;
     use tokio_tungstenite::tungstenite::client::IntoClientRequest;
     use tokio_tungstenite::tungstenite::Message;
 

@@ -218,13 +218,7 @@ impl StreamingServer {
         };
         let upgraded = hyper::upgrade::on(&mut req);
         tokio::spawn(async move {
-            let io = match upgraded.await {
-                Ok(io) => TokioIo::new(io),
-                Err(e) => {
-                    tracing::warn!(error = %e, "streaming upgrade failed");
-                    return;
-                }
-            };
+            let Some(io) = take_over(upgraded).await else { return };
             let session = session::start(io);
             if let Pending::PortForward { netns, .. } = pending {
                 return portforward::serve(session, netns).await;
@@ -275,13 +269,7 @@ fn upgrade_websocket(mut req: Request<Incoming>, pending: Pending) -> Response<F
     };
     let upgraded = hyper::upgrade::on(&mut req);
     tokio::spawn(async move {
-        let io = match upgraded.await {
-            Ok(io) => TokioIo::new(io),
-            Err(e) => {
-                tracing::warn!(error = %e, "streaming upgrade failed");
-                return;
-            }
-        };
+        let Some(io) = take_over(upgraded).await else { return };
         if let Pending::PortForward { netns, ports } = pending {
             return portforward::serve_websocket(io, netns, ports).await;
         }
@@ -301,6 +289,17 @@ fn upgrade_websocket(mut req: Request<Incoming>, pending: Pending) -> Response<F
         headers.insert("Sec-WebSocket-Protocol", HeaderValue::from_static(protocol));
     }
     resp
+}
+
+/// The connection once the 101 answer went out.
+async fn take_over(upgrade: hyper::upgrade::OnUpgrade) -> Option<TokioIo<hyper::upgrade::Upgraded>> {
+    match upgrade.await {
+        Ok(io) => Some(TokioIo::new(io)),
+        Err(e) => {
+            tracing::warn!(error = %e, "streaming upgrade failed");
+            None
+        }
+    }
 }
 
 fn plain(status: StatusCode, text: &str) -> Response<Full<Bytes>> {

@@ -190,3 +190,17 @@ pub fn mounts_under(dir: &Path) -> Vec<String> {
         .filter(|m| m.starts_with(&prefix))
         .collect()
 }
+
+/// A streaming URL for an exec with stdout (and the other streams as asked).
+pub async fn exec_url(daemon: &Daemon, id: &str, cmd: &[&str], tty: bool, stdin: bool, stderr: bool) -> String {
+    let mut rt = daemon.runtime().await;
+    let req = cri::ExecRequest {
+        container_id: id.into(),
+        cmd: cmd.iter().map(|s| s.to_string()).collect(),
+        tty,
+        stdin,
+        stdout: true,
+        stderr,
+    };
+    rt.exec(req).await.expect("Exec").into_inner().url
+}
