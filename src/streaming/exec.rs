@@ -264,12 +264,16 @@ async fn run_tty(req: &ExecRequest, channels: &mut Channels) -> Result<i32, Stri
     }
     if let Some(mut resize) = channels.resize.take() {
         let master = dup(&master)?;
+        let runc = child.id().map(|p| nix::unistd::Pid::from_raw(p as i32));
         tasks.push(tokio::spawn(async move {
             while let Some(chunk) = resize.recv().await {
                 for size in decoder.feed(&chunk) {
                     let _ = terminal::set_size(master.as_fd(), size);
-                    if let Some(tty) = &container_tty {
-                        let _ = terminal::set_size(tty.as_fd(), size);
+                    match (&container_tty, runc) {
+                        (Some(tty), _) => drop(terminal::set_size(tty.as_fd(), size)),
+                        // Without the container's end, runc copies our size over on SIGWINCH.
+                        (None, Some(runc)) => drop(nix::sys::signal::kill(runc, nix::sys::signal::Signal::SIGWINCH)),
+                        (None, None) => {}
                     }
                 }
             }
