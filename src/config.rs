@@ -158,6 +158,9 @@ pub struct StreamingConfig {
     pub address: String,
     /// How long a URL from Exec, Attach or PortForward stays valid (each is usable once).
     pub token_ttl_seconds: u64,
+    /// A session whose connection carries nothing either way for this long is closed (as
+    /// kubelet's and containerd's stream idle timeout); 0: never.
+    pub stream_idle_timeout_seconds: u64,
     /// PEM certificate chain and private key: when both are set the server speaks TLS and
     /// hands out https URLs (the client must trust the chain; kubelet does not accept a
     /// self-signed one). Empty: plain HTTP.
@@ -170,6 +173,7 @@ impl Default for StreamingConfig {
         Self {
             address: "127.0.0.1:0".into(),
             token_ttl_seconds: 60,
+            stream_idle_timeout_seconds: 4 * 3600,
             tls_cert_file: PathBuf::new(),
             tls_key_file: PathBuf::new(),
         }

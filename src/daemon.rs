@@ -101,7 +101,9 @@ pub async fn run(config: Config) -> Result<(), DaemonError> {
         let (cert, key) = (&config.streaming.tls_cert_file, &config.streaming.tls_key_file);
         Some(crate::streaming::tls::acceptor(cert, key).map_err(DaemonError::StreamingTls)?)
     };
-    let streaming = crate::streaming::StreamingServer::start(&config.streaming.address, ttl, tls)
+    let idle =
+        Some(config.streaming.stream_idle_timeout_seconds).filter(|s| *s > 0).map(std::time::Duration::from_secs);
+    let streaming = crate::streaming::StreamingServer::start(&config.streaming.address, ttl, idle, tls)
         .await
         .map_err(|source| DaemonError::Prepare { path: config.streaming.address.clone().into(), source })?;
     let server = tonic::transport::Server::builder()

@@ -233,3 +233,49 @@ async fn attach_to_stdio_and_to_a_terminal_after_restart() {
     // An exited container cannot be attached to.
     assert_eq!(attach_url(&daemon, &term, false, true).await.unwrap_err().code(), tonic::Code::FailedPrecondition);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn idle_sessions_are_closed() {
+    require_root();
+    let daemon = Daemon::start("[streaming]\nstream_idle_timeout_seconds = 1\n");
+    import_busybox(&daemon);
+    let logs = daemon.dir.path().join("logs");
+    let pod_config = sandbox_config("idle", &logs);
+    let pod = run_sandbox(&daemon, pod_config.clone()).await;
+    let ctr = start(&daemon, &pod, &pod_config, container_config("c", &["sleep", "600"])).await;
+
+    // Output keeps a session alive past the idle time.
+    let url =
+        exec_url(&daemon, &ctr, &["sh", "-c", "for i in 1 2 3 4; do echo $i; sleep 0.5; done"], false, false, false)
+            .await;
+    let (_, client) = connect(&url, &[V4]).await;
+    let mut c = client.unwrap();
+    let (error, _, stdout, _, _) = open_streams(&mut c, false, false, false).await;
+    within("busy session", c.read_until_finished(error)).await;
+    assert_eq!(c.text(stdout), "1\n2\n3\n4\n");
+    assert!(c.text(error).contains("Success"), "{}", c.text(error));
+
+    // A silent one is closed, and its command killed.
+    let url = exec_url(&daemon, &ctr, &["sleep", "333"], false, false, false).await;
+    let (_, client) = connect(&url, &[V4]).await;
+    let mut c = client.unwrap();
+    let _ = open_streams(&mut c, false, false, false).await;
+    let started = std::time::Instant::now();
+    let ended = within("idle close", c.read_until(|_| false)).await;
+    assert!(!ended, "the connection ended");
+    let idle = started.elapsed();
+    assert!(idle >= Duration::from_millis(900), "closed after {idle:?}");
+    let count = "ps -o args | grep -cx 'sleep 333' || true";
+    let mut left = String::new();
+    for _ in 0..50 {
+        left = String::from_utf8_lossy(&exec(&daemon, &ctr, &["sh", "-c", count], 10).await.unwrap().stdout)
+            .trim()
+            .to_string();
+        if left == "0" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(left, "0", "the idle session's command is killed");
+    println!("idle session closed after {:.1} s", idle.as_secs_f64());
+}

@@ -5,6 +5,7 @@
 pub mod attach;
 pub mod channels;
 pub mod exec;
+pub mod idle;
 pub mod portforward;
 pub mod server;
 pub mod session;

@@ -17,6 +17,7 @@ use hyper_util::rt::TokioIo;
 use super::attach::{self, AttachRequest};
 use super::channels::{Channels, Wants};
 use super::exec::{self, ExecRequest};
+use super::idle::IdleTimeout;
 use super::portforward;
 use super::session;
 
@@ -114,6 +115,7 @@ fn query_ports(req: &Request<Incoming>) -> Result<Vec<u16>, String> {
 pub struct StreamingServer {
     base_url: String,
     ttl: Duration,
+    idle_timeout: Option<Duration>,
     tokens: Mutex<HashMap<String, (Pending, Instant)>>,
 }
 
@@ -123,13 +125,18 @@ impl StreamingServer {
     pub async fn start(
         address: &str,
         ttl: Duration,
+        idle_timeout: Option<Duration>,
         tls: Option<tokio_rustls::TlsAcceptor>,
     ) -> std::io::Result<Arc<StreamingServer>> {
         let listener = tokio::net::TcpListener::bind(address).await?;
         let bound = listener.local_addr()?;
         let scheme = if tls.is_some() { "https" } else { "http" };
-        let server =
-            Arc::new(StreamingServer { base_url: format!("{scheme}://{bound}"), ttl, tokens: Mutex::default() });
+        let server = Arc::new(StreamingServer {
+            base_url: format!("{scheme}://{bound}"),
+            ttl,
+            idle_timeout,
+            tokens: Mutex::default(),
+        });
         tracing::info!(address = %bound, tls = tls.is_some(), "streaming server (exec, attach, port-forward) listening");
         let serving = server.clone();
         tokio::spawn(async move { serving.serve(listener, tls).await });
@@ -207,7 +214,7 @@ impl StreamingServer {
         };
         let upgrade = req.headers().get(UPGRADE).and_then(|v| v.to_str().ok()).unwrap_or_default();
         if upgrade.eq_ignore_ascii_case("websocket") {
-            return upgrade_websocket(req, pending);
+            return upgrade_websocket(req, pending, self.idle_timeout);
         }
         if !upgrade.eq_ignore_ascii_case("SPDY/3.1") {
             return plain(StatusCode::BAD_REQUEST, "this endpoint needs Upgrade: SPDY/3.1 or websocket");
@@ -217,8 +224,9 @@ impl StreamingServer {
             Err(msg) => return plain(StatusCode::FORBIDDEN, &msg),
         };
         let upgraded = hyper::upgrade::on(&mut req);
+        let idle = self.idle_timeout;
         tokio::spawn(async move {
-            let Some(io) = take_over(upgraded).await else { return };
+            let Some(io) = take_over(upgraded, idle).await else { return };
             let session = session::start(io);
             if let Pending::PortForward { netns, .. } = pending {
                 return portforward::serve(session, netns).await;
@@ -239,7 +247,11 @@ impl StreamingServer {
 }
 
 /// The WebSocket handshake (RFC 6455) with the channel protocol as sub-protocol.
-fn upgrade_websocket(mut req: Request<Incoming>, pending: Pending) -> Response<Full<Bytes>> {
+fn upgrade_websocket(
+    mut req: Request<Incoming>,
+    pending: Pending,
+    idle_timeout: Option<Duration>,
+) -> Response<Full<Bytes>> {
     let Some(key) = req.headers().get("Sec-WebSocket-Key").map(|k| k.as_bytes().to_vec()) else {
         return plain(StatusCode::BAD_REQUEST, "a WebSocket upgrade needs Sec-WebSocket-Key");
     };
@@ -269,7 +281,7 @@ fn upgrade_websocket(mut req: Request<Incoming>, pending: Pending) -> Response<F
     };
     let upgraded = hyper::upgrade::on(&mut req);
     tokio::spawn(async move {
-        let Some(io) = take_over(upgraded).await else { return };
+        let Some(io) = take_over(upgraded, idle_timeout).await else { return };
         if let Pending::PortForward { netns, ports } = pending {
             return portforward::serve_websocket(io, netns, ports).await;
         }
@@ -291,10 +303,13 @@ fn upgrade_websocket(mut req: Request<Incoming>, pending: Pending) -> Response<F
     resp
 }
 
-/// The connection once the 101 answer went out.
-async fn take_over(upgrade: hyper::upgrade::OnUpgrade) -> Option<TokioIo<hyper::upgrade::Upgraded>> {
+/// The connection once the 101 answer went out, closed when idle for `idle_timeout`.
+async fn take_over(
+    upgrade: hyper::upgrade::OnUpgrade,
+    idle_timeout: Option<Duration>,
+) -> Option<IdleTimeout<TokioIo<hyper::upgrade::Upgraded>>> {
     match upgrade.await {
-        Ok(io) => Some(TokioIo::new(io)),
+        Ok(io) => Some(IdleTimeout::new(TokioIo::new(io), idle_timeout)),
         Err(e) => {
             tracing::warn!(error = %e, "streaming upgrade failed");
             None
