@@ -103,9 +103,10 @@ pub async fn run(config: Config) -> Result<(), DaemonError> {
     };
     let idle =
         Some(config.streaming.stream_idle_timeout_seconds).filter(|s| *s > 0).map(std::time::Duration::from_secs);
-    let streaming = crate::streaming::StreamingServer::start(&config.streaming.address, ttl, idle, tls)
-        .await
-        .map_err(|source| DaemonError::Prepare { path: config.streaming.address.clone().into(), source })?;
+    let streaming =
+        crate::streaming::StreamingServer::start(&config.streaming.address, ttl, idle, tls, metrics.streaming())
+            .await
+            .map_err(|source| DaemonError::Prepare { path: config.streaming.address.clone().into(), source })?;
     let server = tonic::transport::Server::builder()
         .layer(crate::metrics::GrpcMetricsLayer(metrics))
         .add_service(

@@ -50,6 +50,11 @@ async fn scrape_names_labels_and_rpc_codes() {
     let id = start(&daemon, &pod, &pod_config, container_config("app", &["sleep", "30"])).await;
     let mut rt = daemon.runtime().await;
     let _ = rt.container_status(cri::ContainerStatusRequest { container_id: "missing".into(), verbose: false }).await;
+    // One exec session over WebSocket, finished before the scrape.
+    let url = exec_url(&daemon, &id, &["true"], false, false, false).await;
+    let mut session = common::ws_client::connect(&url, &["v5.channel.k8s.io"]).await.unwrap();
+    session.read_to_end().await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
 
     let body = tokio::task::spawn_blocking(move || scrape(port)).await.unwrap();
     assert!(body.trim_end().ends_with("# EOF"), "OpenMetrics text ends with # EOF");
@@ -78,6 +83,11 @@ async fn scrape_names_labels_and_rpc_codes() {
     // This host's memory controller is cgroup v1: no swap series for containers.
     assert!(find("swapcri_container_swap_usage_bytes").is_empty());
     assert_eq!(find("swapcri_swap_policy_disagreements_total")[0].2, 0.0);
+    let exec_ws = "kind=\"exec\",transport=\"websocket\"";
+    let sessions = find("swapcri_streaming_sessions_total");
+    assert!(sessions.iter().any(|(_, l, v)| l == exec_ws && *v == 1.0), "{sessions:?}");
+    let active = find("swapcri_streaming_sessions_active");
+    assert!(active.iter().any(|(_, l, v)| l == exec_ws && *v == 0.0), "{active:?}");
     assert_eq!(find("swapcri_memory_readback_mismatches_total").len(), 1);
     let ok = find("swapcri_grpc_requests_total");
     assert!(ok.iter().any(|(_, l, v)| l == "method=\"RunPodSandbox\",code=\"Ok\"" && *v == 1.0), "{ok:?}");

@@ -36,6 +36,40 @@ pub struct MethodLabels {
     pub method: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SessionLabels {
+    /// exec, attach or portforward.
+    pub kind: String,
+    /// spdy or websocket.
+    pub transport: String,
+}
+
+/// The streaming server's series, handed to it at start-up.
+#[derive(Clone, Default)]
+pub struct StreamingMetrics {
+    sessions: Family<SessionLabels, Counter>,
+    active: Family<SessionLabels, Gauge>,
+}
+
+impl StreamingMetrics {
+    /// Counts a session that starts; it is active until the returned guard is dropped.
+    pub fn session(&self, kind: &str, transport: &str) -> ActiveSession {
+        let labels = SessionLabels { kind: kind.into(), transport: transport.into() };
+        self.sessions.get_or_create(&labels).inc();
+        let active = self.active.get_or_create(&labels).clone();
+        active.inc();
+        ActiveSession(active)
+    }
+}
+
+pub struct ActiveSession(Gauge);
+
+impl Drop for ActiveSession {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
 pub struct Metrics {
     registry: Mutex<Registry>,
     machine_swap: Gauge,
@@ -47,6 +81,7 @@ pub struct Metrics {
     mismatches: Counter,
     grpc_requests: Family<RpcLabels, Counter>,
     grpc_latency: Family<MethodLabels, Histogram>,
+    streaming: StreamingMetrics,
 }
 
 fn latency_histogram() -> Histogram {
@@ -72,6 +107,7 @@ impl Metrics {
             mismatches: Counter::default(),
             grpc_requests: Family::default(),
             grpc_latency: Family::new_with_constructor(latency_histogram),
+            streaming: StreamingMetrics::default(),
         };
         {
             let mut r = m.registry.lock().unwrap();
@@ -112,8 +148,22 @@ impl Metrics {
             );
             r.register("grpc_requests", "CRI requests by method and status code", m.grpc_requests.clone());
             r.register("grpc_request_duration_seconds", "CRI request latency by method", m.grpc_latency.clone());
+            r.register(
+                "streaming_sessions",
+                "Exec, attach and port-forward sessions started, by kind and transport",
+                m.streaming.sessions.clone(),
+            );
+            r.register(
+                "streaming_sessions_active",
+                "Exec, attach and port-forward sessions open now, by kind and transport",
+                m.streaming.active.clone(),
+            );
         }
         m
+    }
+
+    pub fn streaming(&self) -> StreamingMetrics {
+        self.streaming.clone()
     }
 
     pub fn observe_rpc(&self, method: &str, code: &str, elapsed: Duration) {

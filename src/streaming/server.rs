@@ -20,6 +20,7 @@ use super::exec::{self, ExecRequest};
 use super::idle::IdleTimeout;
 use super::portforward;
 use super::session;
+use crate::metrics::StreamingMetrics;
 
 const PROTOCOL_HEADER: &str = "X-Stream-Protocol-Version";
 
@@ -116,6 +117,7 @@ pub struct StreamingServer {
     base_url: String,
     ttl: Duration,
     idle_timeout: Option<Duration>,
+    metrics: StreamingMetrics,
     tokens: Mutex<HashMap<String, (Pending, Instant)>>,
 }
 
@@ -127,6 +129,7 @@ impl StreamingServer {
         ttl: Duration,
         idle_timeout: Option<Duration>,
         tls: Option<tokio_rustls::TlsAcceptor>,
+        metrics: StreamingMetrics,
     ) -> std::io::Result<Arc<StreamingServer>> {
         let listener = tokio::net::TcpListener::bind(address).await?;
         let bound = listener.local_addr()?;
@@ -135,6 +138,7 @@ impl StreamingServer {
             base_url: format!("{scheme}://{bound}"),
             ttl,
             idle_timeout,
+            metrics,
             tokens: Mutex::default(),
         });
         tracing::info!(address = %bound, tls = tls.is_some(), "streaming server (exec, attach, port-forward) listening");
@@ -214,7 +218,7 @@ impl StreamingServer {
         };
         let upgrade = req.headers().get(UPGRADE).and_then(|v| v.to_str().ok()).unwrap_or_default();
         if upgrade.eq_ignore_ascii_case("websocket") {
-            return upgrade_websocket(req, pending, self.idle_timeout);
+            return upgrade_websocket(req, pending, self.idle_timeout, &self.metrics);
         }
         if !upgrade.eq_ignore_ascii_case("SPDY/3.1") {
             return plain(StatusCode::BAD_REQUEST, "this endpoint needs Upgrade: SPDY/3.1 or websocket");
@@ -225,7 +229,9 @@ impl StreamingServer {
         };
         let upgraded = hyper::upgrade::on(&mut req);
         let idle = self.idle_timeout;
+        let active = self.metrics.session(pending.path(), "spdy");
         tokio::spawn(async move {
+            let _active = active;
             let Some(io) = take_over(upgraded, idle).await else { return };
             let session = session::start(io);
             if let Pending::PortForward { netns, .. } = pending {
@@ -251,6 +257,7 @@ fn upgrade_websocket(
     mut req: Request<Incoming>,
     pending: Pending,
     idle_timeout: Option<Duration>,
+    metrics: &StreamingMetrics,
 ) -> Response<Full<Bytes>> {
     let Some(key) = req.headers().get("Sec-WebSocket-Key").map(|k| k.as_bytes().to_vec()) else {
         return plain(StatusCode::BAD_REQUEST, "a WebSocket upgrade needs Sec-WebSocket-Key");
@@ -279,8 +286,10 @@ fn upgrade_websocket(
         }
         other => other,
     };
+    let active = metrics.session(pending.path(), "websocket");
     let upgraded = hyper::upgrade::on(&mut req);
     tokio::spawn(async move {
+        let _active = active;
         let Some(io) = take_over(upgraded, idle_timeout).await else { return };
         if let Pending::PortForward { netns, ports } = pending {
             return portforward::serve_websocket(io, netns, ports).await;
