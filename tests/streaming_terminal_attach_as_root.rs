@@ -27,6 +27,19 @@ async fn within<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
     tokio::time::timeout(Duration::from_secs(30), f).await.unwrap_or_else(|_| panic!("timed out: {what}"))
 }
 
+/// The pid of the monitor of container `id` (its config path names the container).
+fn monitor_of(id: &str) -> u32 {
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline);
+        if cmdline.contains("monitor") && cmdline.contains(id) {
+            return pid;
+        }
+    }
+    panic!("no monitor for {id}");
+}
+
 /// What the process's descriptors point to.
 fn open_fds(pid: u32) -> Vec<String> {
     let mut fds: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
@@ -173,6 +186,8 @@ async fn attach_to_stdio_and_to_a_terminal_after_restart() {
     let mut rt = daemon.runtime().await;
     let none = cri::AttachRequest { container_id: quiet.clone(), ..Default::default() };
     assert_eq!(rt.attach(none).await.unwrap_err().code(), tonic::Code::InvalidArgument);
+    let both = cri::AttachRequest { container_id: term.clone(), tty: true, stdout: true, stderr: true, stdin: false };
+    assert_eq!(rt.attach(both).await.unwrap_err().code(), tonic::Code::InvalidArgument);
 
     // Two clients see the same output; the one with stdin talks to the container.
     let watcher_url = attach_url(&daemon, &reader, false, false).await.unwrap();
@@ -216,9 +231,21 @@ async fn attach_to_stdio_and_to_a_terminal_after_restart() {
     c.write(stdin, b"stty size; echo done-$((1+1))\n").await;
     within("terminal", c.read_until(|c| c.text(stdout).contains("done-2"))).await;
     assert!(c.text(stdout).contains("40 120"), "{:?}", c.text(stdout));
-    // Leaving the session (no stdin_once) leaves the container running.
+    // Leaving the session (no stdin_once) leaves the container running, and nothing of the
+    // session in its monitor.
+    let monitor = monitor_of(&term);
+    let attached = open_fds(monitor);
     drop(c);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut left = open_fds(monitor);
+    for _ in 0..50 {
+        if left.len() < attached.len() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        left = open_fds(monitor);
+    }
+    assert!(left.len() < attached.len(), "monitor fds while attached {attached:?}\nafter {left:?}");
+    assert!(!left.iter().any(|f| f.contains("/dev/ptmx") && !attached.contains(f)));
     assert_eq!(status(&daemon, &term).await.state, cri::ContainerState::ContainerRunning as i32);
     // Attach again and end the shell.
     let req = cri::AttachRequest { container_id: term.clone(), stdin: true, tty: true, stdout: true, stderr: false };

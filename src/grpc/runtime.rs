@@ -291,7 +291,7 @@ impl CriRuntimeService for RuntimeApi {
     async fn attach(&self, request: Request<cri::AttachRequest>) -> Result<Response<cri::AttachResponse>, Status> {
         let r = request.into_inner();
         let id = required(&r.container_id, "container_id")?;
-        let pending = self.pods.attach_stream(&id, r.stdin, r.stdout, r.stderr)?;
+        let pending = self.pods.attach_stream(&id, r.tty, r.stdin, r.stdout, r.stderr)?;
         let url = self.streaming.issue(pending).map_err(Status::internal)?;
         Ok(Response::new(cri::AttachResponse { url }))
     }

@@ -42,9 +42,19 @@ impl PodService {
 
     /// Validates an Attach request: the container must be running and reachable through its
     /// monitor. Whether there is a terminal is the container's choice, not the request's.
-    pub fn attach_stream(&self, id: &str, stdin: bool, stdout: bool, stderr: bool) -> Result<Pending, Error> {
+    pub fn attach_stream(
+        &self,
+        id: &str,
+        tty: bool,
+        stdin: bool,
+        stdout: bool,
+        stderr: bool,
+    ) -> Result<Pending, Error> {
         if !stdin && !stdout && !stderr {
             return Err(Error::InvalidArgument("one of stdin, stdout and stderr must be set".into()));
+        }
+        if tty && stderr {
+            return Err(Error::InvalidArgument("tty and stderr cannot both be set (a terminal merges them)".into()));
         }
         let container = self.find_container(id)?;
         if !container.status.state.can_exec() {

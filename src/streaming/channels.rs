@@ -207,3 +207,76 @@ impl Channels {
         channels
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::protocol::{Message, Role};
+    use tokio_tungstenite::WebSocketStream;
+
+    fn frame(channel: u8, data: &[u8]) -> Message {
+        Message::Binary([&[channel][..], data].concat().into())
+    }
+
+    async fn next_binary(client: &mut WebSocketStream<tokio::io::DuplexStream>) -> Vec<u8> {
+        loop {
+            match client.next().await.unwrap().unwrap() {
+                Message::Binary(b) => return b.to_vec(),
+                Message::Close(_) => return Vec::new(),
+                _ => {}
+            }
+        }
+    }
+
+    /// A v5 WebSocket session: inputs demultiplexed by channel, the close signal ending stdin,
+    /// outputs tagged with their channel, the empty first message, the close frame at the end.
+    #[tokio::test]
+    async fn websocket_channels_multiplex_both_ways() {
+        let (server_io, client_io) = tokio::io::duplex(1 << 16);
+        let wants = Wants { stdin: true, stdout: true, stderr: false, tty: true };
+        let (channels, mut client) = tokio::join!(
+            Channels::from_websocket(server_io, wants, "v5.channel.k8s.io"),
+            WebSocketStream::from_raw_socket(client_io, Role::Client, None)
+        );
+        let mut channels = channels;
+        assert!(channels.stderr.is_none(), "a terminal has no stderr");
+        assert_eq!(next_binary(&mut client).await, vec![1], "the first message: empty, on stdout");
+
+        client.send(frame(0, b"typed")).await.unwrap();
+        client.send(frame(4, br#"{"Width":80,"Height":25}"#)).await.unwrap();
+        client.send(frame(7, b"unknown channel, ignored")).await.unwrap();
+        client.send(Message::Text("\u{0}as text".into())).await.unwrap();
+        client.send(frame(255, &[0])).await.unwrap();
+        let stdin = channels.stdin.as_mut().unwrap();
+        assert_eq!(stdin.recv().await.unwrap(), b"typed");
+        assert_eq!(stdin.recv().await.unwrap(), b"as text");
+        assert_eq!(stdin.recv().await, None, "closed by the v5 signal");
+        let resize = channels.resize.as_mut().unwrap();
+        assert_eq!(resize.recv().await.unwrap(), br#"{"Width":80,"Height":25}"#);
+
+        channels.stdout.as_ref().unwrap().write(b"out").await;
+        channels.error.as_ref().unwrap().write(b"{}").await;
+        assert_eq!(next_binary(&mut client).await, b"\x01out");
+        assert_eq!(next_binary(&mut client).await, b"\x03{}");
+        channels.close().await;
+        assert!(matches!(client.next().await, Some(Ok(Message::Close(_)))));
+    }
+
+    /// Before v5 there is no close signal: channel 255 is just an unknown channel.
+    #[tokio::test]
+    async fn no_close_signal_before_v5() {
+        let (server_io, client_io) = tokio::io::duplex(1 << 16);
+        let wants = Wants { stdin: true, stdout: false, stderr: true, tty: false };
+        let (channels, mut client) = tokio::join!(
+            Channels::from_websocket(server_io, wants, "v4.channel.k8s.io"),
+            WebSocketStream::from_raw_socket(client_io, Role::Client, None)
+        );
+        let mut channels = channels;
+        assert!(channels.resize.is_none());
+        assert_eq!(next_binary(&mut client).await, vec![2], "the first message: empty, on stderr");
+        client.send(frame(255, &[0])).await.unwrap();
+        client.send(frame(0, b"still open")).await.unwrap();
+        assert_eq!(channels.stdin.as_mut().unwrap().recv().await.unwrap(), b"still open");
+    }
+}
