@@ -40,6 +40,9 @@ enum Command {
     },
     /// Talk to a running daemon over its socket (a small crictl).
     Client {
+        /// PEM CA certificates to trust for a streaming server with TLS (default: the system's).
+        #[arg(long)]
+        streaming_ca: Option<PathBuf>,
         #[command(subcommand)]
         command: swapcri::client::ClientCommand,
     },
@@ -122,20 +125,22 @@ fn main() -> anyhow::Result<()> {
             }
             anyhow::Ok(())
         })?,
-        Command::Client { command } => match runtime.block_on(swapcri::client::run(&config.socket, command)) {
-            Ok(out) if out.is_empty() => {}
-            Ok(out) => println!("{out}"),
-            Err(e) => match e.downcast::<swapcri::client::CommandExit>() {
-                Ok(exit) => {
-                    print!("{}", exit.output);
-                    std::process::exit(exit.code.clamp(1, 255));
-                }
-                Err(e) => {
-                    eprintln!("error: {e:#}");
-                    std::process::exit(1);
-                }
-            },
-        },
+        Command::Client { streaming_ca, command } => {
+            match runtime.block_on(swapcri::client::run(&config.socket, streaming_ca, command)) {
+                Ok(out) if out.is_empty() => {}
+                Ok(out) => println!("{out}"),
+                Err(e) => match e.downcast::<swapcri::client::CommandExit>() {
+                    Ok(exit) => {
+                        print!("{}", exit.output);
+                        std::process::exit(exit.code.clamp(1, 255));
+                    }
+                    Err(e) => {
+                        eprintln!("error: {e:#}");
+                        std::process::exit(1);
+                    }
+                },
+            }
+        }
         Command::Doctor { json, root, eviction_threshold, kubelet_config } => {
             let meminfo = std::fs::read_to_string(root.join("proc/meminfo")).unwrap_or_default();
             let mem_total = swapcri::node::memory::meminfo_bytes(&meminfo, "MemTotal").unwrap_or(0);

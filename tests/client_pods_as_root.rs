@@ -61,24 +61,6 @@ fn client_runs_a_pod_end_to_end() {
     assert!(err.contains("not found"), "{err}");
 }
 
-/// Runs the client with `input` on its stdin.
-fn client_with_input(daemon: &Daemon, args: &[&str], input: &[u8]) -> (i32, String, String) {
-    use std::io::Write;
-    let mut child = daemon
-        .command()
-        .arg("client")
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(input).unwrap();
-    let out = child.wait_with_output().unwrap();
-    let text = |b: &[u8]| String::from_utf8_lossy(b).to_string();
-    (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
-}
-
 #[test]
 fn client_streams_exec_attach_and_port_forward() {
     use std::io::{BufRead, Read, Write};
@@ -93,19 +75,19 @@ fn client_streams_exec_attach_and_port_forward() {
 
     // exec -i: stdin in, stdout and stderr out, the exit code passed on.
     let script = "read l; echo got:$l; echo to-stderr >&2; exit 4";
-    let (code, out, err) = client_with_input(&daemon, &["exec", "-i", &web, "--", "sh", "-c", script], b"hello\n");
+    let (code, out, err) = daemon.client_with_input(&["exec", "-i", &web, "--", "sh", "-c", script], b"hello\n");
     assert_eq!((code, out.as_str()), (4, "got:hello\n"), "{err}");
     assert!(err.contains("to-stderr"), "{err}");
     // The end of stdin reaches the command (the v5 close signal).
     let input = vec![b'x'; 1 << 20];
-    let (code, out, err) = client_with_input(&daemon, &["exec", "-i", &web, "--", "wc", "-c"], &input);
+    let (code, out, err) = daemon.client_with_input(&["exec", "-i", &web, "--", "wc", "-c"], &input);
     assert_eq!((code, out.trim()), (0, "1048576"), "{err}");
     // exec -t: a terminal in the container.
-    let (code, out, err) = client_with_input(&daemon, &["exec", "-t", &web, "--", "ls", "-l", "/proc/self/fd/0"], b"");
+    let (code, out, err) = daemon.client_with_input(&["exec", "-t", &web, "--", "ls", "-l", "/proc/self/fd/0"], b"");
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("-> /dev/pts/"), "{out:?}");
     // A command that cannot start: runc's reason, and a failure.
-    let (code, _, err) = client_with_input(&daemon, &["exec", "-t", &web, "--", "no-such-command"], b"");
+    let (code, _, err) = daemon.client_with_input(&["exec", "-t", &web, "--", "no-such-command"], b"");
     assert_eq!(code, 1);
     assert!(err.contains("no-such-command"), "{err}");
 
@@ -113,7 +95,7 @@ fn client_streams_exec_attach_and_port_forward() {
     let term = ok(&daemon, &["create", &pod, "term", IMAGE, "--tty", "--", "sh"]);
     ok(&daemon, &["start", &term]);
     let typed = b"echo attached-$((2+3))\nexit 3\n";
-    let (code, out, err) = client_with_input(&daemon, &["attach", "-i", "-t", &term], typed);
+    let (code, out, err) = daemon.client_with_input(&["attach", "-i", "-t", &term], typed);
     assert_eq!(code, 0, "attach ends with the container: {err}");
     assert!(out.contains("attached-5"), "{out:?}");
 

@@ -269,4 +269,16 @@ async fn tls_with_operator_certificates() {
     let name = rustls_pki_types::ServerName::try_from("127.0.0.1").unwrap();
     let refused = tokio_rustls::TlsConnector::from(std::sync::Arc::new(untrusting)).connect(name, tcp).await;
     assert!(refused.is_err());
+
+    // `swapcri client` over TLS: with the operator's CA it runs an interactive exec; with
+    // only the system's certificates it refuses the server.
+    let ca = ca.display().to_string();
+    let exec = ["exec", "-i", &ctr, "--", "sh", "-c", "tr a-z A-Z; exit 3"];
+    let trusting = [&["--streaming-ca", &ca][..], &exec[..]].concat();
+    let (code, out, err) = tokio::task::block_in_place(|| daemon.client_with_input(&trusting, b"secure\n"));
+    assert_eq!(out, "SECURE\n", "{err}");
+    assert_eq!(code, 3, "{err}");
+    let (code, _, err) = tokio::task::block_in_place(|| daemon.client_with_input(&exec, b"secure\n"));
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("TLS with 127.0.0.1") && err.contains("certificate"), "{err}");
 }

@@ -1,7 +1,7 @@
 //! `swapcri client`: a small CRI client over the daemon's socket, for operators and
 //! scripts on nodes without crictl. Prints the CRI responses as JSON.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use clap::Subcommand;
 use hyper_util::rt::TokioIo;
@@ -75,7 +75,8 @@ pub async fn connect(socket: &Path) -> Result<Channel, tonic::transport::Error> 
 }
 
 /// Runs one command and returns the response as pretty JSON.
-pub async fn run(socket: &Path, command: ClientCommand) -> anyhow::Result<String> {
+/// `streaming_ca`: the certificates to trust for `https://` streaming URLs (default: the system's).
+pub async fn run(socket: &Path, streaming_ca: Option<PathBuf>, command: ClientCommand) -> anyhow::Result<String> {
     let channel = connect(socket).await.map_err(|e| anyhow::anyhow!("cannot connect to {}: {e}", socket.display()))?;
     let mut runtime = RuntimeServiceClient::new(channel.clone());
     let mut images = ImageServiceClient::new(channel);
@@ -102,7 +103,7 @@ pub async fn run(socket: &Path, command: ClientCommand) -> anyhow::Result<String
             to_json(images.remove_image(cri::RemoveImageRequest { image: spec(image) }).await?)
         }
         ClientCommand::Imagefsinfo => to_json(images.image_fs_info(cri::ImageFsInfoRequest {}).await?),
-        ClientCommand::Pods(command) => return pods::run(runtime, command).await,
+        ClientCommand::Pods(command) => return pods::run(runtime, stream::Connector::new(streaming_ca), command).await,
     };
     Ok(json?)
 }

@@ -152,7 +152,11 @@ fn to_map(pairs: Vec<(String, String)>) -> HashMap<String, String> {
     pairs.into_iter().collect()
 }
 
-pub async fn run(mut rt: RuntimeServiceClient<Channel>, command: PodCommand) -> anyhow::Result<String> {
+pub async fn run(
+    mut rt: RuntimeServiceClient<Channel>,
+    connector: super::stream::Connector,
+    command: PodCommand,
+) -> anyhow::Result<String> {
     let out = match command {
         PodCommand::Runp(args) => {
             let config = pod_config(args);
@@ -208,14 +212,14 @@ pub async fn run(mut rt: RuntimeServiceClient<Channel>, command: PodCommand) -> 
                 stderr: !tty,
             };
             let url = rt.exec(req).await?.into_inner().url;
-            finish(super::stream::session(&url, interactive, tty).await?)?
+            finish(super::stream::session(&connector, &url, interactive, tty).await?)?
         }
         PodCommand::Attach { id, interactive, tty } => {
             let req = cri::AttachRequest { container_id: id, stdin: interactive, tty, stdout: true, stderr: !tty };
             let url = rt.attach(req).await?.into_inner().url;
-            finish(super::stream::session(&url, interactive, tty).await?)?
+            finish(super::stream::session(&connector, &url, interactive, tty).await?)?
         }
-        PodCommand::PortForward { pod, ports } => port_forward(rt, pod, ports).await?,
+        PodCommand::PortForward { pod, ports } => port_forward(rt, connector, pod, ports).await?,
         PodCommand::Exec { id, timeout, command, .. } => {
             let req = cri::ExecSyncRequest { container_id: id, cmd: command, timeout };
             let resp = rt.exec_sync(req).await?.into_inner();
@@ -249,7 +253,12 @@ fn port_pair(spec: &str) -> anyhow::Result<(u16, u16)> {
 }
 
 /// Listens on 127.0.0.1 for each pair; every local connection gets its own session.
-async fn port_forward(rt: RuntimeServiceClient<Channel>, pod: String, specs: Vec<String>) -> anyhow::Result<String> {
+async fn port_forward(
+    rt: RuntimeServiceClient<Channel>,
+    connector: super::stream::Connector,
+    pod: String,
+    specs: Vec<String>,
+) -> anyhow::Result<String> {
     let pairs = specs.iter().map(|s| port_pair(s)).collect::<anyhow::Result<Vec<_>>>()?;
     let mut listeners = Vec::new();
     for (local, remote) in pairs {
@@ -259,7 +268,7 @@ async fn port_forward(rt: RuntimeServiceClient<Channel>, pod: String, specs: Vec
     }
     let mut serving = Vec::new();
     for (listener, remote) in listeners {
-        let (mut rt, pod) = (rt.clone(), pod.clone());
+        let (mut rt, pod, connector) = (rt.clone(), pod.clone(), connector.clone());
         serving.push(tokio::spawn(async move {
             loop {
                 let Ok((conn, _)) = listener.accept().await else { continue };
@@ -267,8 +276,9 @@ async fn port_forward(rt: RuntimeServiceClient<Channel>, pod: String, specs: Vec
                 match rt.port_forward(req).await {
                     Ok(resp) => {
                         let url = resp.into_inner().url;
+                        let connector = connector.clone();
                         tokio::spawn(async move {
-                            if let Err(e) = super::stream::forward_connection(&url, remote, conn).await {
+                            if let Err(e) = super::stream::forward_connection(&connector, &url, remote, conn).await {
                                 eprintln!("port {remote}: {e:#}");
                             }
                         });

@@ -3,16 +3,26 @@
 //! `crictl --transport websocket`.
 
 use std::os::fd::{AsFd, AsRawFd};
+use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context};
 use futures::{SinkExt, StreamExt};
+use rustls_pki_types::ServerName;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_rustls::rustls::RootCertStore;
+use tokio_rustls::TlsConnector;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::streaming::terminal::TerminalSize;
+use crate::streaming::tls;
 
-type Ws = tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>;
+/// Any connection a WebSocket can run over: plain TCP, or TLS for `https://` URLs.
+trait Transport: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Transport for T {}
+
+type Ws = tokio_tungstenite::WebSocketStream<Box<dyn Transport>>;
 
 const STDIN: u8 = 0;
 const STDOUT: u8 = 1;
@@ -21,17 +31,70 @@ const ERROR: u8 = 3;
 const RESIZE: u8 = 4;
 const CLOSE: u8 = 255;
 
-/// Opens the WebSocket for a URL the daemon handed out.
-async fn open(url: &str, protocol: &str) -> anyhow::Result<Ws> {
-    let Some(rest) = url.strip_prefix("http://") else {
-        bail!("{url}: only plain-HTTP streaming URLs are supported here (the server uses TLS; use crictl)");
-    };
-    let host = rest.split('/').next().unwrap_or_default().to_string();
-    let mut request = format!("ws://{rest}").into_client_request()?;
-    request.headers_mut().insert("Sec-WebSocket-Protocol", protocol.parse()?);
-    let tcp = tokio::net::TcpStream::connect(&host).await.with_context(|| format!("connecting to {host}"))?;
-    let (ws, _) = tokio_tungstenite::client_async(request, tcp).await.context("WebSocket upgrade")?;
-    Ok(ws)
+/// Opens WebSockets to the URLs the daemon hands out. An `https://` URL (a daemon with
+/// operator certificates) is checked against `ca_file` (PEM), or else the system's trusted
+/// certificates.
+#[derive(Clone, Default)]
+pub struct Connector {
+    ca_file: Option<PathBuf>,
+    /// Built on the first `https://` URL, then shared by every connection.
+    tls: Arc<tokio::sync::OnceCell<TlsConnector>>,
+}
+
+impl Connector {
+    pub fn new(ca_file: Option<PathBuf>) -> Connector {
+        Connector { ca_file, tls: Arc::default() }
+    }
+
+    async fn open(&self, url: &str, protocol: &str) -> anyhow::Result<Ws> {
+        let uri: hyper::Uri = url.parse().with_context(|| format!("{url}: not a URL"))?;
+        let secure = match uri.scheme_str() {
+            Some("http") => false,
+            Some("https") => true,
+            _ => bail!("{url}: not an http or https URL"),
+        };
+        let (Some(authority), Some(host)) = (uri.authority(), uri.host()) else { bail!("{url}: no host") };
+        let port = uri.port_u16().unwrap_or(if secure { 443 } else { 80 });
+        let host = host.trim_start_matches('[').trim_end_matches(']').to_string();
+        // The trusted certificates are settled before anything goes on the network.
+        let tls = match secure {
+            true => Some(self.tls.get_or_try_init(|| async { self.tls_connector() }).await?),
+            false => None,
+        };
+        let tcp = tokio::net::TcpStream::connect((host.as_str(), port))
+            .await
+            .with_context(|| format!("connecting to {host}:{port}"))?;
+        let conn: Box<dyn Transport> = match tls {
+            Some(tls) => {
+                let name = ServerName::try_from(host.clone()).with_context(|| format!("{host}: not a server name"))?;
+                Box::new(tls.connect(name, tcp).await.with_context(|| format!("TLS with {host}:{port}"))?)
+            }
+            None => Box::new(tcp),
+        };
+        let path = uri.path_and_query().map_or("/", |p| p.as_str());
+        let mut request = format!("{}://{authority}{path}", if secure { "wss" } else { "ws" }).into_client_request()?;
+        request.headers_mut().insert("Sec-WebSocket-Protocol", protocol.parse()?);
+        let (ws, _) = tokio_tungstenite::client_async(request, conn).await.context("WebSocket upgrade")?;
+        Ok(ws)
+    }
+
+    fn tls_connector(&self) -> anyhow::Result<TlsConnector> {
+        let mut roots = RootCertStore::empty();
+        match &self.ca_file {
+            Some(path) => {
+                for cert in tls::read_certificates(path)? {
+                    roots.add(cert).with_context(|| format!("{}: not a usable CA certificate", path.display()))?;
+                }
+            }
+            None => {
+                roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+                if roots.is_empty() {
+                    bail!("no trusted certificates on this system for an https streaming URL: pass --streaming-ca");
+                }
+            }
+        }
+        Ok(tls::connector(roots)?)
+    }
 }
 
 /// The local terminal in raw mode for the session's length.
@@ -89,8 +152,8 @@ pub fn exit_code(status: &[u8]) -> anyhow::Result<i32> {
 }
 
 /// Runs an exec or attach session on the local stdio until it ends; the command's exit code.
-pub async fn session(url: &str, stdin: bool, tty: bool) -> anyhow::Result<i32> {
-    let ws = open(url, "v5.channel.k8s.io").await?;
+pub async fn session(connector: &Connector, url: &str, stdin: bool, tty: bool) -> anyhow::Result<i32> {
+    let ws = connector.open(url, "v5.channel.k8s.io").await?;
     let (mut sink, mut source) = ws.split();
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Message>(64);
     let _raw = if tty && stdin { RawTerminal::enter() } else { None };
@@ -172,9 +235,14 @@ pub async fn session(url: &str, stdin: bool, tty: bool) -> anyhow::Result<i32> {
 }
 
 /// Joins one local connection to `port` in the pod through a fresh port-forward URL.
-pub async fn forward_connection(url: &str, port: u16, local: tokio::net::TcpStream) -> anyhow::Result<()> {
+pub async fn forward_connection(
+    connector: &Connector,
+    url: &str,
+    port: u16,
+    local: tokio::net::TcpStream,
+) -> anyhow::Result<()> {
     let url = format!("{url}?port={port}");
-    let ws = open(&url, "v4.channel.k8s.io").await?;
+    let ws = connector.open(&url, "v4.channel.k8s.io").await?;
     let (mut sink, mut source) = ws.split();
     let (mut from_local, mut to_local) = local.into_split();
     let upload = async move {
@@ -221,4 +289,55 @@ pub async fn forward_connection(url: &str, port: u16, local: tokio::net::TcpStre
         bail!("{}", String::from_utf8_lossy(&error));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn open_error(connector: &Connector, url: &str) -> String {
+        match connector.open(url, "v5.channel.k8s.io").await {
+            Ok(_) => panic!("{url}: opened"),
+            Err(e) => format!("{e:#}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn urls_that_are_not_streaming_urls_are_refused() {
+        let connector = Connector::default();
+        for (url, expected) in [
+            ("ftp://127.0.0.1:1/exec/x", "not an http or https URL"),
+            ("/exec/x", "not an http or https URL"),
+            ("http:///exec/x", "not a URL"),
+        ] {
+            let err = open_error(&connector, url).await;
+            assert!(err.contains(expected), "{url}: {err}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_ca_file_without_certificates_is_refused_before_connecting() {
+        // Nobody listens there: an error about the file shows it was read before connecting.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let url = format!("https://{closed}/exec/x");
+        let dir = tempfile::tempdir().unwrap();
+        let empty = dir.path().join("empty.pem");
+        std::fs::write(&empty, "no certificate here\n").unwrap();
+        let err = open_error(&Connector::new(Some(empty)), &url).await;
+        assert!(err.contains("no certificate in the file"), "{err}");
+        let err = open_error(&Connector::new(Some(dir.path().join("missing.pem"))), &url).await;
+        assert!(err.contains("missing.pem"), "{err}");
+    }
+
+    #[test]
+    fn exit_codes_come_from_the_status() {
+        let failed = br#"{"status":"Failure","reason":"NonZeroExitCode","details":{"causes":[{"reason":"ExitCode","message":"7"}]}}"#;
+        assert_eq!(exit_code(br#"{"status":"Success"}"#).unwrap(), 0);
+        assert_eq!(exit_code(failed).unwrap(), 7);
+        assert!(exit_code(br#"{"status":"Failure","message":"no such container"}"#)
+            .unwrap_err()
+            .to_string()
+            .contains("no such container"));
+        assert!(exit_code(b"").is_err());
+    }
 }

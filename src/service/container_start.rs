@@ -16,10 +16,13 @@ impl PodService {
         }
         let sandbox = self.find_sandbox(container.meta.sandbox_id.as_str())?;
         let handler = self.handler(&sandbox.meta.runtime_handler)?;
+        // Taken before the process runs: one that exits at once then still finishes after it
+        // started.
+        let started_at = now_nanos();
         handler.runtime.start(container.meta.id.as_str()).await?;
         let mut status = container.status.clone();
         status.state = ContainerState::Running;
-        status.started_at = now_nanos();
+        status.started_at = started_at;
         if let Some(plan) = &status.memory_plan {
             status.memory_mismatches = self.check_memory(&sandbox, &container.meta.id, plan);
         }

@@ -21,7 +21,7 @@ use crate::policy::NodeFacts;
 use super::pods::{Container, PodService, Sandbox};
 
 /// Records every call; "exits" the container (writes the monitor's exit record) when it
-/// receives `exit_on`.
+/// receives the signal `exit_on`, or at once on start when `exit_on` is "start".
 struct FakeRuntime {
     calls: Mutex<Vec<String>>,
     exit_on: &'static str,
@@ -37,22 +37,30 @@ impl FakeRuntime {
     fn record(&self, call: String) {
         self.calls.lock().unwrap().push(call);
     }
+
+    /// Writes the exit record the monitor would write.
+    fn exit(&self, exit_code: i32, finished_at: i64) {
+        let exit = ExitRecord { exit_code, finished_at, oom_killed: false };
+        std::fs::create_dir_all(self.exit_file.parent().unwrap()).unwrap();
+        std::fs::write(&self.exit_file, serde_json::to_vec(&exit).unwrap()).unwrap();
+    }
 }
 
 #[async_trait]
 impl OciRuntime for FakeRuntime {
     async fn start(&self, id: &str) -> Result<(), OciError> {
         self.record(format!("start {id}"));
+        if self.exit_on == "start" {
+            // A process that is gone before runc start returns.
+            self.exit(0, super::pods::now_nanos());
+        }
         Ok(())
     }
 
     async fn kill(&self, _id: &str, signal: &str, all: bool) -> Result<(), OciError> {
         self.record(format!("kill {signal}{}", if all { " all" } else { "" }));
         if signal == self.exit_on {
-            let code = if signal == "SIGKILL" { 137 } else { 143 };
-            let exit = ExitRecord { exit_code: code, finished_at: 1, oom_killed: false };
-            std::fs::create_dir_all(self.exit_file.parent().unwrap()).unwrap();
-            std::fs::write(&self.exit_file, serde_json::to_vec(&exit).unwrap()).unwrap();
+            self.exit(if signal == "SIGKILL" { 137 } else { 143 }, 1);
         }
         Ok(())
     }
@@ -174,6 +182,16 @@ async fn stop_sends_the_stop_signal_and_returns_when_the_container_exits() {
         let status = state_of(&f);
         assert_eq!((status.state, status.exit_code), (ContainerState::Exited, 143));
     }
+}
+
+#[tokio::test]
+async fn a_container_that_exits_during_start_finishes_after_it_started() {
+    let f = fixture(ContainerState::Created, "SIGTERM", "start", false);
+    f.service.start_container(f.id.as_str()).await.unwrap();
+    let status = state_of(&f);
+    assert_eq!(status.state, ContainerState::Exited);
+    assert!(status.started_at > 0, "{status:?}");
+    assert!(status.finished_at >= status.started_at, "{status:?}");
 }
 
 #[tokio::test]

@@ -199,7 +199,8 @@ impl PodService {
             Some(exit) => {
                 status.state = ContainerState::Exited;
                 status.exit_code = exit.exit_code;
-                status.finished_at = exit.finished_at;
+                // The monitor's clock reading; never before the start (a clock step back).
+                status.finished_at = exit.finished_at.max(status.started_at);
                 status.reason = exit.reason().to_string();
                 status.pid = None;
             }

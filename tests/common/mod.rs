@@ -75,6 +75,27 @@ impl Daemon {
         cmd
     }
 
+    /// Runs `swapcri client ARGS` with `input` on its stdin: (exit code, stdout, stderr).
+    pub fn client_with_input(&self, args: &[&str], input: &[u8]) -> (i32, String, String) {
+        use std::io::Write;
+        let mut child = self
+            .command()
+            .arg("client")
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // A client that fails before reading its input closes the pipe: its output tells.
+        if let Err(e) = child.stdin.take().unwrap().write_all(input) {
+            assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "writing the client's stdin");
+        }
+        let out = child.wait_with_output().unwrap();
+        let text = |b: &[u8]| String::from_utf8_lossy(b).to_string();
+        (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
+    }
+
     /// Starts the daemon (again) and waits until its socket answers.
     pub fn restart(&mut self) {
         assert!(self.child.is_none(), "daemon already running");
