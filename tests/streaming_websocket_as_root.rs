@@ -1,6 +1,7 @@
 //! The streaming server over WebSocket, as `crictl --transport websocket` and the API
 //! server's WebSocket clients speak it: exec on v5 (stdin closed with the close signal) and
-//! v4, exec with a terminal, attach, port-forward with the port in the URL, and refusals.
+//! v4, exec with a terminal, attach, port-forward with the port in the URL, and refusals; the
+//! base64 variants browser clients use.
 
 mod common;
 
@@ -19,6 +20,42 @@ const RESIZE: u8 = 4;
 
 async fn within<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
     tokio::time::timeout(Duration::from_secs(30), f).await.unwrap_or_else(|_| panic!("timed out: {what}"))
+}
+
+/// GET /index.html from port 8080 in the pod through a WebSocket port-forward with the
+/// port in the URL (checking the port prefix), until the page has `marker` (httpd may still be
+/// starting); the response.
+async fn get_through_forward(daemon: &Daemon, pod: &str, protocol: &str, marker: &str) -> String {
+    let mut rt = daemon.runtime().await;
+    let mut body = String::new();
+    for _ in 0..50 {
+        let req = cri::PortForwardRequest { pod_sandbox_id: pod.into(), port: vec![] };
+        let url = rt.port_forward(req).await.unwrap().into_inner().url;
+        let mut c = connect(&format!("{url}?port=8080"), &[protocol]).await.unwrap();
+        within("port prefix", c.read_until(|c| c.channels.get(&0).is_some_and(|d| d.len() >= 2))).await;
+        assert_eq!(&c.channels[&0][..2], &8080u16.to_le_bytes());
+        c.send(0, b"GET /index.html HTTP/1.0\r\n\r\n").await;
+        within("http", c.read_to_end()).await;
+        body = c.text(0);
+        if body.contains(marker) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    body
+}
+
+/// How long /big (64 MiB) takes through a port-forward of port 8080 named in the request.
+async fn download_through_forward(daemon: &Daemon, pod: &str, protocol: &str) -> Duration {
+    let mut rt = daemon.runtime().await;
+    let req = cri::PortForwardRequest { pod_sandbox_id: pod.into(), port: vec![8080] };
+    let url = rt.port_forward(req).await.unwrap().into_inner().url;
+    let mut c = connect(&url, &[protocol]).await.unwrap();
+    let started = Instant::now();
+    c.send(0, b"GET /big HTTP/1.0\r\n\r\n").await;
+    let want = 64 * 1024 * 1024 + 2; // the body and the port prefix
+    within("download", c.read_until(|c| c.channels.get(&0).is_some_and(|d| d.len() > want))).await;
+    started.elapsed()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -95,37 +132,10 @@ async fn exec_attach_and_port_forward_over_websocket() {
     drop(c);
 
     // Port-forward: the port in the URL; each channel starts with the port, little-endian.
-    let req = cri::PortForwardRequest { pod_sandbox_id: pod.clone(), port: vec![] };
-    let url = rt.port_forward(req).await.unwrap().into_inner().url;
-    let mut body = String::new();
-    for attempt in 0..50 {
-        let url = if attempt == 0 {
-            url.clone()
-        } else {
-            let req = cri::PortForwardRequest { pod_sandbox_id: pod.clone(), port: vec![] };
-            rt.port_forward(req).await.unwrap().into_inner().url
-        };
-        let mut c = connect(&format!("{url}?port=8080"), &["v4.channel.k8s.io"]).await.unwrap();
-        within("port prefix", c.read_until(|c| c.channels.get(&0).is_some_and(|d| d.len() >= 2))).await;
-        assert_eq!(&c.channels[&0][..2], &8080u16.to_le_bytes());
-        c.send(0, b"GET /index.html HTTP/1.0\r\n\r\n").await;
-        within("http", c.read_until(|c| c.text(0).contains("served-over-ws"))).await;
-        body = c.text(0);
-        if body.contains("served-over-ws") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let body = get_through_forward(&daemon, &pod, "v4.channel.k8s.io", "served-over-ws").await;
     assert!(body.contains("200 OK") && body.contains("served-over-ws"), "{body}");
     // Throughput: 64 MiB downloaded through the forward.
-    let req = cri::PortForwardRequest { pod_sandbox_id: pod.clone(), port: vec![8080] };
-    let url = rt.port_forward(req).await.unwrap().into_inner().url;
-    let mut c = connect(&url, &["v4.channel.k8s.io"]).await.unwrap();
-    let started = Instant::now();
-    c.send(0, b"GET /big HTTP/1.0\r\n\r\n").await;
-    let want = 64 * 1024 * 1024 + 2; // the body and the port prefix
-    within("download", c.read_until(|c| c.channels.get(&0).is_some_and(|d| d.len() > want))).await;
-    let elapsed = started.elapsed();
+    let elapsed = download_through_forward(&daemon, &pod, "v4.channel.k8s.io").await;
     println!(
         "WebSocket port-forward download: {:.0} MiB/s (64 MiB in {:.0} ms)",
         64.0 / elapsed.as_secs_f64(),
@@ -139,7 +149,7 @@ async fn exec_attach_and_port_forward_over_websocket() {
 
     // Refusals: an unknown protocol, a used token, port-forward without any port.
     let url = exec_url(&daemon, &web, &["true"], false, false, false).await;
-    let refused = connect(&url, &["base64.channel.k8s.io"]).await.err().unwrap();
+    let refused = connect(&url, &["v9.channel.k8s.io"]).await.err().unwrap();
     assert!(refused.contains("403"), "{refused}");
     let again = connect(&url, &["v5.channel.k8s.io"]).await.err().unwrap();
     assert!(again.contains("404"), "{again}");
@@ -147,6 +157,86 @@ async fn exec_attach_and_port_forward_over_websocket() {
     let url = rt.port_forward(req).await.unwrap().into_inner().url;
     let no_port = connect(&url, &["v4.channel.k8s.io"]).await.err().unwrap();
     assert!(no_port.contains("400"), "{no_port}");
+}
+
+/// The base64 variants frame every message as text; the bytes and exit codes arrive as over
+/// the binary protocols.
+#[tokio::test(flavor = "multi_thread")]
+async fn exec_and_port_forward_over_base64_websocket() {
+    require_root();
+    let daemon = Daemon::start("");
+    import_busybox(&daemon);
+    let logs = daemon.dir.path().join("logs");
+    let pod_config = sandbox_config("b64", &logs);
+    let pod = run_sandbox(&daemon, pod_config.clone()).await;
+    let server = "echo served-as-text > /tmp/index.html && dd if=/dev/zero of=/tmp/big bs=1M count=64 2>/dev/null \
+                  && exec httpd -f -p 8080 -h /tmp";
+    let web = start(&daemon, &pod, &pod_config, container_config("web", &["sh", "-c", server])).await;
+    const V4_BASE64: &str = "v4.base64.channel.k8s.io";
+
+    // v4 base64: stdin in, stdout and stderr out, the exit code in a v4 status.
+    let started = Instant::now();
+    let script = "read l; echo got:$l; echo to-stderr >&2; exit 3";
+    let url = exec_url(&daemon, &web, &["sh", "-c", script], false, true, true).await;
+    let mut c = connect(&url, &[V4_BASE64]).await.unwrap();
+    assert_eq!(c.protocol.as_deref(), Some(V4_BASE64));
+    c.send(STDIN, b"hello\n").await;
+    within("exec", c.read_to_end()).await;
+    let round_trip = started.elapsed();
+    assert_eq!(c.seen.first(), Some(&STDOUT), "the first message is on stdout");
+    assert_eq!((c.text(STDOUT).as_str(), c.text(STDERR).as_str()), ("got:hello\n", "to-stderr\n"));
+    let status: serde_json::Value = serde_json::from_str(&c.text(ERROR)).unwrap();
+    assert_eq!(status["details"]["causes"][0]["message"], "3", "{status}");
+    println!("base64 WebSocket exec round trip: {:.1} ms", round_trip.as_secs_f64() * 1000.0);
+
+    // Bytes that are not text, both ways.
+    let script = "head -c 4 | od -An -tx1; printf '\\377\\000\\020'";
+    let url = exec_url(&daemon, &web, &["sh", "-c", script], false, true, false).await;
+    let mut c = connect(&url, &[V4_BASE64]).await.unwrap();
+    c.send(STDIN, &[0x00, 0xff, 0x10, 0x80]).await;
+    within("bytes", c.read_to_end()).await;
+    let out = &c.channels[&STDOUT];
+    assert_eq!(String::from_utf8_lossy(&out[..out.len() - 3]).trim(), "00 ff 10 80");
+    assert_eq!(&out[out.len() - 3..], &[0xff, 0x00, 0x10]);
+    assert!(c.text(ERROR).contains("Success"), "{}", c.text(ERROR));
+
+    // The first version: failures as text.
+    let url = exec_url(&daemon, &web, &["sh", "-c", "exit 2"], false, false, false).await;
+    let mut c = connect(&url, &["base64.channel.k8s.io"]).await.unwrap();
+    c.read_to_end().await;
+    assert_eq!(c.text(ERROR), "command terminated with non-zero exit code: exit status 2");
+
+    // A terminal with a size.
+    let url = exec_url(&daemon, &web, &["sh"], true, true, false).await;
+    let mut c = connect(&url, &[V4_BASE64]).await.unwrap();
+    c.send(RESIZE, br#"{"Width":77,"Height":21}"#).await;
+    c.send(STDIN, b"stty size; exit 4\n").await;
+    within("terminal", c.read_to_end()).await;
+    assert!(c.text(STDOUT).contains("21 77"), "{:?}", c.text(STDOUT));
+    assert!(c.text(ERROR).contains("\"message\":\"4\""), "{}", c.text(ERROR));
+
+    // Port-forward: an HTTP request, then 64 MiB downloaded.
+    let body = get_through_forward(&daemon, &pod, V4_BASE64, "served-as-text").await;
+    assert!(body.contains("200 OK") && body.contains("served-as-text"), "{body}");
+    let elapsed = download_through_forward(&daemon, &pod, V4_BASE64).await;
+    println!(
+        "base64 WebSocket port-forward download: {:.0} MiB/s (64 MiB in {:.0} ms)",
+        64.0 / elapsed.as_secs_f64(),
+        elapsed.as_secs_f64() * 1000.0
+    );
+
+    // Channel characters stay ASCII: 40 ports at most, where binary framing takes 127.
+    let mut rt = daemon.runtime().await;
+    let ports = |n: u16| (1..=n).map(|p| p.to_string()).collect::<Vec<_>>().join(",");
+    let req = cri::PortForwardRequest { pod_sandbox_id: pod.clone(), port: vec![] };
+    let url = rt.port_forward(req).await.unwrap().into_inner().url;
+    let too_many = connect(&format!("{url}?port={}", ports(41)), &[V4_BASE64]).await.err().unwrap();
+    assert!(too_many.contains("400"), "{too_many}");
+    let req = cri::PortForwardRequest { pod_sandbox_id: pod.clone(), port: vec![] };
+    let url = rt.port_forward(req).await.unwrap().into_inner().url;
+    let mut c = connect(&format!("{url}?port={}", ports(40)), &[V4_BASE64]).await.unwrap();
+    within("40 port prefixes", c.read_until(|c| c.channels.get(&78).is_some_and(|d| d.len() >= 2))).await;
+    assert_eq!(&c.channels[&78][..2], &40u16.to_le_bytes());
 }
 
 fn openssl(dir: &std::path::Path, args: &[&str]) {

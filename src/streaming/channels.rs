@@ -9,7 +9,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::sync::{mpsc, watch};
 
 use super::session::{Session, SessionCloser, Stream, StreamWriter};
-use super::websocket::{self, Outgoing};
+use super::websocket::{self, Framing, Outgoing};
 
 /// How long the client has to open the streams it asked for.
 const STREAM_WAIT: Duration = Duration::from_secs(30);
@@ -188,7 +188,7 @@ impl Channels {
             })
         };
         let (stdin, resize) = (input(0, wants.stdin), input(4, wants.tty));
-        let conn = websocket::start(io, inputs, protocol == "v5.channel.k8s.io").await;
+        let conn = websocket::start(io, inputs, Framing::of(protocol)).await;
         let output = |channel: u8, wanted: bool| wanted.then(|| Output::WebSocket { channel, out: conn.out.clone() });
         let channels = Channels {
             protocol,

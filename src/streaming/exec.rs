@@ -35,16 +35,26 @@ pub struct ExecRequest {
 }
 
 /// Remote-command protocol versions over SPDY, newest first.
-pub const PROTOCOLS: &[&str] = &["v4.channel.k8s.io", "v3.channel.k8s.io", "v2.channel.k8s.io", "channel.k8s.io"];
+pub const PROTOCOLS: &[&str] = &["v4.channel.k8s.io", "v3.channel.k8s.io", "v2.channel.k8s.io", V1];
 
-/// Over WebSocket, v5 adds closing stdin.
-pub const WEBSOCKET_PROTOCOLS: &[&str] =
-    &["v5.channel.k8s.io", "v4.channel.k8s.io", "v3.channel.k8s.io", "v2.channel.k8s.io", "channel.k8s.io"];
+/// Over WebSocket, v5 adds closing stdin; the base64 variants frame the same channels as text.
+pub const WEBSOCKET_PROTOCOLS: &[&str] = &[
+    "v5.channel.k8s.io",
+    "v4.channel.k8s.io",
+    "v4.base64.channel.k8s.io",
+    "v3.channel.k8s.io",
+    "v2.channel.k8s.io",
+    V1,
+    "base64.channel.k8s.io",
+];
+
+/// The first version: what a client that names no protocol speaks.
+pub const V1: &str = "channel.k8s.io";
 
 /// The exit report on the error channel: a Status object (v4, v5) or, before v4, text on
 /// failure only.
 pub fn status_message(protocol: &str, outcome: &Result<i32, String>) -> Option<Vec<u8>> {
-    let structured = matches!(protocol, "v4.channel.k8s.io" | "v5.channel.k8s.io");
+    let structured = matches!(protocol, "v4.channel.k8s.io" | "v4.base64.channel.k8s.io" | "v5.channel.k8s.io");
     match outcome {
         Ok(0) if structured => Some(json!({"metadata": {}, "status": "Success"}).to_string().into_bytes()),
         Ok(0) => None,

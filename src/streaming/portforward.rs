@@ -13,16 +13,23 @@ use tokio::sync::mpsc;
 
 use super::channels::{Input, Output};
 use super::session::{Session, Stream};
-use super::websocket;
+use super::websocket::{self, Framing};
 
 pub const PROTOCOL: &str = "portforward.k8s.io";
-pub const WEBSOCKET_PROTOCOL: &str = "v4.channel.k8s.io";
+/// Over WebSocket, binary first; the first is what a client that names no protocol speaks.
+pub const WEBSOCKET_PROTOCOLS: &[&str] = &["v4.channel.k8s.io", "v4.base64.channel.k8s.io"];
 
 /// A stream whose partner has not come within this time is dropped.
 const PAIR_WAIT: Duration = Duration::from_secs(30);
 
-/// Channel numbers are one byte: two per port.
-pub const MAX_WEBSOCKET_PORTS: usize = 127;
+/// How many ports one WebSocket session can forward with `framing`: two channels a port,
+/// numbered from 0 to `max_channel`.
+pub const fn max_websocket_ports(framing: Framing) -> usize {
+    (framing.max_channel() as usize).div_ceil(2)
+}
+
+/// The most a request may name (binary framing; base64 carries fewer).
+pub const MAX_WEBSOCKET_PORTS: usize = max_websocket_ports(Framing::BINARY);
 
 /// Serves a SPDY port-forward session until the client closes it.
 pub async fn serve(mut session: Session, netns: PathBuf) {
@@ -59,13 +66,13 @@ pub async fn serve(mut session: Session, netns: PathBuf) {
     session.close().await;
 }
 
-/// Serves a WebSocket port-forward session for `ports` until the client closes it or every
-/// forwarded connection ended.
-pub async fn serve_websocket<IO>(io: IO, netns: PathBuf, ports: Vec<u16>)
+/// Serves a WebSocket port-forward session for `ports` (at most `max_websocket_ports`) until
+/// the client closes it or every forwarded connection ended.
+pub async fn serve_websocket<IO>(io: IO, framing: Framing, netns: PathBuf, ports: Vec<u16>)
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let ports: Vec<u16> = ports.into_iter().take(MAX_WEBSOCKET_PORTS).collect();
+    let ports: Vec<u16> = ports.into_iter().take(max_websocket_ports(framing)).collect();
     let mut inputs = HashMap::new();
     let mut receivers = Vec::new();
     for i in 0..ports.len() {
@@ -73,7 +80,7 @@ where
         inputs.insert((2 * i) as u8, tx);
         receivers.push(rx);
     }
-    let conn = websocket::start(io, inputs, false).await;
+    let conn = websocket::start(io, inputs, framing).await;
     let mut forwards = Vec::new();
     for (i, (port, rx)) in ports.into_iter().zip(receivers).enumerate() {
         let data = Output::WebSocket { channel: (2 * i) as u8, out: conn.out.clone() };

@@ -20,6 +20,7 @@ use super::exec::{self, ExecRequest};
 use super::idle::IdleTimeout;
 use super::portforward;
 use super::session;
+use super::websocket::Framing;
 use crate::metrics::StreamingMetrics;
 
 const PROTOCOL_HEADER: &str = "X-Stream-Protocol-Version";
@@ -56,13 +57,16 @@ impl Pending {
         }
     }
 
-    fn protocols(&self, websocket: bool) -> &'static [&'static str] {
-        match (self, websocket) {
-            (Pending::PortForward { .. }, false) => &[portforward::PROTOCOL],
-            (Pending::PortForward { .. }, true) => &[portforward::WEBSOCKET_PROTOCOL],
-            (_, false) => exec::PROTOCOLS,
-            (_, true) => exec::WEBSOCKET_PROTOCOLS,
-        }
+    fn protocols(&self, websocket: bool) -> Protocols {
+        let (preferred, unnamed) = match (self, websocket) {
+            (Pending::PortForward { .. }, false) => (&[portforward::PROTOCOL][..], portforward::PROTOCOL),
+            (Pending::PortForward { .. }, true) => {
+                (portforward::WEBSOCKET_PROTOCOLS, portforward::WEBSOCKET_PROTOCOLS[0])
+            }
+            (_, false) => (exec::PROTOCOLS, exec::V1),
+            (_, true) => (exec::WEBSOCKET_PROTOCOLS, exec::V1),
+        };
+        Protocols { preferred, unnamed }
     }
 
     /// Runs the session over its channels.
@@ -75,14 +79,22 @@ impl Pending {
     }
 }
 
-/// The protocol to speak: the newest we support among those offered, or, when the client
-/// offered none, the oldest (what such a client speaks).
-fn negotiate(offered: &[String], supported: &'static [&'static str]) -> Result<&'static str, String> {
+/// The sub-protocols a kind of session speaks over one transport.
+struct Protocols {
+    /// Newest first; binary before base64 of the same version.
+    preferred: &'static [&'static str],
+    /// What a client that names no protocol speaks.
+    unnamed: &'static str,
+}
+
+/// The protocol to speak: the first we prefer among those offered, or, when the client
+/// offered none, the one such a client speaks.
+fn negotiate(offered: &[String], supported: &Protocols) -> Result<&'static str, String> {
     if offered.is_empty() {
-        return Ok(supported[supported.len() - 1]);
+        return Ok(supported.unnamed);
     }
-    supported.iter().copied().find(|p| offered.iter().any(|o| o == p)).ok_or_else(|| {
-        format!("unable to negotiate a protocol: client offered {offered:?}, server supports {supported:?}")
+    supported.preferred.iter().copied().find(|p| offered.iter().any(|o| o == p)).ok_or_else(|| {
+        format!("unable to negotiate a protocol: client offered {offered:?}, server supports {:?}", supported.preferred)
     })
 }
 
@@ -223,7 +235,7 @@ impl StreamingServer {
         if !upgrade.eq_ignore_ascii_case("SPDY/3.1") {
             return plain(StatusCode::BAD_REQUEST, "this endpoint needs Upgrade: SPDY/3.1 or websocket");
         }
-        let protocol = match negotiate(&header_list(&req, PROTOCOL_HEADER), pending.protocols(false)) {
+        let protocol = match negotiate(&header_list(&req, PROTOCOL_HEADER), &pending.protocols(false)) {
             Ok(p) => p,
             Err(msg) => return plain(StatusCode::FORBIDDEN, &msg),
         };
@@ -263,12 +275,11 @@ fn upgrade_websocket(
         return plain(StatusCode::BAD_REQUEST, "a WebSocket upgrade needs Sec-WebSocket-Key");
     };
     let offered = header_list(&req, "Sec-WebSocket-Protocol");
-    // The k8s channel protocols are binary; base64 variants are not offered.
-    let supported = pending.protocols(true);
-    let protocol = match negotiate(&offered, supported) {
+    let protocol = match negotiate(&offered, &pending.protocols(true)) {
         Ok(p) => p,
         Err(msg) => return plain(StatusCode::FORBIDDEN, &msg),
     };
+    let framing = Framing::of(protocol);
     let pending = match pending {
         Pending::PortForward { netns, ports } => {
             let ports = match query_ports(&req) {
@@ -282,6 +293,10 @@ fn upgrade_websocket(
                     "port-forward over WebSocket needs ports (query parameter port)",
                 );
             }
+            let most = portforward::max_websocket_ports(framing);
+            if ports.len() > most {
+                return plain(StatusCode::BAD_REQUEST, &format!("at most {most} ports per session over {protocol}"));
+            }
             Pending::PortForward { netns, ports }
         }
         other => other,
@@ -292,7 +307,7 @@ fn upgrade_websocket(
         let _active = active;
         let Some(io) = take_over(upgraded, idle_timeout).await else { return };
         if let Pending::PortForward { netns, ports } = pending {
-            return portforward::serve_websocket(io, netns, ports).await;
+            return portforward::serve_websocket(io, framing, netns, ports).await;
         }
         let channels = Channels::from_websocket(io, pending.wants(), protocol).await;
         pending.serve_channels(channels).await;
@@ -330,4 +345,46 @@ fn plain(status: StatusCode, text: &str) -> Response<Full<Bytes>> {
     let mut resp = Response::new(Full::new(Bytes::from(text.to_string())));
     *resp.status_mut() = status;
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn offer(protocols: &[&str]) -> Vec<String> {
+        protocols.iter().map(|p| p.to_string()).collect()
+    }
+
+    #[test]
+    fn negotiation_prefers_the_newest_binary_protocol() {
+        let attach = || {
+            let (container_id, socket) = (String::new(), PathBuf::new());
+            Pending::Attach(AttachRequest {
+                container_id,
+                socket,
+                tty: false,
+                stdin: false,
+                stdout: true,
+                stderr: false,
+            })
+        };
+        let (exec, spdy) = (attach().protocols(true), attach().protocols(false));
+        let forward = Pending::PortForward { netns: PathBuf::new(), ports: vec![] }.protocols(true);
+        for (supported, offered, expected) in [
+            (&exec, &[][..], Ok("channel.k8s.io")),
+            (&exec, &["v4.base64.channel.k8s.io", "v4.channel.k8s.io"][..], Ok("v4.channel.k8s.io")),
+            (&exec, &["base64.channel.k8s.io", "v4.base64.channel.k8s.io"][..], Ok("v4.base64.channel.k8s.io")),
+            (&exec, &["base64.channel.k8s.io"][..], Ok("base64.channel.k8s.io")),
+            (&exec, &["channel.k8s.io", "v5.channel.k8s.io"][..], Ok("v5.channel.k8s.io")),
+            (&exec, &["v9.channel.k8s.io"][..], Err(())),
+            (&forward, &[][..], Ok("v4.channel.k8s.io")),
+            (&forward, &["v4.base64.channel.k8s.io"][..], Ok("v4.base64.channel.k8s.io")),
+            (&forward, &["v5.channel.k8s.io"][..], Err(())),
+            (&spdy, &[][..], Ok("channel.k8s.io")),
+            (&spdy, &["v4.base64.channel.k8s.io"][..], Err(())),
+        ] {
+            let got = negotiate(&offer(offered), supported).map_err(|_| ());
+            assert_eq!(got, expected, "{offered:?} against {:?}", supported.preferred);
+        }
+    }
 }

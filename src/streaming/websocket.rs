@@ -1,10 +1,14 @@
 //! The WebSocket transport of the channel protocols (`v5.channel.k8s.io` down to
 //! `channel.k8s.io`, and port-forward's `v4.channel.k8s.io`): every binary message starts
-//! with its channel number. In v5 a message on channel 255 naming a channel closes the
-//! client's side of it (how a client ends stdin).
+//! with its channel number. The `base64.` variants (for clients that can only send text,
+//! such as browsers) send text messages instead: the channel as a character counted from
+//! '0', then the data in standard base64. In v5 a message on channel 255 naming a channel
+//! closes the client's side of it (how a client ends stdin).
 
 use std::collections::HashMap;
 
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
 use futures::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, watch};
@@ -21,6 +25,56 @@ const CLOSE_LINGER: std::time::Duration = std::time::Duration::from_secs(5);
 /// Messages are cut to this size.
 const CHUNK: usize = 32 * 1024;
 
+/// How a negotiated protocol frames its channels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Framing {
+    pub base64: bool,
+    /// v5: channel 255 carries the client's close signals.
+    pub close_signals: bool,
+}
+
+impl Framing {
+    /// The channel protocols before v5.
+    pub const BINARY: Framing = Framing { base64: false, close_signals: false };
+
+    pub fn of(protocol: &str) -> Framing {
+        Framing { base64: protocol.contains("base64."), close_signals: protocol == "v5.channel.k8s.io" }
+    }
+
+    /// The highest channel number this framing can carry: a base64 channel character must be
+    /// ASCII to stand alone in a text message.
+    pub const fn max_channel(self) -> u8 {
+        match self.base64 {
+            true => 0x7f - b'0',
+            false => u8::MAX - 1,
+        }
+    }
+
+    /// One message with `data` on `channel` (at most `max_channel`).
+    fn encode(self, channel: u8, data: &[u8]) -> Message {
+        if self.base64 {
+            let mut text = String::with_capacity(1 + data.len().div_ceil(3) * 4);
+            text.push(char::from(b'0' + channel.min(self.max_channel())));
+            STANDARD.encode_string(data, &mut text);
+            return Message::Text(text.into());
+        }
+        let mut message = Vec::with_capacity(data.len() + 1);
+        message.push(channel);
+        message.extend_from_slice(data);
+        Message::Binary(message.into())
+    }
+
+    /// The channel and data of a client message; None when it carries neither or its base64
+    /// does not decode.
+    fn decode(self, message: &[u8]) -> Option<(u8, Vec<u8>)> {
+        let (&first, rest) = message.split_first()?;
+        if self.base64 {
+            return Some((first.checked_sub(b'0')?, STANDARD.decode(rest).ok()?));
+        }
+        Some((first, rest.to_vec()))
+    }
+}
+
 pub enum Outgoing {
     Data(u8, Vec<u8>),
     /// A close frame, then the end of the connection.
@@ -35,8 +89,8 @@ pub struct Connection {
 
 /// Serves a WebSocket on `io` (already upgraded): client messages on the channels in
 /// `inputs` are delivered there; a channel's sender is dropped when the client closes it
-/// (v5, when `close_signals`) or the connection ends.
-pub async fn start<IO>(io: IO, inputs: HashMap<u8, mpsc::Sender<Vec<u8>>>, close_signals: bool) -> Connection
+/// (v5) or the connection ends.
+pub async fn start<IO>(io: IO, inputs: HashMap<u8, mpsc::Sender<Vec<u8>>>, framing: Framing) -> Connection
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -50,10 +104,7 @@ where
         while let Some(item) = out_rx.recv().await {
             match item {
                 Outgoing::Data(channel, data) => {
-                    let mut message = Vec::with_capacity(data.len() + 1);
-                    message.push(channel);
-                    message.extend_from_slice(&data);
-                    if sink.send(Message::Binary(message.into())).await.is_err() {
+                    if sink.send(framing.encode(channel, &data)).await.is_err() {
                         break;
                     }
                 }
@@ -80,23 +131,26 @@ where
                 _ = &mut linger => None,
             };
             let Some(message) = message else { break };
-            let data = match message {
-                Ok(Message::Binary(data)) => data,
-                // Clients send text frames too (the channel as a character, then the data);
-                // with the binary protocols their bytes mean the same.
-                Ok(Message::Text(text)) => bytes::Bytes::from(text.as_str().as_bytes().to_vec()),
+            // Clients send text messages with the binary protocols too (the channel as a
+            // character, then the data): their bytes mean the same.
+            let message = match message {
+                Ok(Message::Binary(data)) => framing.decode(&data),
+                Ok(Message::Text(text)) => framing.decode(text.as_bytes()),
                 Ok(Message::Close(_)) | Err(_) => break,
                 Ok(_) => continue, // ping, pong
             };
-            let Some((&channel, rest)) = data.split_first() else { continue };
-            if channel == CLOSE_CHANNEL && close_signals {
-                if let Some(closed) = rest.first() {
+            let Some((channel, data)) = message else {
+                tracing::debug!("streaming: a WebSocket message without a channel or with bad base64 ignored");
+                continue;
+            };
+            if channel == CLOSE_CHANNEL && framing.close_signals {
+                if let Some(closed) = data.first() {
                     inputs.remove(closed);
                 }
                 continue;
             }
             if let Some(tx) = inputs.get(&channel) {
-                if !rest.is_empty() && tx.send(rest.to_vec()).await.is_err() {
+                if !data.is_empty() && tx.send(data).await.is_err() {
                     inputs.remove(&channel);
                 }
             }
@@ -118,4 +172,51 @@ pub async fn send(out: &mpsc::Sender<Outgoing>, channel: u8, data: &[u8]) -> boo
         }
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn framing_follows_the_protocol() {
+        for (protocol, base64, close_signals) in [
+            ("v5.channel.k8s.io", false, true),
+            ("v4.channel.k8s.io", false, false),
+            ("channel.k8s.io", false, false),
+            ("v4.base64.channel.k8s.io", true, false),
+            ("base64.channel.k8s.io", true, false),
+        ] {
+            assert_eq!(Framing::of(protocol), Framing { base64, close_signals }, "{protocol}");
+        }
+    }
+
+    #[test]
+    fn base64_messages_are_text_with_a_channel_character() {
+        let framing = Framing::of("v4.base64.channel.k8s.io");
+        for (channel, data, text) in [
+            (1, &b"hello"[..], "1aGVsbG8="),
+            (3, b"", "3"),
+            (0, &[0xff, 0x00, 0x10][..], "0/wAQ"),
+            (79, b"ab", "\x7fYWI="),
+        ] {
+            assert_eq!(framing.encode(channel, data), Message::Text(text.into()), "channel {channel}");
+            assert_eq!(framing.decode(text.as_bytes()), Some((channel, data.to_vec())), "{text:?}");
+        }
+        // What does not decode carries nothing.
+        for bad in [&b""[..], b"1not base64!", b"/AAAA", b"1aGVsbG8"] {
+            assert_eq!(framing.decode(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn binary_messages_start_with_the_channel_number() {
+        let framing = Framing::of("v5.channel.k8s.io");
+        assert_eq!(framing.encode(2, b"err"), Message::Binary(b"\x02err".to_vec().into()));
+        assert_eq!(framing.decode(b"\x00in"), Some((0, b"in".to_vec())));
+        assert_eq!(framing.decode(b"\xff\x00"), Some((255, vec![0])));
+        assert_eq!(framing.decode(b""), None);
+        assert_eq!(Framing::of("v4.channel.k8s.io").max_channel(), 254);
+        assert_eq!(Framing::of("base64.channel.k8s.io").max_channel(), 79);
+    }
 }

@@ -1,8 +1,10 @@
 //! A WebSocket client for the streaming tests, speaking the k8s channel protocols: every
-//! binary message is a channel number and data.
+//! binary message is a channel number and data; with the `base64.` protocols every message
+//! is text, the channel a digit from '0' and the data in base64.
 
 use std::collections::HashMap;
 
+use base64::Engine;
 use futures::{SinkExt, StreamExt};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -16,6 +18,7 @@ pub struct WsClient {
     /// Channels that have received at least one message (even an empty one).
     pub seen: Vec<u8>,
     pub protocol: Option<String>,
+    base64: bool,
 }
 
 /// Upgrades `url` (the http:// URL the RPC returned) offering `protocols`; the HTTP status
@@ -32,7 +35,8 @@ pub async fn connect(url: &str, protocols: &[&str]) -> Result<WsClient, String> 
         Ok((ws, resp)) => {
             let protocol =
                 resp.headers().get("Sec-WebSocket-Protocol").map(|v| v.to_str().unwrap_or_default().to_string());
-            Ok(WsClient { ws, channels: HashMap::new(), seen: Vec::new(), protocol })
+            let base64 = protocol.as_deref().is_some_and(|p| p.contains("base64."));
+            Ok(WsClient { ws, channels: HashMap::new(), seen: Vec::new(), protocol, base64 })
         }
         Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => Err(resp.status().to_string()),
         Err(e) => Err(e.to_string()),
@@ -41,24 +45,37 @@ pub async fn connect(url: &str, protocols: &[&str]) -> Result<WsClient, String> 
 
 impl WsClient {
     pub async fn send(&mut self, channel: u8, data: &[u8]) {
-        let mut message = vec![channel];
-        message.extend_from_slice(data);
-        self.ws.send(Message::Binary(message.into())).await.unwrap();
+        let message = if self.base64 {
+            let text =
+                format!("{}{}", (b'0' + channel) as char, base64::engine::general_purpose::STANDARD.encode(data));
+            Message::Text(text.into())
+        } else {
+            Message::Binary([&[channel][..], data].concat().into())
+        };
+        self.ws.send(message).await.unwrap();
     }
 
     /// Reads messages until `done` holds; false when the connection closed first.
     pub async fn read_until(&mut self, done: impl Fn(&WsClient) -> bool) -> bool {
         while !done(self) {
-            match self.ws.next().await {
-                Some(Ok(Message::Binary(data))) => {
-                    if let Some((&channel, rest)) = data.split_first() {
-                        self.seen.push(channel);
-                        self.channels.entry(channel).or_default().extend_from_slice(rest);
-                    }
+            let (channel, data) = match self.ws.next().await {
+                Some(Ok(Message::Binary(data))) if !self.base64 => match data.split_first() {
+                    Some((&channel, rest)) => (channel, rest.to_vec()),
+                    None => continue,
+                },
+                Some(Ok(Message::Text(text))) if self.base64 => {
+                    let (channel, rest) = text.as_bytes().split_first().expect("a channel character");
+                    let data = base64::engine::general_purpose::STANDARD.decode(rest).expect("base64 data");
+                    (channel - b'0', data)
+                }
+                Some(Ok(m @ (Message::Binary(_) | Message::Text(_)))) => {
+                    panic!("{:?} framing got {m:?}", self.protocol)
                 }
                 Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return false,
-                Some(Ok(_)) => {}
-            }
+                Some(Ok(_)) => continue,
+            };
+            self.seen.push(channel);
+            self.channels.entry(channel).or_default().extend_from_slice(&data);
         }
         true
     }
