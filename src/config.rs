@@ -66,7 +66,7 @@ pub struct RuntimeConfig {
     /// cgroup parent for pods whose request names none (crictl); swapcri owns it.
     pub default_cgroup_parent: String,
     /// `noswap` on the tmpfs mounts swapcri creates: "auto" (probe), "on" or "off".
-    pub tmpfs_noswap: crate::node::noswap::NoswapMode,
+    pub tmpfs_noswap: NoswapMode,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -312,7 +312,7 @@ impl Default for RuntimeConfig {
             exec_output_limit_bytes: 16 * 1024 * 1024,
             monitor_cgroup: "swapcri-monitors".to_string(),
             default_cgroup_parent: "/swapcri".to_string(),
-            tmpfs_noswap: crate::node::noswap::NoswapMode::Auto,
+            tmpfs_noswap: NoswapMode::Auto,
         }
     }
 }
@@ -499,6 +499,18 @@ impl Config {
     pub fn image_root(&self) -> PathBuf {
         self.state_root.join("images")
     }
+}
+
+/// The operator's choice for tmpfs `noswap` (`runtime.tmpfs_noswap`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NoswapMode {
+    /// Probe the kernel.
+    Auto,
+    /// Always add `noswap` (mounts fail on kernels without it).
+    On,
+    /// Never add it.
+    Off,
 }
 
 #[cfg(test)]

@@ -1,7 +1,9 @@
 //! The service-level error and the one place where error kinds become gRPC status codes.
 
+use crate::image::unpack::UnpackError;
 use crate::image::ImageError;
 use crate::monitor::MonitorError;
+use crate::network::invoke::PluginError;
 use crate::network::NetworkError;
 use crate::oci::OciError;
 use crate::policy::PolicyError;
@@ -81,15 +83,55 @@ impl Error {
             Error::NotFound(_) => ErrorKind::NotFound,
             Error::FailedPrecondition(_) => ErrorKind::FailedPrecondition,
             Error::Unimplemented(_) => ErrorKind::Unimplemented,
-            Error::Image(e) => e.kind(),
-            Error::Pull(e) => e.kind(),
-            Error::Oci(e) => e.kind(),
-            Error::Policy(e) => e.kind(),
+            Error::Image(e) => image_kind(e),
+            Error::Pull(e) => image_kind(e),
+            Error::Oci(e) => oci_kind(e),
+            Error::Policy(e) => policy_kind(e),
             Error::AlreadyExists(_) => ErrorKind::AlreadyExists,
             Error::DeadlineExceeded(_) => ErrorKind::DeadlineExceeded,
-            Error::Network(e) => e.kind(),
+            Error::Network(e) => network_kind(e),
             Error::Store(_) | Error::Monitor(_) | Error::Internal(_) => ErrorKind::Internal,
         }
+    }
+}
+
+fn image_kind(e: &ImageError) -> ErrorKind {
+    match e {
+        ImageError::InvalidReference { .. } => ErrorKind::InvalidArgument,
+        ImageError::NotFound(_) => ErrorKind::NotFound,
+        ImageError::Unauthorized { .. } => ErrorKind::Unauthenticated,
+        ImageError::Registry { .. } | ImageError::LayerVanished(_) => ErrorKind::Unavailable,
+        ImageError::DigestMismatch { .. } => ErrorKind::DataLoss,
+        ImageError::Stalled { .. } => ErrorKind::DeadlineExceeded,
+        ImageError::Unsupported { .. } | ImageError::InUse { .. } => ErrorKind::FailedPrecondition,
+        ImageError::Unpack { source, .. } => match source {
+            s if s.is_corruption() => ErrorKind::DataLoss,
+            UnpackError::Escape { .. } => ErrorKind::FailedPrecondition,
+            _ => ErrorKind::Internal,
+        },
+        ImageError::Io { .. } | ImageError::Store(_) | ImageError::Task(_) => ErrorKind::Internal,
+    }
+}
+
+fn oci_kind(e: &OciError) -> ErrorKind {
+    match e {
+        OciError::Timeout(_) => ErrorKind::DeadlineExceeded,
+        _ => ErrorKind::Internal,
+    }
+}
+
+fn policy_kind(e: &PolicyError) -> ErrorKind {
+    match e {
+        PolicyError::Invalid(_) => ErrorKind::InvalidArgument,
+        PolicyError::Unsupported(_) => ErrorKind::FailedPrecondition,
+    }
+}
+
+fn network_kind(e: &NetworkError) -> ErrorKind {
+    match e {
+        NetworkError::NotReady(_) => ErrorKind::FailedPrecondition,
+        NetworkError::Plugin(PluginError::Timeout { .. }) => ErrorKind::DeadlineExceeded,
+        NetworkError::Plugin(_) | NetworkError::State { .. } => ErrorKind::Internal,
     }
 }
 
@@ -119,6 +161,34 @@ mod tests {
             (Error::Internal("x".into()), tonic::Code::Internal),
             (Error::Image(ImageError::NotFound("busybox".into())), tonic::Code::NotFound),
             (Error::Network(NetworkError::NotReady("no config".into())), tonic::Code::FailedPrecondition),
+            (
+                Error::Network(NetworkError::Plugin(PluginError::Timeout {
+                    plugin: "p".into(),
+                    command: "ADD",
+                    seconds: 1,
+                })),
+                tonic::Code::DeadlineExceeded,
+            ),
+            (Error::Oci(OciError::Timeout(std::time::Duration::from_secs(1))), tonic::Code::DeadlineExceeded),
+            (Error::Policy(PolicyError::Invalid("x".into())), tonic::Code::InvalidArgument),
+            (Error::Policy(PolicyError::Unsupported("x".into())), tonic::Code::FailedPrecondition),
+            (
+                Error::Image(ImageError::Unauthorized { registry: "r".into(), image: "i".into(), message: "m".into() }),
+                tonic::Code::Unauthenticated,
+            ),
+            (
+                Error::Image(ImageError::Registry { registry: "r".into(), image: "i".into(), message: "m".into() }),
+                tonic::Code::Unavailable,
+            ),
+            (
+                Error::Image(ImageError::DigestMismatch {
+                    image: "i".into(),
+                    what: "w".into(),
+                    expected: "a".into(),
+                    actual: "b".into(),
+                }),
+                tonic::Code::DataLoss,
+            ),
         ];
         for (error, code) in cases {
             assert_eq!(tonic::Status::from(error).code(), code);

@@ -4,7 +4,7 @@
 use std::io;
 use std::path::Path;
 
-use crate::policy::memory::CgroupValue;
+use crate::model::memory::CgroupValue;
 
 /// A plan value that the kernel does not hold.
 #[derive(Debug, Clone, PartialEq, Eq)]

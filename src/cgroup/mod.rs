@@ -9,35 +9,16 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use crate::model::node::CgroupMode;
 
-/// How the host mounts cgroups.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CgroupMode {
-    /// cgroup v2 only.
-    Unified,
-    /// v1 controllers with a v2 hierarchy beside them (no v2 memory files).
-    Hybrid,
-    /// v1 only.
-    Legacy,
-}
-
-impl CgroupMode {
-    /// Probes the mount at `root` (normally /sys/fs/cgroup).
-    pub fn probe(root: &Path) -> CgroupMode {
-        if is_cgroup2(root) {
-            CgroupMode::Unified
-        } else if is_cgroup2(&root.join("unified")) {
-            CgroupMode::Hybrid
-        } else {
-            CgroupMode::Legacy
-        }
-    }
-
-    /// Whether the `unified` map of a container's resources can be applied.
-    pub fn has_unified_memory(self) -> bool {
-        self == CgroupMode::Unified
+/// Probes how the host mounts cgroups at `root` (normally /sys/fs/cgroup).
+pub fn probe_mode(root: &Path) -> CgroupMode {
+    if is_cgroup2(root) {
+        CgroupMode::Unified
+    } else if is_cgroup2(&root.join("unified")) {
+        CgroupMode::Hybrid
+    } else {
+        CgroupMode::Legacy
     }
 }
 

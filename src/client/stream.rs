@@ -15,7 +15,7 @@ use tokio_rustls::TlsConnector;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::streaming::terminal::TerminalSize;
+use crate::monitor::terminal::TerminalSize;
 use crate::streaming::tls;
 
 /// Any connection a WebSocket can run over: plain TCP, or TLS for `https://` URLs.
@@ -107,7 +107,7 @@ impl RawTerminal {
         use nix::sys::termios;
         let stdin = std::io::stdin();
         let saved = termios::tcgetattr(stdin.as_fd()).ok()?;
-        crate::streaming::terminal::make_raw(stdin.as_fd()).ok()?;
+        crate::monitor::terminal::make_raw(stdin.as_fd()).ok()?;
         Some(RawTerminal { saved })
     }
 }

@@ -1,9 +1,9 @@
 //! The checks, each a function of the files under the root.
 
-use crate::cgroup::CgroupMode;
+use crate::model::node::CgroupMode;
+use crate::model::node::KernelVersion;
 use crate::node::block::{backing_of_name, name_of, swap_devices, Backing, Roots, SwapDevice};
 use crate::node::memory::meminfo_bytes;
-use crate::policy::memory::KernelVersion;
 
 use super::{human, Check, Inputs, Status};
 

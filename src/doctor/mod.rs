@@ -1,4 +1,4 @@
-//! `swapcri doctor`: checks a node against the swap guidance (SPEC §6) and says what to do.
+//! `swapcri doctor`: checks a node against the Kubernetes swap guidance and says what to do.
 //! Every check reads below a root directory, so each is tested on a fixture tree.
 
 mod checks;

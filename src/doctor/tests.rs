@@ -110,7 +110,7 @@ fn a_node_set_up_well() {
 
 #[test]
 fn cgroup_layouts_and_missing_pieces() {
-    use crate::cgroup::CgroupMode;
+    use crate::model::node::CgroupMode;
     use checks_support::*;
     assert_eq!(mode("cgroup2 /sys/fs/cgroup cgroup2 rw 0 0\n"), CgroupMode::Unified);
     assert_eq!(
@@ -131,7 +131,7 @@ fn cgroup_layouts_and_missing_pieces() {
 }
 
 mod checks_support {
-    pub fn mode(mounts: &str) -> crate::cgroup::CgroupMode {
+    pub fn mode(mounts: &str) -> crate::model::node::CgroupMode {
         super::super::checks::cgroup_mode_from_mounts(mounts)
     }
 }

@@ -1,10 +1,9 @@
 use std::path::PathBuf;
 
-use crate::error::ErrorKind;
 use crate::model::image::Digest;
 use crate::store::StoreError;
 
-use super::unpack::UnpackError;
+pub use super::unpack::UnpackError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ImageError {
@@ -37,24 +36,6 @@ pub enum ImageError {
 }
 
 impl ImageError {
-    pub fn kind(&self) -> ErrorKind {
-        match self {
-            ImageError::InvalidReference { .. } => ErrorKind::InvalidArgument,
-            ImageError::NotFound(_) => ErrorKind::NotFound,
-            ImageError::Unauthorized { .. } => ErrorKind::Unauthenticated,
-            ImageError::Registry { .. } | ImageError::LayerVanished(_) => ErrorKind::Unavailable,
-            ImageError::DigestMismatch { .. } => ErrorKind::DataLoss,
-            ImageError::Stalled { .. } => ErrorKind::DeadlineExceeded,
-            ImageError::Unsupported { .. } | ImageError::InUse { .. } => ErrorKind::FailedPrecondition,
-            ImageError::Unpack { source, .. } => match source {
-                s if s.is_corruption() => ErrorKind::DataLoss,
-                UnpackError::Escape { .. } => ErrorKind::FailedPrecondition,
-                _ => ErrorKind::Internal,
-            },
-            ImageError::Io { .. } | ImageError::Store(_) | ImageError::Task(_) => ErrorKind::Internal,
-        }
-    }
-
     pub fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> ImageError {
         let path = path.into();
         move |source| ImageError::Io { path, source }

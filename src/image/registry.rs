@@ -317,32 +317,29 @@ mod tests {
     }
 
     #[test]
-    fn registry_errors_map_to_kinds() {
-        use crate::error::ErrorKind;
-        let cases = [
-            (OciDistributionError::ImageManifestNotFoundError("x".into()), ErrorKind::NotFound),
-            (
-                OciDistributionError::ServerError { code: 404, url: "u".into(), message: "m".into() },
-                ErrorKind::NotFound,
-            ),
-            (
-                OciDistributionError::ServerError { code: 401, url: "u".into(), message: "m".into() },
-                ErrorKind::Unauthenticated,
-            ),
-            (
-                OciDistributionError::ServerError { code: 500, url: "u".into(), message: "m".into() },
-                ErrorKind::Unavailable,
-            ),
+    fn registry_errors_map_to_image_errors() {
+        let cases: [(OciDistributionError, fn(&ImageError) -> bool); 5] = [
+            (OciDistributionError::ImageManifestNotFoundError("x".into()), |e| matches!(e, ImageError::NotFound(_))),
+            (OciDistributionError::ServerError { code: 404, url: "u".into(), message: "m".into() }, |e| {
+                matches!(e, ImageError::NotFound(_))
+            }),
+            (OciDistributionError::ServerError { code: 401, url: "u".into(), message: "m".into() }, |e| {
+                matches!(e, ImageError::Unauthorized { .. })
+            }),
+            (OciDistributionError::ServerError { code: 500, url: "u".into(), message: "m".into() }, |e| {
+                matches!(e, ImageError::Registry { .. })
+            }),
             (
                 OciDistributionError::IoError(std::io::Error::other(DigestError::VerificationError {
                     expected: "a".into(),
                     actual: "b".into(),
                 })),
-                ErrorKind::DataLoss,
+                |e| matches!(e, ImageError::DigestMismatch { .. }),
             ),
         ];
-        for (error, kind) in cases {
-            assert_eq!(map_oci_error(error, "r", "i").kind(), kind);
+        for (error, expected) in cases {
+            let mapped = map_oci_error(error, "r", "i");
+            assert!(expected(&mapped), "{mapped:?}");
         }
     }
 }

@@ -13,9 +13,23 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
-use crate::service::PodService;
-
 pub use grpc_layer::GrpcMetricsLayer;
+
+/// One container's series, as the runtime reads them at scrape time.
+#[derive(Debug, Clone)]
+pub struct ContainerSeries {
+    pub labels: ContainerLabels,
+    pub swap_usage_bytes: Option<u64>,
+    pub swap_limit_bytes: Option<u64>,
+    pub working_set_bytes: Option<u64>,
+}
+
+/// What a scrape reads from the runtime.
+pub trait MetricsSource: Send + Sync {
+    fn container_series(&self) -> Vec<ContainerSeries>;
+    /// (swap disagreements, read-back mismatches) so far.
+    fn memory_counters(&self) -> (u64, u64);
+}
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ContainerLabels {
@@ -172,7 +186,7 @@ impl Metrics {
     }
 
     /// Refreshes the node and container series from their sources, then encodes all.
-    pub fn scrape(&self, pods: &PodService) -> String {
+    pub fn scrape(&self, source: &dyn MetricsSource) -> String {
         let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
         let read = |key| crate::node::memory::meminfo_bytes(&meminfo, key).unwrap_or(0);
         let (total, free) = (read("SwapTotal"), read("SwapFree"));
@@ -181,27 +195,18 @@ impl Metrics {
         for family in [&self.container_swap_usage, &self.container_swap_limit, &self.container_working_set] {
             family.clear();
         }
-        for sample in pods.list_container_stats(None) {
-            let c = &sample.container;
-            let Some(sandbox) = pods.sandbox_meta(c.meta.sandbox_id.as_str()) else { continue };
-            let pod_meta = sandbox.config.metadata.clone().unwrap_or_default();
-            let labels = ContainerLabels {
-                container: c.meta.config.metadata.as_ref().map(|m| m.name.clone()).unwrap_or_default(),
-                pod: pod_meta.name,
-                namespace: pod_meta.namespace,
-                id: c.meta.id.to_string(),
-            };
-            if let Some(swap) = &sample.sample.stats.swap {
-                self.container_swap_usage.get_or_create(&labels).set(swap.usage_bytes as i64);
-                if let Some(limit) = swap.limit_bytes {
-                    self.container_swap_limit.get_or_create(&labels).set(limit as i64);
-                }
+        for series in source.container_series() {
+            if let Some(usage) = series.swap_usage_bytes {
+                self.container_swap_usage.get_or_create(&series.labels).set(usage as i64);
             }
-            if let Some(memory) = &sample.sample.stats.memory {
-                self.container_working_set.get_or_create(&labels).set(memory.working_set_bytes as i64);
+            if let Some(limit) = series.swap_limit_bytes {
+                self.container_swap_limit.get_or_create(&series.labels).set(limit as i64);
+            }
+            if let Some(working_set) = series.working_set_bytes {
+                self.container_working_set.get_or_create(&series.labels).set(working_set as i64);
             }
         }
-        let (disagreements, mismatches) = pods.memory_counter_values();
+        let (disagreements, mismatches) = source.memory_counters();
         for (counter, value) in [(&self.disagreements, disagreements), (&self.mismatches, mismatches)] {
             counter.inc_by(value.saturating_sub(counter.get()));
         }
@@ -217,15 +222,16 @@ impl Metrics {
 pub async fn serve(
     listener: tokio::net::TcpListener,
     metrics: Arc<Metrics>,
-    pods: Arc<PodService>,
+    source: Arc<dyn MetricsSource>,
 ) -> std::io::Result<()> {
     use axum::routing::get;
     let app = axum::Router::new().route(
         "/metrics",
         get(move || {
-            let (metrics, pods) = (metrics.clone(), pods.clone());
+            let (metrics, source) = (metrics.clone(), source.clone());
             async move {
-                let body = tokio::task::spawn_blocking(move || metrics.scrape(&pods)).await.unwrap_or_default();
+                let body =
+                    tokio::task::spawn_blocking(move || metrics.scrape(source.as_ref())).await.unwrap_or_default();
                 ([("content-type", "application/openmetrics-text; version=1.0.0; charset=utf-8")], body)
             }
         }),

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::ids::{ContainerId, SandboxId};
 use super::image::ImageId;
 use super::sandbox::ProcessRef;
-use crate::policy::memory::MemoryPlan;
+use crate::model::memory::MemoryPlan;
 
 /// created --start--> running --exit/stop--> exited; unknown when the runtime cannot tell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -3,4 +3,6 @@
 pub mod container;
 pub mod ids;
 pub mod image;
+pub mod memory;
+pub mod node;
 pub mod sandbox;

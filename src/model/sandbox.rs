@@ -45,7 +45,7 @@ pub struct SandboxStatus {
     pub holder: Option<ProcessRef>,
     /// The pod's addresses from CNI; none for host-network pods and before networking.
     #[serde(default)]
-    pub addresses: Option<crate::network::PodAddresses>,
+    pub addresses: Option<PodAddresses>,
 }
 
 /// A process identified by pid and start time (clock ticks since boot), so a recycled
@@ -90,4 +90,12 @@ mod tests {
         assert!(!ProcessRef { start_time: me.start_time + 1, ..me }.is_alive());
         assert!(ProcessRef::of(i32::MAX).is_none());
     }
+}
+
+/// A pod's addresses, as PodSandboxStatus reports them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PodAddresses {
+    pub network: String,
+    pub ip: String,
+    pub additional_ips: Vec<String>,
 }

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::log::Stream;
-use crate::streaming::terminal::{self, TerminalSize};
+use crate::monitor::terminal::{self, TerminalSize};
 
 pub const OUT_STDOUT: u8 = 1;
 pub const OUT_STDERR: u8 = 2;

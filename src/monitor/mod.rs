@@ -7,6 +7,7 @@ pub mod attach;
 pub mod log;
 mod process;
 mod spawn;
+pub mod terminal;
 
 pub use log::{CriLog, LineFramer, Stream};
 pub use process::main;

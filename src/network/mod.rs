@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use crate::config::NetworkConfig;
+pub use crate::model::sandbox::PodAddresses;
 use conf::NetworkList;
 use invoke::{Call, PluginError};
 
@@ -26,17 +27,6 @@ pub enum NetworkError {
     Plugin(#[from] PluginError),
     #[error("network state {path}: {message}")]
     State { path: PathBuf, message: String },
-}
-
-impl NetworkError {
-    pub fn kind(&self) -> crate::error::ErrorKind {
-        use crate::error::ErrorKind;
-        match self {
-            NetworkError::NotReady(_) => ErrorKind::FailedPrecondition,
-            NetworkError::Plugin(PluginError::Timeout { .. }) => ErrorKind::DeadlineExceeded,
-            NetworkError::Plugin(_) | NetworkError::State { .. } => ErrorKind::Internal,
-        }
-    }
 }
 
 /// What a pod asks of the network.
@@ -51,14 +41,6 @@ pub struct PodRequest {
     pub port_mappings: Vec<Value>,
     /// CNI `dns` capability (the pod's DNS config), when set.
     pub dns: Option<Value>,
-}
-
-/// A pod's addresses, as PodSandboxStatus reports them.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PodAddresses {
-    pub network: String,
-    pub ip: String,
-    pub additional_ips: Vec<String>,
 }
 
 /// The record kept per pod: everything DEL needs, even after a restart or a config change.

@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use crate::cgroup::CgroupMode;
-use crate::policy::memory::{AllocatableSource, KernelVersion, MemoryFacts};
+use crate::model::node::CgroupMode;
+use crate::model::node::{AllocatableSource, KernelVersion, MemoryFacts};
 
 /// Reads the `<key>: <n> kB` lines of /proc/meminfo, in bytes.
 pub fn meminfo_bytes(meminfo: &str, key: &str) -> Option<u64> {

@@ -2,9 +2,8 @@
 
 use std::path::Path;
 
-use crate::cgroup::CgroupMode;
+use crate::model::node::NodeFacts;
 use crate::policy::caps::{mask_from_status, names_in_mask, CAP_SYS_RESOURCE};
-use crate::policy::NodeFacts;
 
 pub mod block;
 pub mod memory;
@@ -25,7 +24,7 @@ pub fn probe(config: &crate::config::Config) -> NodeFacts {
     };
     let apparmor_enabled =
         std::fs::read_to_string("/sys/module/apparmor/parameters/enabled").map(|s| s.trim() == "Y").unwrap_or(false);
-    let cgroup_mode = CgroupMode::probe(cgroup_root);
+    let cgroup_mode = crate::cgroup::probe_mode(cgroup_root);
     let page_size = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE).ok().flatten().unwrap_or(4096) as u64;
     let memory = memory::probe(Path::new("/proc"), cgroup_root, cgroup_mode, page_size, allocatable_override);
     let noswap = noswap::probe(config.runtime.tmpfs_noswap, &memory.kernel_release, &config.run_root);

@@ -4,56 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
-use serde::{Deserialize, Serialize};
 
-use crate::policy::memory::KernelVersion;
-
-/// The operator's choice (`runtime.tmpfs_noswap`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum NoswapMode {
-    /// Probe the kernel.
-    Auto,
-    /// Always add `noswap` (mounts fail on kernels without it).
-    On,
-    /// Never add it.
-    Off,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum NoswapState {
-    Supported,
-    Unsupported,
-    Unknown,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum DecidedBy {
-    KernelVersion,
-    MountProbe,
-    Config,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct NoswapSupport {
-    pub state: NoswapState,
-    pub decided_by: DecidedBy,
-    /// What was seen: the kernel release, or the probe mount's error.
-    pub detail: String,
-}
-
-impl NoswapSupport {
-    pub fn supported(&self) -> bool {
-        self.state == NoswapState::Supported
-    }
-
-    /// For tests and callers without a probe.
-    pub fn unsupported() -> Self {
-        NoswapSupport { state: NoswapState::Unsupported, decided_by: DecidedBy::Config, detail: String::new() }
-    }
-}
+use crate::config::NoswapMode;
+use crate::model::node::{DecidedBy, KernelVersion, NoswapState, NoswapSupport};
 
 /// Mounting a scratch tmpfs with `noswap`; a trait so the decision is tested without mounts.
 pub trait MountProbe {

@@ -1,38 +1,14 @@
-//! Protection of the system daemons' cgroup (SPEC §3): no swap for them
+//! Protection of the system daemons' cgroup: no swap for them
 //! (`memory.swap.max`) and I/O latency priority on the swap disks (`io.latency`, or a weight
 //! where the kernel lacks it). Applied at start-up, read back, reported; never fatal.
 
 use std::path::Path;
 use std::process::Command;
 
-use serde::Serialize;
-
 use super::block::{swap_devices, Backing, Roots};
-use crate::cgroup::CgroupMode;
 use crate::config::SystemConfig;
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case", tag = "status")]
-pub enum Outcome {
-    NotConfigured,
-    Applied { file: String, written: Vec<String>, read_back: String },
-    Unsupported { reason: String },
-    Failed { error: String },
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ProtectionReport {
-    pub cgroup: String,
-    /// "cgroupfs" (files written), "systemd" (unit properties) or "none".
-    pub via: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub skipped: Option<String>,
-    pub swap_max: Outcome,
-    pub io: Outcome,
-    /// The devices the io protection covers, and what could not be covered.
-    pub io_devices: Vec<String>,
-    pub notes: Vec<String>,
-}
+use crate::model::node::CgroupMode;
+pub use crate::model::node::{Outcome, ProtectionReport};
 
 /// The io protection's devices: configured, else the whole disks under active swap.
 pub fn io_devices(config: &SystemConfig, roots: &Roots, notes: &mut Vec<String>) -> Vec<String> {

@@ -9,8 +9,6 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::Deserialize;
 
-use crate::error::ErrorKind;
-
 pub use process_tree::{descendants, kill_tree};
 pub use runc::{runc_message as runc_message_public, Runc};
 
@@ -28,15 +26,6 @@ pub enum OciError {
     Failed { command: &'static str, id: String, message: String },
     #[error("command timed out after {0:?}")]
     Timeout(Duration),
-}
-
-impl OciError {
-    pub fn kind(&self) -> ErrorKind {
-        match self {
-            OciError::Timeout(_) => ErrorKind::DeadlineExceeded,
-            _ => ErrorKind::Internal,
-        }
-    }
 }
 
 /// `runc state` output (the fields used).

@@ -198,7 +198,7 @@ pub fn build(input: &ContainerInput, node: &NodeFacts) -> Result<BuiltSpec, Poli
             namespaces.push(namespace(typ, Some(p)));
         }
     }
-    if node.cgroup_mode == crate::cgroup::CgroupMode::Unified {
+    if node.cgroup_mode == crate::model::node::CgroupMode::Unified {
         namespaces.push(namespace(LinuxNamespaceType::Cgroup, None));
     }
 

@@ -3,12 +3,12 @@
 use oci_spec::runtime::LinuxNamespaceType;
 
 use super::*;
-use crate::cgroup::CgroupMode;
+use crate::model::node::CgroupMode;
 
 fn node(mode: CgroupMode) -> NodeFacts {
     NodeFacts {
-        memory: crate::policy::memory::MemoryFacts::without_swap(16 << 30),
-        noswap: crate::node::noswap::NoswapSupport::unsupported(),
+        memory: crate::model::node::MemoryFacts::without_swap(16 << 30),
+        noswap: crate::model::node::NoswapSupport::unsupported(),
         system_protection: None,
         cgroup_mode: mode,
         held_capabilities: caps::names_in_mask(0x1fffeffffff),

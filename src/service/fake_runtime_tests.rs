@@ -8,15 +8,15 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use k8s_cri::v1 as cri;
 
-use crate::cgroup::CgroupMode;
 use crate::config::Config;
 use crate::error::{Error, ErrorKind};
 use crate::image::ImageStore;
 use crate::model::container::{ContainerMeta, ContainerState, ContainerStatus, ExitRecord};
 use crate::model::ids::{ContainerId, SandboxId};
+use crate::model::node::CgroupMode;
+use crate::model::node::NodeFacts;
 use crate::model::sandbox::{ProcessRef, SandboxMeta, SandboxState, SandboxStatus};
 use crate::oci::{ExecOutput, OciError, OciRuntime, RuntimeState};
-use crate::policy::NodeFacts;
 
 use super::pods::{Container, PodService, Sandbox};
 
@@ -113,8 +113,8 @@ fn fixture_with(
     let owns_parent = config.memory_qos.reservation != crate::config::Reservation::FollowKubelet;
     let images = Arc::new(ImageStore::open(&config.image_root()).unwrap());
     let node = NodeFacts {
-        memory: crate::policy::memory::MemoryFacts::without_swap(16 << 30),
-        noswap: crate::node::noswap::NoswapSupport::unsupported(),
+        memory: crate::model::node::MemoryFacts::without_swap(16 << 30),
+        noswap: crate::model::node::NoswapSupport::unsupported(),
         system_protection: None,
         cgroup_mode: CgroupMode::Unified,
         held_capabilities: vec![],
@@ -259,7 +259,7 @@ async fn a_runtime_refusing_an_update_keeps_the_old_resources() {
 
 #[tokio::test]
 async fn owned_pods_carry_the_sum_of_their_containers_reservations() {
-    use crate::policy::memory::MemoryPlan;
+    use crate::model::memory::MemoryPlan;
     let cgroot = tempfile::tempdir().unwrap();
     std::fs::write(cgroot.path().join("cgroup.subtree_control"), "").unwrap();
     let root = cgroot.path().to_path_buf();

@@ -6,11 +6,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use k8s_cri::v1 as cri;
 
 use crate::cgroup::memory_files;
-use crate::cgroup::CgroupMode;
 use crate::config::Reservation;
 use crate::error::Error;
 use crate::model::container::ContainerState;
 use crate::model::ids::ContainerId;
+use crate::model::node::CgroupMode;
 use crate::policy::memory::{self, MemoryPlan, PlanSettings, PodMemoryContext};
 
 use super::pods::{PodService, Sandbox};

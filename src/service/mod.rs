@@ -17,6 +17,7 @@ mod image_pull;
 mod image_remove;
 mod image_status;
 mod memory;
+mod metrics_source;
 mod pods;
 mod recovery;
 mod rollback;
@@ -73,7 +74,7 @@ pub struct ImageView {
 /// Runtime-wide facts: configuration and what was probed at start-up.
 pub struct RuntimeService {
     config: Arc<Config>,
-    node: crate::policy::NodeFacts,
+    node: crate::model::node::NodeFacts,
     handlers: Vec<runtime_status::HandlerProbe>,
 }
 
@@ -109,7 +110,7 @@ impl ImageService {
 
 impl RuntimeService {
     /// Probes each configured handler's binary once.
-    pub fn new(config: Arc<Config>, node: crate::policy::NodeFacts) -> Self {
+    pub fn new(config: Arc<Config>, node: crate::model::node::NodeFacts) -> Self {
         let handlers = runtime_status::probe_handlers(&config);
         RuntimeService { config, node, handlers }
     }

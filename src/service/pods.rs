@@ -10,9 +10,9 @@ use crate::error::Error;
 use crate::image::ImageStore;
 use crate::model::container::{ContainerMeta, ContainerState, ContainerStatus, ExitRecord};
 use crate::model::ids::{ContainerId, SandboxId};
+use crate::model::node::NodeFacts;
 use crate::model::sandbox::{SandboxMeta, SandboxStatus};
 use crate::oci::{OciRuntime, Runc};
-use crate::policy::NodeFacts;
 use crate::store::Records;
 
 #[derive(Debug, Clone)]
@@ -106,15 +106,6 @@ impl PodService {
             cpu_samples: Default::default(),
             network,
         })
-    }
-
-    /// A sandbox's metadata, if it exists.
-    pub fn sandbox_meta(&self, id: &str) -> Option<Arc<SandboxMeta>> {
-        self.find_sandbox(id).ok().map(|s| s.meta)
-    }
-
-    pub fn node(&self) -> &NodeFacts {
-        &self.node
     }
 
     pub(super) fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {

@@ -8,9 +8,9 @@ use std::sync::Mutex;
 use k8s_cri::v1 as cri;
 
 use crate::cgroup::stats::{read_stats, CgroupDirs, CgroupStats};
-use crate::cgroup::CgroupMode;
 use crate::error::Error;
 use crate::model::container::ContainerState;
+use crate::model::node::CgroupMode;
 
 use super::pods::{labels_match, now_nanos, Container, PodService, Sandbox};
 

@@ -8,8 +8,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::channels::{Channels, Input, Output};
 use super::exec;
-use super::terminal::SizeDecoder;
 use crate::monitor::attach::{self, Hello};
+use crate::monitor::terminal::SizeDecoder;
 
 /// What an Attach request asked for, kept until its URL is used.
 #[derive(Debug, Clone)]

@@ -12,7 +12,7 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::channels::{Channels, Input};
-use super::terminal::{self, SizeDecoder};
+use crate::monitor::terminal::{self, SizeDecoder};
 
 /// How long a terminal session waits for the client's first size before starting.
 const FIRST_SIZE_WAIT: Duration = Duration::from_millis(200);

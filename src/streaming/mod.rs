@@ -10,7 +10,6 @@ pub mod portforward;
 pub mod server;
 pub mod session;
 pub mod spdy;
-pub mod terminal;
 pub mod tls;
 pub mod websocket;
 

@@ -1,4 +1,4 @@
-//! SPEC §1–§2 as tables: each case is a CRI request on a node under a configuration, and
+//! The Kubernetes swap and memory QoS rules as tables: each case is a CRI request on a node under a configuration, and
 //! the values the plan must hold.
 
 use std::collections::HashMap;
