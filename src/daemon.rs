@@ -12,7 +12,7 @@ use tokio_stream::wrappers::UnixListenerStream;
 use crate::config::Config;
 use crate::grpc::{ImageApi, RuntimeApi};
 use crate::image::{ImageError, ImageLookup, ImageStore, Puller, Registries};
-use crate::service::{ImageService, PodService, RuntimeService};
+use crate::service::{ImageService, PodService, RuntimeService, StreamingService};
 
 /// kubelet sends and accepts messages up to 16 MiB.
 const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
@@ -61,10 +61,11 @@ pub fn build(config: Arc<Config>) -> Result<(Arc<RuntimeService>, Arc<ImageServi
         .map_err(DaemonError::Pinned)?;
     let registries = Arc::new(Registries::new(&config));
     let puller = Arc::new(Puller::new(store.clone(), registries, config.image.max_concurrent_downloads));
-    let pods = Arc::new(PodService::new(config.clone(), node.clone(), store.clone())?);
+    let runtimes = Arc::new(crate::service::Runtimes::probe(&config));
+    let pods = Arc::new(PodService::new(config.clone(), node.clone(), store.clone(), runtimes.clone())?);
     pods.recover()?;
     let images = Arc::new(ImageService::new(store, puller, pinned, pods.clone()));
-    let runtime = Arc::new(RuntimeService::new(config, node));
+    let runtime = Arc::new(RuntimeService::new(config, node, runtimes));
     Ok((runtime, images, pods))
 }
 
@@ -89,7 +90,9 @@ pub async fn run(config: Config) -> Result<(), DaemonError> {
             .map_err(|source| DaemonError::Prepare { path: config.metrics.address.clone().into(), source })?;
         let (metrics, pods) = (metrics.clone(), pods.clone());
         tokio::spawn(async move {
-            if let Err(e) = crate::metrics::serve(listener, metrics, pods).await {
+            if let Err(e) =
+                crate::metrics::serve(listener, metrics, pods as Arc<dyn crate::metrics::MetricsSource>).await
+            {
                 tracing::error!(error = %e, "the metrics endpoint stopped");
             }
         });
@@ -110,7 +113,7 @@ pub async fn run(config: Config) -> Result<(), DaemonError> {
     let server = tonic::transport::Server::builder()
         .layer(crate::metrics::GrpcMetricsLayer(metrics))
         .add_service(
-            RuntimeServiceServer::new(RuntimeApi::new(runtime, pods, streaming))
+            RuntimeServiceServer::new(RuntimeApi::new(runtime, pods.clone(), StreamingService::new(pods, streaming)))
                 .max_decoding_message_size(MAX_MESSAGE_BYTES)
                 .max_encoding_message_size(MAX_MESSAGE_BYTES),
         )

@@ -8,6 +8,7 @@ use crate::network::NetworkError;
 use crate::oci::OciError;
 use crate::policy::PolicyError;
 use crate::store::StoreError;
+use crate::streaming::StreamError;
 
 /// What kind of failure an error is; decides the gRPC status code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,6 +69,8 @@ pub enum Error {
     Monitor(#[from] MonitorError),
     #[error(transparent)]
     Network(#[from] NetworkError),
+    #[error(transparent)]
+    Stream(#[from] StreamError),
     #[error("{0}")]
     AlreadyExists(String),
     #[error("{0}")]
@@ -90,6 +93,7 @@ impl Error {
             Error::AlreadyExists(_) => ErrorKind::AlreadyExists,
             Error::DeadlineExceeded(_) => ErrorKind::DeadlineExceeded,
             Error::Network(e) => network_kind(e),
+            Error::Stream(e) => stream_kind(e),
             Error::Store(_) | Error::Monitor(_) | Error::Internal(_) => ErrorKind::Internal,
         }
     }
@@ -127,9 +131,19 @@ fn policy_kind(e: &PolicyError) -> ErrorKind {
     }
 }
 
+fn stream_kind(e: &StreamError) -> ErrorKind {
+    match e {
+        StreamError::Protocol(_) => ErrorKind::InvalidArgument,
+        StreamError::Unreachable(_) => ErrorKind::Unavailable,
+        StreamError::Runtime(e) => oci_kind(e),
+        StreamError::Io { .. } | StreamError::Sys { .. } => ErrorKind::Internal,
+    }
+}
+
 fn network_kind(e: &NetworkError) -> ErrorKind {
     match e {
         NetworkError::NotReady(_) => ErrorKind::FailedPrecondition,
+        NetworkError::InvalidCidr(_) => ErrorKind::InvalidArgument,
         NetworkError::Plugin(PluginError::Timeout { .. }) => ErrorKind::DeadlineExceeded,
         NetworkError::Plugin(_) | NetworkError::State { .. } => ErrorKind::Internal,
     }

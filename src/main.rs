@@ -91,8 +91,15 @@ enum ImageCommand {
     },
 }
 
-fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+fn main() {
+    // Errors as one line (with their causes), never a debug dump or a backtrace.
+    if let Err(e) = run(Cli::parse()) {
+        eprintln!("swapcri: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
     match &cli.command {
         Some(Command::Config { command: ConfigCommand::Default }) => {
             print!("{DEFAULT_TOML}");
@@ -142,40 +149,49 @@ fn main() -> anyhow::Result<()> {
             }
         }
         Command::Doctor { json, root, eviction_threshold, kubelet_config } => {
-            let meminfo = std::fs::read_to_string(root.join("proc/meminfo")).unwrap_or_default();
-            let mem_total = swapcri::node::memory::meminfo_bytes(&meminfo, "MemTotal").unwrap_or(0);
-            let threshold = match (eviction_threshold, kubelet_config) {
-                (Some(t), _) => Some(
-                    swapcri::doctor::parse_threshold(&t, mem_total)
-                        .with_context(|| format!("--eviction-threshold {t:?}: expected a quantity or a percentage"))?,
-                ),
-                (None, Some(file)) => {
-                    let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
-                    Some(
-                        swapcri::doctor::eviction_from_kubelet_config(&text, mem_total)
-                            .with_context(|| format!("{}: no evictionHard memory.available found", file.display()))?,
-                    )
-                }
-                (None, None) => None,
-            };
-            let inputs = swapcri::doctor::Inputs {
-                root,
-                system_cgroup: config.system.cgroup.clone(),
-                eviction_threshold: threshold,
-            };
-            let checks = swapcri::doctor::run_checks(&inputs);
-            if json {
-                println!("{}", serde_json::to_string_pretty(&checks)?);
-            } else {
-                print!("{}", swapcri::doctor::render_text(&checks));
-            }
-            if swapcri::doctor::failed(&checks) {
-                std::process::exit(1);
-            }
+            doctor(&config, json, root, eviction_threshold, kubelet_config)?
         }
         Command::Config { .. } | Command::Monitor { .. } | Command::SandboxNs { .. } => {
             unreachable!("handled before loading the config")
         }
+    }
+    Ok(())
+}
+
+/// `swapcri doctor`: exits 1 when a check fails.
+fn doctor(
+    config: &Config,
+    json: bool,
+    root: PathBuf,
+    eviction_threshold: Option<String>,
+    kubelet_config: Option<PathBuf>,
+) -> anyhow::Result<()> {
+    let meminfo = std::fs::read_to_string(root.join("proc/meminfo")).unwrap_or_default();
+    let mem_total = swapcri::node::memory::meminfo_bytes(&meminfo, "MemTotal").unwrap_or(0);
+    let threshold = match (eviction_threshold, kubelet_config) {
+        (Some(t), _) => Some(
+            swapcri::doctor::parse_threshold(&t, mem_total)
+                .with_context(|| format!("--eviction-threshold {t:?}: expected a quantity or a percentage"))?,
+        ),
+        (None, Some(file)) => {
+            let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+            Some(
+                swapcri::doctor::eviction_from_kubelet_config(&text, mem_total)
+                    .with_context(|| format!("{}: no evictionHard memory.available found", file.display()))?,
+            )
+        }
+        (None, None) => None,
+    };
+    let inputs =
+        swapcri::doctor::Inputs { root, system_cgroup: config.system.cgroup.clone(), eviction_threshold: threshold };
+    let checks = swapcri::doctor::run_checks(&inputs);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&checks)?);
+    } else {
+        print!("{}", swapcri::doctor::render_text(&checks));
+    }
+    if swapcri::doctor::failed(&checks) {
+        std::process::exit(1);
     }
     Ok(())
 }

@@ -69,6 +69,20 @@ pub fn memory_cgroup_dir(pid: i32, hierarchies: &[Hierarchy]) -> Option<PathBuf>
     memory_dir_from(&text, hierarchies)
 }
 
+/// The cgroup `pid` is in, relative to the hierarchy root (the memory controller's on v1):
+/// where a runtime really put a container, which need not be the path it was asked for
+/// (crun with the systemd driver nests the process in a `container` sub-cgroup).
+pub fn cgroup_of(pid: i32, hierarchies: &[Hierarchy]) -> Option<String> {
+    let text = fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    cgroup_from(&text, hierarchies)
+}
+
+fn cgroup_from(proc_cgroup: &str, hierarchies: &[Hierarchy]) -> Option<String> {
+    let dir = memory_dir_from(proc_cgroup, hierarchies)?;
+    let root = hierarchies.iter().find(|h| dir.starts_with(&h.mountpoint))?;
+    Some(format!("/{}", dir.strip_prefix(&root.mountpoint).ok()?.display()))
+}
+
 fn memory_dir_from(proc_cgroup: &str, hierarchies: &[Hierarchy]) -> Option<PathBuf> {
     let v1 = hierarchies.iter().find(|h| !h.v2 && h.options.iter().any(|o| o == "memory"));
     for line in proc_cgroup.lines() {
@@ -164,6 +178,13 @@ mod tests {
         assert_eq!(memory_dir_from(proc_cgroup, &h), Some(PathBuf::from("/sys/fs/cgroup/memory/swapcri/pod/c1")));
         let unified = parse_mountinfo("30 1 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n");
         assert_eq!(memory_dir_from("0::/kubepods/x\n", &unified), Some(PathBuf::from("/sys/fs/cgroup/kubepods/x")));
+        assert_eq!(cgroup_from(proc_cgroup, &h).as_deref(), Some("/swapcri/pod/c1"));
+        // crun with the systemd driver: the process sits one level below the scope.
+        let nested = "0::/kubepods.slice/kubepods-burstable.slice/crun-abc.scope/container\n";
+        assert_eq!(
+            cgroup_from(nested, &unified).as_deref(),
+            Some("/kubepods.slice/kubepods-burstable.slice/crun-abc.scope/container")
+        );
     }
 
     #[test]

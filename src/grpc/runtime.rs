@@ -8,7 +8,7 @@ use tonic::{Request, Response, Status};
 
 use crate::config::CgroupDriver;
 use crate::error::Error;
-use crate::service::{PodService, RuntimeService};
+use crate::service::{PodService, RuntimeService, StreamWants, StreamingService};
 
 use super::{convert, convert_pods, convert_stats};
 use tracing::Instrument;
@@ -16,15 +16,11 @@ use tracing::Instrument;
 pub struct RuntimeApi {
     runtime: Arc<RuntimeService>,
     pods: Arc<PodService>,
-    streaming: Arc<crate::streaming::StreamingServer>,
+    streaming: StreamingService,
 }
 
 impl RuntimeApi {
-    pub fn new(
-        runtime: Arc<RuntimeService>,
-        pods: Arc<PodService>,
-        streaming: Arc<crate::streaming::StreamingServer>,
-    ) -> Self {
+    pub fn new(runtime: Arc<RuntimeService>, pods: Arc<PodService>, streaming: StreamingService) -> Self {
         RuntimeApi { runtime, pods, streaming }
     }
 }
@@ -43,8 +39,8 @@ fn info_map(info: Option<String>) -> std::collections::HashMap<String, String> {
 }
 
 /// Runs file-reading work off the async threads.
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, Status> {
-    tokio::task::spawn_blocking(f).await.map_err(|e| Status::internal(format!("stats task failed: {e}")))
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, Error> {
+    Ok(tokio::task::spawn_blocking(f).await?)
 }
 
 fn unimplemented(method: &'static str) -> Status {
@@ -59,11 +55,7 @@ impl CriRuntimeService for RuntimeApi {
     }
 
     async fn status(&self, request: Request<cri::StatusRequest>) -> Result<Response<cri::StatusResponse>, Status> {
-        let network = self.pods.network.ready().await.map(|list| list.name);
-        let mut status = self.runtime.status(request.into_inner().verbose, network);
-        if let Some(info) = &mut status.info {
-            self.pods.add_memory_status(info);
-        }
+        let status = self.runtime.status(request.into_inner().verbose, &self.pods).await;
         Ok(Response::new(convert::status(status)))
     }
 
@@ -127,22 +119,12 @@ impl CriRuntimeService for RuntimeApi {
         request: Request<cri::PodSandboxStatusRequest>,
     ) -> Result<Response<cri::PodSandboxStatusResponse>, Status> {
         let req = request.into_inner();
-        let (sandbox, info) =
-            self.pods.sandbox_status(&required(&req.pod_sandbox_id, "pod_sandbox_id")?, req.verbose).await?;
-        let containers_statuses = self
-            .pods
-            .list_containers(Some(&cri::ContainerFilter {
-                pod_sandbox_id: sandbox.meta.id.to_string(),
-                ..Default::default()
-            }))
-            .iter()
-            .map(convert_pods::container_status)
-            .collect();
+        let view = self.pods.sandbox_status(&required(&req.pod_sandbox_id, "pod_sandbox_id")?, req.verbose).await?;
         Ok(Response::new(cri::PodSandboxStatusResponse {
-            status: Some(convert_pods::sandbox_status(&sandbox)),
-            info: info_map(info),
-            containers_statuses,
-            timestamp: 0,
+            status: Some(convert_pods::sandbox_status(&view.sandbox)),
+            info: info_map(view.info),
+            containers_statuses: view.containers.iter().map(convert_pods::container_status).collect(),
+            timestamp: view.timestamp,
         }))
     }
 
@@ -282,17 +264,15 @@ impl CriRuntimeService for RuntimeApi {
 
     async fn exec(&self, request: Request<cri::ExecRequest>) -> Result<Response<cri::ExecResponse>, Status> {
         let r = request.into_inner();
-        let id = required(&r.container_id, "container_id")?;
-        let pending = self.pods.exec_stream(&id, r.cmd, r.tty, r.stdin, r.stdout, r.stderr)?;
-        let url = self.streaming.issue(pending).map_err(Status::internal)?;
+        let wants = StreamWants { tty: r.tty, stdin: r.stdin, stdout: r.stdout, stderr: r.stderr };
+        let url = self.streaming.exec(&required(&r.container_id, "container_id")?, r.cmd, wants)?;
         Ok(Response::new(cri::ExecResponse { url }))
     }
 
     async fn attach(&self, request: Request<cri::AttachRequest>) -> Result<Response<cri::AttachResponse>, Status> {
         let r = request.into_inner();
-        let id = required(&r.container_id, "container_id")?;
-        let pending = self.pods.attach_stream(&id, r.tty, r.stdin, r.stdout, r.stderr)?;
-        let url = self.streaming.issue(pending).map_err(Status::internal)?;
+        let wants = StreamWants { tty: r.tty, stdin: r.stdin, stdout: r.stdout, stderr: r.stderr };
+        let url = self.streaming.attach(&required(&r.container_id, "container_id")?, wants)?;
         Ok(Response::new(cri::AttachResponse { url }))
     }
 
@@ -301,18 +281,7 @@ impl CriRuntimeService for RuntimeApi {
         request: Request<cri::PortForwardRequest>,
     ) -> Result<Response<cri::PortForwardResponse>, Status> {
         let r = request.into_inner();
-        if let Some(port) = r.port.iter().find(|p| !(1..=65535).contains(*p)) {
-            return Err(Status::invalid_argument(format!("port {port} is not a TCP port")));
-        }
-        if r.port.len() > crate::streaming::portforward::MAX_WEBSOCKET_PORTS {
-            return Err(Status::invalid_argument(format!(
-                "at most {} ports per session",
-                crate::streaming::portforward::MAX_WEBSOCKET_PORTS
-            )));
-        }
-        let ports = r.port.iter().map(|p| *p as u16).collect();
-        let pending = self.pods.port_forward_stream(&required(&r.pod_sandbox_id, "pod_sandbox_id")?, ports)?;
-        let url = self.streaming.issue(pending).map_err(Status::internal)?;
+        let url = self.streaming.port_forward(&required(&r.pod_sandbox_id, "pod_sandbox_id")?, &r.port)?;
         Ok(Response::new(cri::PortForwardResponse { url }))
     }
 
@@ -365,10 +334,7 @@ impl CriRuntimeService for RuntimeApi {
         request: Request<cri::UpdateRuntimeConfigRequest>,
     ) -> Result<Response<cri::UpdateRuntimeConfigResponse>, Status> {
         let cidr = request.into_inner().runtime_config.and_then(|c| c.network_config).map(|n| n.pod_cidr);
-        if let Some(cidr) = cidr.filter(|c| !c.is_empty()) {
-            self.pods.network.set_pod_cidr(&cidr).map_err(Status::invalid_argument)?;
-            tracing::info!(pod_cidr = %cidr, "pod CIDR from kubelet");
-        }
+        self.pods.set_pod_cidr(cidr.as_deref().unwrap_or(""))?;
         Ok(Response::new(cri::UpdateRuntimeConfigResponse {}))
     }
 

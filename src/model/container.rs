@@ -76,6 +76,10 @@ pub struct ContainerStatus {
     pub message: String,
     /// Current resources (in-place updates included).
     pub resources: Option<cri::LinuxContainerResources>,
+    /// The cgroup the runtime put the container in (read from its init's /proc/<pid>/cgroup
+    /// at creation), relative to the cgroup root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<String>,
     /// The memory and swap plan applied (recomputed on resource updates).
     #[serde(default)]
     pub memory_plan: Option<MemoryPlan>,
@@ -96,6 +100,7 @@ impl ContainerStatus {
             reason: String::new(),
             message: String::new(),
             resources,
+            cgroup: None,
             memory_plan: None,
             memory_mismatches: Vec::new(),
         }

@@ -15,13 +15,6 @@ pub enum CgroupMode {
     Legacy,
 }
 
-impl CgroupMode {
-    /// Whether the `unified` map of a container's resources can be applied.
-    pub fn has_unified_memory(self) -> bool {
-        self == CgroupMode::Unified
-    }
-}
-
 /// Where the node's allocatable memory came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]

@@ -1,5 +1,5 @@
 //! The per-container monitor: a small process of our own binary, like conmon or a
-//! containerd shim. It creates the container with runc, holds its stdio, writes the CRI
+//! containerd shim. It creates the container through the OCI runtime, holds its stdio, writes the CRI
 //! log, reopens it on request, reaps the container's init as a subreaper, and records the
 //! exit code, finish time and OOM kill on disk. It outlives the daemon.
 
@@ -22,10 +22,8 @@ use serde::{Deserialize, Serialize};
 pub struct MonitorConfig {
     pub id: String,
     pub bundle: PathBuf,
-    pub runc: PathBuf,
-    pub runc_root: PathBuf,
-    /// `runc create --no-pivot` (a root filesystem pivot_root cannot leave, e.g. an initramfs).
-    pub no_pivot: bool,
+    /// The runtime handler that creates the container.
+    pub runtime: crate::oci::HandlerSpec,
     pub log_path: Option<PathBuf>,
     pub max_log_line: usize,
     pub exit_file: PathBuf,

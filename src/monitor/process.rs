@@ -5,7 +5,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
@@ -14,6 +14,7 @@ use nix::unistd::{pipe2, setsid, Pid};
 
 use crate::cgroup;
 use crate::model::container::ExitRecord;
+use crate::oci::{CreateIo, OciRuntime};
 
 use super::attach;
 use super::log::{CriLog, LineFramer, Stream};
@@ -44,7 +45,8 @@ fn run(config_path: &Path) -> Result<(), String> {
             eprintln!("cannot move the monitor to cgroup {rel}: {e}");
         }
     }
-    let created = match create(&cfg) {
+    let runtime = crate::oci::runtime_for(&cfg.runtime);
+    let created = match create(&cfg, runtime.as_ref()) {
         Ok(c) => c,
         Err(error) => {
             report(&MonitorReport::Failed { error: error.clone() });
@@ -115,54 +117,36 @@ struct Created {
     stdin: attach::Stdin,
 }
 
-fn create(cfg: &MonitorConfig) -> Result<Created, String> {
-    std::fs::create_dir_all(&cfg.work_dir).map_err(|e| format!("{}: {e}", cfg.work_dir.display()))?;
-    let pid_file = cfg.work_dir.join("pid");
-    let runc_log = cfg.work_dir.join("runc.log");
-    let mut cmd = Command::new(&cfg.runc);
-    cmd.arg("--root").arg(&cfg.runc_root).arg("--log").arg(&runc_log).args(["--log-format", "json"]);
-    cmd.arg("create").arg("--bundle").arg(&cfg.bundle).arg("--pid-file").arg(&pid_file);
-    if cfg.no_pivot {
-        cmd.arg("--no-pivot");
-    }
+fn create(cfg: &MonitorConfig, runtime: &dyn OciRuntime) -> Result<Created, String> {
     let mut outputs = Vec::new();
     let mut stdin = attach::Stdin::None;
+    let mut io = CreateIo::null();
     let console = if cfg.tty {
         let path = cfg.console_socket.clone();
         let _ = std::fs::remove_file(&path);
         let listener = UnixListener::bind(&path).map_err(|e| format!("console socket: {e}"))?;
-        cmd.arg("--console-socket").arg(&path);
-        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+        io.console_socket = Some(path);
         Some(receive_console(listener))
     } else {
         let (out_r, out_w) = pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| e.to_string())?;
         let (err_r, err_w) = pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| e.to_string())?;
-        cmd.stdout(Stdio::from(out_w)).stderr(Stdio::from(err_w));
+        io.stdout = Stdio::from(out_w);
+        io.stderr = Stdio::from(err_w);
         outputs.push((out_r, Stream::Stdout));
         outputs.push((err_r, Stream::Stderr));
         if cfg.stdin {
             let (in_r, in_w) = pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| e.to_string())?;
-            cmd.stdin(Stdio::from(in_r));
+            io.stdin = Stdio::from(in_r);
             stdin = attach::Stdin::Pipe(Mutex::new(Some(std::fs::File::from(in_w))));
-        } else {
-            cmd.stdin(Stdio::null());
         }
         None
     };
-    cmd.arg(&cfg.id);
-    let status = cmd.status().map_err(|e| format!("cannot run {}: {e}", cfg.runc.display()))?;
-    drop(cmd); // closes our copies of the pipes' write ends
-    if !status.success() {
-        let log = std::fs::read(&runc_log).unwrap_or_default();
-        return Err(format!("runc create failed: {}", crate::oci::runc_message_public(&log)));
-    }
-    let pid = std::fs::read_to_string(&pid_file)
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .ok_or_else(|| format!("runc wrote no pid to {}", pid_file.display()))?;
+    // `io` (our copies of the pipes' write ends) is consumed: the readers see EOF at the end.
+    let pid = runtime.create(&cfg.id, &cfg.bundle, &cfg.work_dir, io).map_err(|e| e.to_string())?;
     if let Some(console) = console {
-        let master =
-            console.recv_timeout(Duration::from_secs(10)).map_err(|_| "runc sent no console".to_string())??;
+        let master = console
+            .recv_timeout(Duration::from_secs(10))
+            .map_err(|_| format!("{} sent no console", runtime.name()))??;
         // Attach writes keystrokes and sizes to the master, whether or not stdin was asked for
         // (without it, only sizes are accepted: see the daemon's attach checks).
         let input = master.try_clone().map_err(|e| format!("pty: {e}"))?;
@@ -172,7 +156,7 @@ fn create(cfg: &MonitorConfig) -> Result<Created, String> {
     Ok(Created { pid, outputs, stdin })
 }
 
-/// Accepts runc's connection on the console socket and receives the pty master.
+/// Accepts the runtime's connection on the console socket and receives the pty master.
 fn receive_console(listener: UnixListener) -> mpsc::Receiver<Result<OwnedFd, String>> {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -279,5 +263,77 @@ fn reap(pid: i32) -> i32 {
                 return 255;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::oci::fake::FakeRuntime;
+
+    fn config(dir: &Path, args: &[&str], stdin: bool) -> MonitorConfig {
+        let bundle = dir.join("bundle");
+        std::fs::create_dir_all(&bundle).unwrap();
+        std::fs::write(bundle.join("config.json"), serde_json::json!({"process": {"args": args}}).to_string()).unwrap();
+        MonitorConfig {
+            id: "c1".into(),
+            bundle,
+            runtime: crate::oci::HandlerSpec {
+                name: "fake".into(),
+                engine: crate::oci::Engine::Runc,
+                binary: "/nonexistent".into(),
+                root: dir.join("root"),
+                no_pivot: false,
+            },
+            log_path: Some(dir.join("c1.log")),
+            max_log_line: 1024,
+            exit_file: dir.join("exit.json"),
+            ctl_socket: dir.join("ctl"),
+            console_socket: dir.join("console"),
+            work_dir: dir.join("work"),
+            tty: false,
+            stdin,
+            stdin_once: false,
+            attach_socket: None,
+            cgroup: None,
+        }
+    }
+
+    #[test]
+    fn create_hands_the_container_its_pipes_and_the_log_gets_its_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = config(dir.path(), &["sh", "-c", "read line; echo \"got $line\"; echo oops >&2"], true);
+        let fake = FakeRuntime::default();
+        let created = create(&cfg, &fake).unwrap();
+        assert_eq!(fake.calls(), ["create c1"]);
+        let pid_file = std::fs::read_to_string(cfg.work_dir.join("pid")).unwrap();
+        assert_eq!(pid_file.trim(), created.pid.to_string());
+        let log: SharedLog = Arc::new(Mutex::new(Some(CriLog::open(cfg.log_path.as_ref().unwrap()).unwrap())));
+        let attach::Stdin::Pipe(stdin) = created.stdin else { panic!("stdin was asked for") };
+        stdin.lock().unwrap().take().unwrap().write_all(b"hello\n").unwrap();
+        let hub = attach::Hub::new(attach::Stdin::None, false);
+        let readers: Vec<_> = created
+            .outputs
+            .into_iter()
+            .map(|(fd, stream)| {
+                let (log, hub) = (log.clone(), hub.clone());
+                std::thread::spawn(move || copy_output(fd, stream, 1024, &log, &hub))
+            })
+            .collect();
+        assert_eq!(reap(created.pid), 0);
+        for r in readers {
+            r.join().unwrap();
+        }
+        let text = std::fs::read_to_string(cfg.log_path.as_ref().unwrap()).unwrap();
+        assert!(text.lines().any(|l| l.ends_with(" stdout F got hello")), "{text}");
+        assert!(text.lines().any(|l| l.ends_with(" stderr F oops")), "{text}");
+    }
+
+    #[test]
+    fn a_failed_create_names_the_handler_and_leaves_no_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = config(dir.path(), &[], false);
+        let err = create(&cfg, &FakeRuntime::default()).err().unwrap();
+        assert!(err.contains("fake") && err.contains("no process args"), "{err}");
     }
 }

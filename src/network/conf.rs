@@ -24,8 +24,27 @@ impl NetworkList {
     }
 }
 
+/// Why the config directory offers no network.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConfError {
+    #[error("{}: {reason}", path.display())]
+    Invalid { path: PathBuf, reason: String },
+    #[error("no network configuration in {}", .0.display())]
+    Missing(PathBuf),
+    #[error("{}", join(.0))]
+    NoneUsable(Vec<ConfError>),
+}
+
+fn join(errors: &[ConfError]) -> String {
+    errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+}
+
 /// Parses one file; `.conflist` must be a list, the others may be a single plugin.
-pub fn parse(path: &Path, text: &str) -> Result<NetworkList, String> {
+pub fn parse(path: &Path, text: &str) -> Result<NetworkList, ConfError> {
+    parse_list(path, text).map_err(|reason| ConfError::Invalid { path: path.to_path_buf(), reason: reason.into() })
+}
+
+fn parse_list(path: &Path, text: &str) -> Result<NetworkList, std::borrow::Cow<'static, str>> {
     let doc: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
     let obj = doc.as_object().ok_or("not a JSON object")?;
     let string = |key: &str| obj.get(key).and_then(Value::as_str).map(str::to_string);
@@ -53,8 +72,10 @@ pub fn parse(path: &Path, text: &str) -> Result<NetworkList, String> {
 }
 
 /// The first valid configuration by file name, or why there is none.
-pub fn load_first(dir: &Path) -> Result<NetworkList, String> {
-    let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+pub fn load_first(dir: &Path) -> Result<NetworkList, ConfError> {
+    let invalid =
+        |path: &Path, e: std::io::Error| ConfError::Invalid { path: path.to_path_buf(), reason: e.to_string() };
+    let entries = std::fs::read_dir(dir).map_err(|e| invalid(dir, e))?;
     let mut files: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|e| e == "conflist" || e == "conf" || e == "json"))
@@ -62,16 +83,16 @@ pub fn load_first(dir: &Path) -> Result<NetworkList, String> {
     files.sort();
     let mut problems = Vec::new();
     for file in files {
-        let parsed = std::fs::read_to_string(&file).map_err(|e| e.to_string()).and_then(|t| parse(&file, &t));
+        let parsed = std::fs::read_to_string(&file).map_err(|e| invalid(&file, e)).and_then(|t| parse(&file, &t));
         match parsed {
             Ok(list) => return Ok(list),
-            Err(e) => problems.push(format!("{}: {e}", file.display())),
+            Err(e) => problems.push(e),
         }
     }
     if problems.is_empty() {
-        Err(format!("no network configuration in {}", dir.display()))
+        Err(ConfError::Missing(dir.to_path_buf()))
     } else {
-        Err(problems.join("; "))
+        Err(ConfError::NoneUsable(problems))
     }
 }
 
@@ -101,7 +122,7 @@ mod tests {
             let got = parse(Path::new(file), text);
             match (want, &got) {
                 (Ok((name, n)), Ok(list)) => assert_eq!((list.name.as_str(), list.plugins.len()), (*name, *n)),
-                (Err(msg), Err(e)) => assert!(e.contains(msg), "{file} {text}: {e}"),
+                (Err(msg), Err(e)) => assert!(e.to_string().contains(msg), "{file} {text}: {e}"),
                 _ => panic!("{file} {text}: {got:?}"),
             }
         }
@@ -110,10 +131,10 @@ mod tests {
     #[test]
     fn first_valid_file_by_name_wins() {
         let dir = tempfile::tempdir().unwrap();
-        assert!(load_first(dir.path()).unwrap_err().contains("no network configuration"));
+        assert!(load_first(dir.path()).unwrap_err().to_string().contains("no network configuration"));
         std::fs::write(dir.path().join("05-broken.conflist"), "{").unwrap();
         std::fs::write(dir.path().join("README"), "not a config").unwrap();
-        let err = load_first(dir.path()).unwrap_err();
+        let err = load_first(dir.path()).unwrap_err().to_string();
         assert!(err.contains("05-broken.conflist: not JSON"), "{err}");
         std::fs::write(dir.path().join("20-b.conf"), r#"{"cniVersion":"1.0.0","name":"b","type":"ptp"}"#).unwrap();
         std::fs::write(

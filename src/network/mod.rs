@@ -23,6 +23,8 @@ use invoke::{Call, PluginError};
 pub enum NetworkError {
     #[error("pod network not ready: {0}")]
     NotReady(String),
+    #[error("pod CIDR {0:?} is not an address/prefix")]
+    InvalidCidr(String),
     #[error(transparent)]
     Plugin(#[from] PluginError),
     #[error("network state {path}: {message}")]
@@ -76,7 +78,7 @@ impl Network {
 
     /// The pod CIDR kubelet hands over (UpdateRuntimeConfig; comma-separated when dual
     /// stack), offered to plugins that declare the `ipRanges` capability.
-    pub fn set_pod_cidr(&self, cidr: &str) -> Result<(), String> {
+    pub fn set_pod_cidr(&self, cidr: &str) -> Result<(), NetworkError> {
         for part in cidr.split(',') {
             let valid = part.split_once('/').is_some_and(|(ip, len)| {
                 let max = match ip.parse::<std::net::IpAddr>() {
@@ -87,7 +89,7 @@ impl Network {
                 len.parse::<u8>().is_ok_and(|l| l <= max)
             });
             if !valid {
-                return Err(format!("pod CIDR {part:?} is not an address/prefix"));
+                return Err(NetworkError::InvalidCidr(part.to_string()));
             }
         }
         *self.pod_cidr.lock().unwrap_or_else(|e| e.into_inner()) = cidr.to_string();
@@ -105,8 +107,12 @@ impl Network {
     /// The network pods join now: the first configuration in the directory whose plugins
     /// all exist and accept its cniVersion. Re-read whenever the file changes, so dropping a
     /// configuration in makes the node ready without a restart.
-    pub async fn ready(&self) -> Result<NetworkList, String> {
-        let list = conf::load_first(&self.config.config_dir)?;
+    pub async fn ready(&self) -> Result<NetworkList, NetworkError> {
+        self.usable().await.map_err(NetworkError::NotReady)
+    }
+
+    async fn usable(&self) -> Result<NetworkList, String> {
+        let list = conf::load_first(&self.config.config_dir).map_err(|e| e.to_string())?;
         let modified = std::fs::metadata(&list.source).and_then(|m| m.modified()).ok();
         {
             let cached = self.validated.lock().unwrap_or_else(|e| e.into_inner());
@@ -204,7 +210,7 @@ impl Network {
     /// Attaches the pod: ADD through the plugin chain. On failure whatever was set up is
     /// torn down again and the record removed.
     pub async fn setup(&self, request: PodRequest) -> Result<PodAddresses, NetworkError> {
-        let network = self.ready().await.map_err(NetworkError::NotReady)?;
+        let network = self.ready().await?;
         let mut attachment = Attachment {
             runtime_config: self.runtime_config(&request),
             request,

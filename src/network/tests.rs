@@ -246,7 +246,7 @@ async fn recovery_releases_what_no_pod_accounts_for() {
 #[tokio::test]
 async fn readiness_follows_the_config_directory() {
     let f = Fixture::new(10);
-    let err = f.network.ready().await.unwrap_err();
+    let err = f.network.ready().await.unwrap_err().to_string();
     assert!(err.contains("no network configuration"), "{err}");
     assert!(matches!(f.network.setup(f.request()).await, Err(NetworkError::NotReady(_))));
 
@@ -254,11 +254,11 @@ async fn readiness_follows_the_config_directory() {
         json!({"cniVersion": version, "name": "n", "plugins": [{"type": plugin}]}).to_string()
     };
     std::fs::write(f.path("net.d/10-a.conflist"), list("1.0.0", "absent")).unwrap();
-    let err = f.network.ready().await.unwrap_err();
+    let err = f.network.ready().await.unwrap_err().to_string();
     assert!(err.contains("\"absent\" not found"), "{err}");
     std::fs::write(f.path("net.d/10-a.conflist"), list("0.3.1", "fake-net")).unwrap();
     bump_mtime(&f.path("net.d/10-a.conflist"));
-    let err = f.network.ready().await.unwrap_err();
+    let err = f.network.ready().await.unwrap_err().to_string();
     assert!(err.contains("does not support cniVersion 0.3.1"), "{err}");
     std::fs::write(f.path("net.d/10-a.conflist"), list("1.0.0", "fake-net")).unwrap();
     bump_mtime(&f.path("net.d/10-a.conflist"));

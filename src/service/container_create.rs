@@ -112,13 +112,11 @@ impl PodService {
 
         self.apply_pod_reservations(&sandbox, Some(&memory_plan))?;
         let log_path = log_path(&sandbox, &config);
-        let handler = self.handler(&sandbox.meta.runtime_handler)?;
+        let handler = self.runtimes.get(&sandbox.meta.runtime_handler)?;
         let monitor_config = MonitorConfig {
             id: id.to_string(),
             bundle,
-            runc: handler.runc.binary.clone(),
-            runc_root: handler.runc.root.clone(),
-            no_pivot: handler.no_pivot,
+            runtime: handler.spec.clone(),
             log_path: (!log_path.is_empty()).then(|| PathBuf::from(&log_path)),
             max_log_line: self.config.runtime.max_log_line_bytes,
             exit_file: self.exit_file(&id),
@@ -137,14 +135,11 @@ impl PodService {
             .map_err(|e| Error::Internal(e.to_string()))?;
         let (monitor, pid) =
             monitor::spawn(&monitor_path, &run_dir.join("monitor.log"), Duration::from_secs(120)).await?;
-        let (runc, cid) = (handler.runc.clone(), id.to_string());
-        rollback.push("delete the runc container", move || {
-            let _ = std::process::Command::new(&runc.binary)
-                .arg("--root")
-                .arg(&runc.root)
-                .args(["delete", "--force"])
-                .arg(&cid)
-                .output();
+        let (runtime, cid) = (handler.runtime.clone(), id.to_string());
+        rollback.push("delete the created container", move || {
+            if let Err(e) = runtime.delete_blocking(&cid) {
+                tracing::warn!(container = %cid, error = %e, "rollback");
+            }
             let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(monitor.pid), nix::sys::signal::Signal::SIGKILL);
         });
 
@@ -162,6 +157,7 @@ impl PodService {
         };
         let mut status =
             ContainerStatus::created(monitor, pid, config.linux.as_ref().and_then(|l| l.resources.clone()));
+        status.cgroup = crate::cgroup::cgroup_of(pid, &self.hierarchies);
         status.memory_plan = Some(memory_plan);
         self.container_records.write_meta(id.as_str(), &meta)?;
         self.container_records.write_status(id.as_str(), &status)?;

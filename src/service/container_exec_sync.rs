@@ -39,7 +39,7 @@ impl PodService {
         }
         let (container, process) = self.exec_process(id, &cmd, false)?;
         let sandbox = self.find_sandbox(container.meta.sandbox_id.as_str())?;
-        let runtime = self.handler(&sandbox.meta.runtime_handler)?.runtime.clone();
+        let runtime = self.runtimes.runtime(&sandbox.meta.runtime_handler)?;
         let limit = self.config.runtime.exec_output_limit_bytes;
         match runtime.exec(container.meta.id.as_str(), process.to_string().as_bytes(), timeout, limit).await {
             Err(OciError::Timeout(t)) => {

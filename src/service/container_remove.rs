@@ -19,7 +19,7 @@ impl PodService {
         let cid = container.meta.id.clone();
         let handler =
             self.find_sandbox(container.meta.sandbox_id.as_str()).ok().map(|s| s.meta.runtime_handler.clone());
-        if let Some(handler) = handler.and_then(|h| self.handlers.get(&h)) {
+        if let Some(handler) = handler.and_then(|h| self.runtimes.get(&h).ok()) {
             if let Err(e) = handler.runtime.delete(cid.as_str()).await {
                 tracing::debug!(container = %cid, error = %e, "runc delete");
             }

@@ -15,7 +15,7 @@ impl PodService {
             )));
         }
         let sandbox = self.find_sandbox(container.meta.sandbox_id.as_str())?;
-        let handler = self.handler(&sandbox.meta.runtime_handler)?;
+        let handler = self.runtimes.get(&sandbox.meta.runtime_handler)?;
         // Taken before the process runs: one that exits at once then still finishes after it
         // started.
         let started_at = now_nanos();
@@ -24,7 +24,7 @@ impl PodService {
         status.state = ContainerState::Running;
         status.started_at = started_at;
         if let Some(plan) = &status.memory_plan {
-            status.memory_mismatches = self.check_memory(&sandbox, &container.meta.id, plan);
+            status.memory_mismatches = self.check_memory(&container.cgroup(&sandbox), &container.meta.id, plan);
         }
         self.save_container_status(&container.meta.id, status)?;
         // A process that exits at once may already have an exit record.

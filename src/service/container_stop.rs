@@ -23,7 +23,7 @@ impl PodService {
             return Ok(());
         }
         let sandbox = self.find_sandbox(container.meta.sandbox_id.as_str())?;
-        let runtime = self.handler(&sandbox.meta.runtime_handler)?.runtime.clone();
+        let runtime = self.runtimes.runtime(&sandbox.meta.runtime_handler)?;
         let cid = container.meta.id.clone();
         if container.status.state == ContainerState::Running && !timeout.is_zero() {
             if let Err(e) = runtime.kill(cid.as_str(), &container.meta.stop_signal, false).await {

@@ -1,91 +1,22 @@
 //! Service-level behaviour against a fake OCI runtime: what the services ask of the runtime
 //! and how they react to its answers, without runc.
 
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
 use k8s_cri::v1 as cri;
 
 use crate::config::Config;
 use crate::error::{Error, ErrorKind};
 use crate::image::ImageStore;
-use crate::model::container::{ContainerMeta, ContainerState, ContainerStatus, ExitRecord};
+use crate::model::container::{ContainerMeta, ContainerState, ContainerStatus};
 use crate::model::ids::{ContainerId, SandboxId};
 use crate::model::node::CgroupMode;
 use crate::model::node::NodeFacts;
 use crate::model::sandbox::{ProcessRef, SandboxMeta, SandboxState, SandboxStatus};
-use crate::oci::{ExecOutput, OciError, OciRuntime, RuntimeState};
+use crate::oci::fake::FakeRuntime;
 
 use super::pods::{Container, PodService, Sandbox};
-
-/// Records every call; "exits" the container (writes the monitor's exit record) when it
-/// receives the signal `exit_on`, or at once on start when `exit_on` is "start".
-struct FakeRuntime {
-    calls: Mutex<Vec<String>>,
-    exit_on: &'static str,
-    exit_file: PathBuf,
-    fail_update: bool,
-}
-
-impl FakeRuntime {
-    fn calls(&self) -> Vec<String> {
-        self.calls.lock().unwrap().clone()
-    }
-
-    fn record(&self, call: String) {
-        self.calls.lock().unwrap().push(call);
-    }
-
-    /// Writes the exit record the monitor would write.
-    fn exit(&self, exit_code: i32, finished_at: i64) {
-        let exit = ExitRecord { exit_code, finished_at, oom_killed: false };
-        std::fs::create_dir_all(self.exit_file.parent().unwrap()).unwrap();
-        std::fs::write(&self.exit_file, serde_json::to_vec(&exit).unwrap()).unwrap();
-    }
-}
-
-#[async_trait]
-impl OciRuntime for FakeRuntime {
-    async fn start(&self, id: &str) -> Result<(), OciError> {
-        self.record(format!("start {id}"));
-        if self.exit_on == "start" {
-            // A process that is gone before runc start returns.
-            self.exit(0, super::pods::now_nanos());
-        }
-        Ok(())
-    }
-
-    async fn kill(&self, _id: &str, signal: &str, all: bool) -> Result<(), OciError> {
-        self.record(format!("kill {signal}{}", if all { " all" } else { "" }));
-        if signal == self.exit_on {
-            self.exit(if signal == "SIGKILL" { 137 } else { 143 }, 1);
-        }
-        Ok(())
-    }
-
-    async fn delete(&self, id: &str) -> Result<(), OciError> {
-        self.record(format!("delete {id}"));
-        Ok(())
-    }
-
-    async fn state(&self, _id: &str) -> Result<Option<RuntimeState>, OciError> {
-        Ok(None)
-    }
-
-    async fn update(&self, _id: &str, resources_json: &[u8]) -> Result<(), OciError> {
-        self.record(format!("update {}", String::from_utf8_lossy(resources_json)));
-        if self.fail_update {
-            return Err(OciError::Failed { command: "update", id: "x".into(), message: "refused".into() });
-        }
-        Ok(())
-    }
-
-    async fn exec(&self, _: &str, _: &[u8], _: Option<Duration>, _: usize) -> Result<ExecOutput, OciError> {
-        unreachable!("not used by these tests")
-    }
-}
 
 struct Fixture {
     _dir: tempfile::TempDir,
@@ -121,13 +52,14 @@ fn fixture_with(
         min_oom_score_adj: -1000,
         apparmor_enabled: false,
     };
-    let mut service = PodService::new(Arc::new(config), node, images).unwrap();
+    let config = Arc::new(config);
+    let runtimes = Arc::new(super::runtimes::Runtimes::probe(&config));
+    let mut service = PodService::new(config, node, images, runtimes).unwrap();
     let id = ContainerId::generate();
-    let fake =
-        Arc::new(FakeRuntime { calls: Mutex::default(), exit_on, exit_file: service.exit_file(&id), fail_update });
-    for handler in service.handlers.values_mut() {
-        handler.runtime = fake.clone();
-    }
+    let fake = Arc::new(FakeRuntime::new(exit_on, service.exit_file(&id), fail_update));
+    let mut runtimes = super::runtimes::Runtimes::probe(&service.config);
+    runtimes.replace_runtimes(fake.clone());
+    service.runtimes = Arc::new(runtimes);
     let sandbox_id = SandboxId::generate();
     let sandbox = Sandbox {
         meta: Arc::new(SandboxMeta {
@@ -294,4 +226,116 @@ async fn owned_pods_carry_the_sum_of_their_containers_reservations() {
     f.service.save_container_status(&f.id, status).unwrap();
     f.service.apply_pod_reservations(&sandbox, None).unwrap();
     assert_eq!(read("swapcri/pod/memory.min"), "0");
+}
+
+/// Writes the container's bundle spec, which exec takes the process from.
+fn write_spec(f: &Fixture) {
+    let bundle = f.service.container_run_dir(&f.id).join("bundle");
+    std::fs::create_dir_all(&bundle).unwrap();
+    let spec = serde_json::json!({"process": {"args": ["sleep", "1"], "cwd": "/", "user": {"uid": 0, "gid": 0}}});
+    std::fs::write(bundle.join("config.json"), spec.to_string()).unwrap();
+}
+
+/// Live (not zombie) processes whose command line contains `marker`.
+fn processes_with(marker: &str) -> Vec<i32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmdline).contains(marker) && !stat.contains(") Z ") {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn exec_sync_runs_through_the_runtime() {
+    let f = fixture(ContainerState::Running, "SIGTERM", "", false);
+    write_spec(&f);
+    let cmd = ["sh", "-c", "echo out; echo err >&2; exit 3"].map(String::from).to_vec();
+    let out = f.service.exec_sync(f.id.as_str(), cmd, None).await.unwrap();
+    assert_eq!((out.stdout.as_slice(), out.stderr.as_slice(), out.exit_code), (&b"out\n"[..], &b"err\n"[..], 3));
+    assert_eq!(f.fake.calls(), [format!("exec {}", f.id)]);
+}
+
+#[tokio::test]
+async fn exec_sync_timeout_kills_the_command_and_its_children_first() {
+    let f = fixture(ContainerState::Running, "SIGTERM", "", false);
+    write_spec(&f);
+    let marker = format!("27.{}", std::process::id());
+    let cmd = vec!["sh".into(), "-c".into(), format!("sleep {marker} & sleep {marker}")];
+    let timeout = Some(std::time::Duration::from_millis(300));
+    let err = f.service.exec_sync(f.id.as_str(), cmd, timeout).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::DeadlineExceeded, "{err}");
+    // Nothing the command started outlives the call (critest checks with pgrep right after).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while !processes_with(&marker).is_empty() {
+        assert!(std::time::Instant::now() < deadline, "still running: {:?}", processes_with(&marker));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[tokio::test]
+async fn exec_sync_of_a_stopped_container_is_refused_before_the_runtime() {
+    let f = fixture(ContainerState::Exited, "SIGTERM", "", false);
+    write_spec(&f);
+    let err = f.service.exec_sync(f.id.as_str(), vec!["true".into()], None).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::FailedPrecondition);
+    assert!(f.fake.calls().is_empty());
+}
+
+/// A fixture with reservation "min" on a temporary cgroup root.
+fn reservation_fixture(cgroot: &std::path::Path) -> Fixture {
+    std::fs::write(cgroot.join("cgroup.subtree_control"), "").unwrap();
+    let root = cgroot.to_path_buf();
+    fixture_with(ContainerState::Running, "SIGTERM", "", false, |c| {
+        c.memory_qos.reservation = crate::config::Reservation::Min;
+        c.cgroup_root = root;
+    })
+}
+
+/// Resources that say the container's memory request is `request` (kubelet's memory.min).
+fn resources_requesting(request: u64) -> cri::LinuxContainerResources {
+    cri::LinuxContainerResources {
+        memory_limit_in_bytes: 1 << 30,
+        unified: [("memory.min".to_string(), request.to_string())].into(),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn a_resize_refreshes_the_reservations_of_a_pod_swapcri_owns() {
+    let cgroot = tempfile::tempdir().unwrap();
+    let f = reservation_fixture(cgroot.path());
+    let read = |p: &str| std::fs::read_to_string(cgroot.path().join(p)).unwrap();
+    f.service.update_container(f.id.as_str(), Some(resources_requesting(64 << 20))).await.unwrap();
+    assert_eq!(read("swapcri/pod/memory.min"), (64u64 << 20).to_string());
+    assert_eq!(read("swapcri/memory.min"), (64u64 << 20).to_string());
+    // Shrinking the request shrinks the sums: nothing stale stays behind.
+    f.service.update_container(f.id.as_str(), Some(resources_requesting(16 << 20))).await.unwrap();
+    assert_eq!(read("swapcri/pod/memory.min"), (16u64 << 20).to_string());
+    assert_eq!(read("swapcri/memory.min"), (16u64 << 20).to_string());
+}
+
+#[tokio::test]
+async fn a_resize_leaves_kubelets_pod_cgroup_alone() {
+    // Under kubelet the reservation design is kubelet's ("follow-kubelet"): it writes the pod
+    // and QoS parents itself.
+    let cgroot = tempfile::tempdir().unwrap();
+    let root = cgroot.path().to_path_buf();
+    let f = fixture_with(ContainerState::Running, "SIGTERM", "", false, |c| c.cgroup_root = root);
+    {
+        let mut state = f.service.write();
+        let sandbox = state.sandboxes.values_mut().next().unwrap();
+        let mut meta = (*sandbox.meta).clone();
+        meta.owns_cgroup_parent = false;
+        meta.cgroup_parent = "/kubepods/burstable/pod1".into();
+        sandbox.meta = Arc::new(meta);
+    }
+    f.service.update_container(f.id.as_str(), Some(resources_requesting(64 << 20))).await.unwrap();
+    assert!(!cgroot.path().join("kubepods").exists(), "kubelet's pod cgroup is kubelet's to write");
+    assert!(!cgroot.path().join("swapcri").exists());
+    assert_eq!(state_of(&f).memory_plan.unwrap().reserved(), (64 << 20, 0), "the plan itself follows the resize");
 }

@@ -10,7 +10,6 @@ use crate::config::Reservation;
 use crate::error::Error;
 use crate::model::container::ContainerState;
 use crate::model::ids::ContainerId;
-use crate::model::node::CgroupMode;
 use crate::policy::memory::{self, MemoryPlan, PlanSettings, PodMemoryContext};
 
 use super::pods::{PodService, Sandbox};
@@ -32,7 +31,7 @@ impl PodService {
             reserved_for_system: self.config.swap.reserved_for_system_bytes,
             reservation: self.config.memory_qos.reservation,
             throttling_factor: self.config.memory_qos.throttling_factor,
-            cgroup_v2: self.node.cgroup_mode == CgroupMode::Unified,
+            cgroup_v2: self.node.cgroup_v2(),
             owns_pod_parent: sandbox.meta.owns_cgroup_parent,
         }
     }
@@ -80,7 +79,7 @@ impl PodService {
     /// Adds the swap and memory QoS summary to the verbose runtime status document.
     pub fn add_memory_status(&self, doc: &mut serde_json::Value) {
         let m = &self.node.memory;
-        let swap_applies = self.node.cgroup_mode == CgroupMode::Unified && m.swap_accounting && m.swap_total > 0;
+        let swap_applies = self.node.swap_limits_apply();
         let reserved = self.config.swap.reserved_for_system_bytes;
         doc["swap"] = serde_json::json!({
             "behavior": self.config.swap.behavior,
@@ -89,7 +88,7 @@ impl PodService {
             "reservedForSystemBytes": reserved,
             "availableToPodsBytes": m.swap_total.saturating_sub(reserved),
             "limitsApplied": swap_applies,
-            "whyNot": (!swap_applies).then(|| if self.node.cgroup_mode != CgroupMode::Unified {
+            "whyNot": (!swap_applies).then(|| if !self.node.cgroup_v2() {
                 "cgroup v1: swap limits do not apply"
             } else if !m.swap_accounting {
                 "no memory.swap.max on this node (swap accounting off)"
@@ -103,11 +102,11 @@ impl PodService {
     }
 
     /// Reads the plan's files back from the container's cgroup (cgroup v2 only).
-    pub(super) fn check_memory(&self, sandbox: &Sandbox, id: &ContainerId, plan: &MemoryPlan) -> Vec<String> {
-        if self.node.cgroup_mode != CgroupMode::Unified {
+    pub(super) fn check_memory(&self, cgroup: &str, id: &ContainerId, plan: &MemoryPlan) -> Vec<String> {
+        if !self.node.cgroup_v2() {
             return Vec::new();
         }
-        let dir = self.config.cgroup_root.join(sandbox.container_cgroup(id).trim_start_matches('/'));
+        let dir = self.config.cgroup_root.join(cgroup.trim_start_matches('/'));
         let mismatches = memory_files::compare(&dir, &plan.files(), self.node.memory.page_size);
         for m in &mismatches {
             self.memory_counters.readback_mismatches.fetch_add(1, Ordering::Relaxed);
@@ -122,7 +121,7 @@ impl PodService {
     /// protection by its ancestors'. Only that pod and the common parent are written.
     pub(super) fn apply_pod_reservations(&self, sandbox: &Sandbox, new: Option<&MemoryPlan>) -> Result<(), Error> {
         if !matches!(self.config.memory_qos.reservation, Reservation::Min | Reservation::Tiered)
-            || self.node.cgroup_mode != CgroupMode::Unified
+            || !self.node.cgroup_v2()
             || !sandbox.meta.owns_cgroup_parent
         {
             return Ok(());

@@ -24,6 +24,7 @@ mod rollback;
 mod runtime_config;
 mod runtime_status;
 mod runtime_version;
+mod runtimes;
 mod sandbox_list;
 mod sandbox_remove;
 mod sandbox_run;
@@ -43,6 +44,9 @@ use crate::model::image::ImageRecord;
 pub use pods::{Container, PodService, Sandbox};
 pub use runtime_status::{Condition, RuntimeStatus};
 pub use runtime_version::VersionInfo;
+pub use runtimes::{RuntimeHandler, Runtimes};
+pub use sandbox_status::SandboxStatusView;
+pub use streaming::{StreamWants, StreamingService};
 
 /// Image operations: the store, the puller, which images are pinned, and who uses them.
 pub struct ImageService {
@@ -75,7 +79,7 @@ pub struct ImageView {
 pub struct RuntimeService {
     config: Arc<Config>,
     node: crate::model::node::NodeFacts,
-    handlers: Vec<runtime_status::HandlerProbe>,
+    runtimes: Arc<Runtimes>,
 }
 
 impl ImageService {
@@ -109,9 +113,7 @@ impl ImageService {
 }
 
 impl RuntimeService {
-    /// Probes each configured handler's binary once.
-    pub fn new(config: Arc<Config>, node: crate::model::node::NodeFacts) -> Self {
-        let handlers = runtime_status::probe_handlers(&config);
-        RuntimeService { config, node, handlers }
+    pub fn new(config: Arc<Config>, node: crate::model::node::NodeFacts, runtimes: Arc<Runtimes>) -> Self {
+        RuntimeService { config, node, runtimes }
     }
 }

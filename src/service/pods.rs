@@ -12,7 +12,6 @@ use crate::model::container::{ContainerMeta, ContainerState, ContainerStatus, Ex
 use crate::model::ids::{ContainerId, SandboxId};
 use crate::model::node::NodeFacts;
 use crate::model::sandbox::{SandboxMeta, SandboxStatus};
-use crate::oci::{OciRuntime, Runc};
 use crate::store::Records;
 
 #[derive(Debug, Clone)]
@@ -22,9 +21,17 @@ pub struct Sandbox {
 }
 
 impl Sandbox {
-    /// A container's cgroup path (the OCI spec's cgroupsPath), relative to the cgroup root.
+    /// The cgroup path a container of this pod is created at (the OCI spec's cgroupsPath),
+    /// relative to the cgroup root.
     pub fn container_cgroup(&self, id: &ContainerId) -> String {
         format!("{}/{}", self.meta.cgroup_parent.trim_end_matches('/'), id)
+    }
+}
+
+impl Container {
+    /// Where the container's cgroup is: as found at creation, else where it was asked for.
+    pub fn cgroup(&self, sandbox: &Sandbox) -> String {
+        self.status.cgroup.clone().unwrap_or_else(|| sandbox.container_cgroup(&self.meta.id))
     }
 }
 
@@ -56,19 +63,12 @@ impl ObjectLocks {
     }
 }
 
-/// A runtime handler: its settings and its runtime.
-pub(super) struct Handler {
-    pub runc: Runc,
-    pub no_pivot: bool,
-    pub runtime: Arc<dyn OciRuntime>,
-}
-
 /// Pod sandboxes and containers.
 pub struct PodService {
     pub(super) config: Arc<Config>,
     pub(super) node: NodeFacts,
     pub(super) images: Arc<ImageStore>,
-    pub(super) handlers: HashMap<String, Handler>,
+    pub(super) runtimes: Arc<super::runtimes::Runtimes>,
     pub(super) sandbox_records: Records,
     pub(super) container_records: Records,
     pub(super) state: RwLock<State>,
@@ -77,20 +77,16 @@ pub struct PodService {
     pub(super) memory_counters: super::memory::MemoryCounters,
     pub(super) cpu_samples: super::stats::CpuSamples,
     /// Pod networking (CNI).
-    pub network: Arc<crate::network::Network>,
+    pub(super) network: Arc<crate::network::Network>,
 }
 
 impl PodService {
-    pub fn new(config: Arc<Config>, node: NodeFacts, images: Arc<ImageStore>) -> Result<Self, Error> {
-        let handlers = config
-            .runtime
-            .handlers
-            .iter()
-            .map(|(name, h)| {
-                let runc = Runc { binary: h.binary.clone(), root: h.root.clone() };
-                (name.clone(), Handler { runtime: Arc::new(runc.clone()), runc, no_pivot: h.no_pivot })
-            })
-            .collect();
+    pub fn new(
+        config: Arc<Config>,
+        node: NodeFacts,
+        images: Arc<ImageStore>,
+        runtimes: Arc<super::runtimes::Runtimes>,
+    ) -> Result<Self, Error> {
         let network = Arc::new(crate::network::Network::new(config.network.clone(), config.state_root.join("cni")));
         Ok(PodService {
             sandbox_records: Records::open(&config.state_root.join("sandboxes"))?,
@@ -98,7 +94,7 @@ impl PodService {
             config,
             node,
             images,
-            handlers,
+            runtimes,
             state: RwLock::new(State::default()),
             locks: ObjectLocks::default(),
             hierarchies: crate::cgroup::hierarchies(),
@@ -108,28 +104,26 @@ impl PodService {
         })
     }
 
+    /// The network pods join now (its name), or why there is none.
+    pub async fn network_ready(&self) -> Result<String, String> {
+        self.network.ready().await.map(|list| list.name).map_err(|e| e.to_string())
+    }
+
+    /// UpdateRuntimeConfig: kubelet's pod CIDR for the CNI plugins' ipRanges.
+    pub fn set_pod_cidr(&self, cidr: &str) -> Result<(), Error> {
+        if !cidr.is_empty() {
+            self.network.set_pod_cidr(cidr)?;
+            tracing::info!(pod_cidr = %cidr, "pod CIDR from kubelet");
+        }
+        Ok(())
+    }
+
     pub(super) fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
         self.state.read().unwrap_or_else(|p| p.into_inner())
     }
 
     pub(super) fn write(&self) -> std::sync::RwLockWriteGuard<'_, State> {
         self.state.write().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// The runtime handler name a request resolves to ("" is the default).
-    pub(super) fn handler_name(&self, requested: &str) -> Result<String, Error> {
-        let name = if requested.is_empty() { self.config.runtime.default_handler.as_str() } else { requested };
-        if self.handlers.contains_key(name) {
-            Ok(name.to_string())
-        } else {
-            Err(Error::InvalidArgument(format!("unknown runtime handler {requested:?}")))
-        }
-    }
-
-    pub(super) fn handler(&self, name: &str) -> Result<&Handler, Error> {
-        self.handlers
-            .get(name)
-            .ok_or_else(|| Error::FailedPrecondition(format!("runtime handler {name:?} is no longer configured")))
     }
 
     /// Volatile directory of a sandbox (namespaces, shm, pod files).

@@ -58,12 +58,11 @@ impl PodService {
         }
         for id in &containers.incomplete {
             tracing::info!(container = %id, "cleaning up a container whose creation did not finish");
-            for handler in self.handlers.values() {
-                let _ = std::process::Command::new(&handler.runc.binary)
-                    .arg("--root")
-                    .arg(&handler.runc.root)
-                    .args(["delete", "--force", id])
-                    .output();
+            // The record that named the handler is gone: every handler forgets the id.
+            for handler in self.runtimes.all() {
+                if let Err(e) = handler.runtime.delete_blocking(id) {
+                    tracing::warn!(container = %id, error = %e, "cannot delete a half-created container");
+                }
             }
             let run_dir = self.config.run_root.join("containers").join(id);
             let _ = sandbox::unmount(&run_dir.join("rootfs"));

@@ -1,9 +1,6 @@
-use std::process::Command;
-
 use serde_json::json;
 
-use crate::config::Config;
-
+use super::pods::PodService;
 use super::RuntimeService;
 
 /// One CRI runtime condition.
@@ -23,49 +20,30 @@ pub struct RuntimeStatus {
     pub info: Option<serde_json::Value>,
 }
 
-/// A runtime handler and whether its binary answered `--version` at start-up.
-#[derive(Debug, Clone)]
-pub struct HandlerProbe {
-    pub name: String,
-    pub version: Result<String, String>,
-}
-
-pub fn probe_handlers(config: &Config) -> Vec<HandlerProbe> {
-    config
-        .runtime
-        .handlers
-        .iter()
-        .map(|(name, handler)| {
-            let version = match Command::new(&handler.binary).arg("--version").output() {
-                Ok(out) if out.status.success() => {
-                    Ok(String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or("").to_string())
-                }
-                Ok(out) => Err(format!("{} --version failed: {}", handler.binary.display(), out.status)),
-                Err(e) => Err(format!("{}: {e}", handler.binary.display())),
-            };
-            if let Err(e) = &version {
-                tracing::warn!(handler = %name, error = %e, "runtime handler unusable");
-            }
-            HandlerProbe { name: name.clone(), version }
-        })
-        .collect()
-}
-
 impl RuntimeService {
     /// RuntimeReady needs a working default handler; NetworkReady a usable CNI
-    /// configuration (`network`: the network's name, or why there is none).
-    pub fn status(&self, verbose: bool, network: Result<String, String>) -> RuntimeStatus {
-        let default = &self.config.runtime.default_handler;
-        let default_probe = self.handlers.iter().find(|h| &h.name == default);
-        let runtime_ready = match default_probe.map(|h| &h.version) {
-            Some(Ok(_)) => {
+    /// configuration. Verbose adds the node facts, the handlers and the memory policy.
+    pub async fn status(&self, verbose: bool, pods: &PodService) -> RuntimeStatus {
+        let network = pods.network_ready().await;
+        let mut status = self.conditions(verbose, network);
+        if let Some(info) = &mut status.info {
+            pods.add_memory_status(info);
+        }
+        status
+    }
+
+    fn conditions(&self, verbose: bool, network: Result<String, String>) -> RuntimeStatus {
+        let default = self.runtimes.default_name();
+        let default_probe = self.runtimes.get(default).ok();
+        let runtime_ready = match default_probe.map(|h| &h.features) {
+            Some(f) if f.usable => {
                 Condition { kind: "RuntimeReady", status: true, reason: String::new(), message: String::new() }
             }
-            Some(Err(e)) => Condition {
+            Some(f) => Condition {
                 kind: "RuntimeReady",
                 status: false,
                 reason: "RuntimeHandlerUnavailable".into(),
-                message: format!("default handler {default}: {e}"),
+                message: format!("default handler {default}: {}", f.error.as_deref().unwrap_or("unusable")),
             },
             None => Condition {
                 kind: "RuntimeReady",
@@ -84,20 +62,22 @@ impl RuntimeService {
             },
         };
         let mut handlers = Vec::new();
-        if default_probe.is_some_and(|h| h.version.is_ok()) {
+        if default_probe.is_some_and(|h| h.features.usable) {
             handlers.push(String::new());
         }
-        handlers.extend(self.handlers.iter().filter(|h| h.version.is_ok()).map(|h| h.name.clone()));
+        handlers.extend(self.runtimes.all().filter(|h| h.features.usable).map(|h| h.spec.name.clone()));
         let info = verbose.then(|| {
             json!({
                 "config": &*self.config,
                 "node": &self.node,
                 "restrictOomScoreAdj": self.node.min_oom_score_adj > -1000,
                 "network": match &network { Ok(name) => json!({"ready": true, "name": name}), Err(e) => json!({"ready": false, "error": e}) },
-                "handlers": self.handlers.iter().map(|h| json!({
-                    "name": h.name,
-                    "version": h.version.as_ref().ok(),
-                    "error": h.version.as_ref().err(),
+                "handlers": self.runtimes.all().map(|h| json!({
+                    "name": h.spec.name,
+                    "engine": h.spec.engine,
+                    "binary": h.spec.binary,
+                    "root": h.spec.root,
+                    "features": h.features,
                 })).collect::<Vec<_>>(),
             })
         });

@@ -51,7 +51,7 @@ impl PodService {
         if metadata.name.is_empty() || metadata.namespace.is_empty() || metadata.uid.is_empty() {
             return Err(Error::InvalidArgument("sandbox metadata needs name, namespace and uid".into()));
         }
-        let handler = self.handler_name(runtime_handler)?;
+        let handler = self.runtimes.resolve(runtime_handler)?;
         let name = sandbox_name(&metadata);
         let _guard = self.locks.lock(&format!("sandbox-name/{name}")).await;
         if let Some(existing) = self.read().sandboxes.values().find(|s| s.meta.name == name) {

@@ -2,12 +2,22 @@ use serde_json::json;
 
 use crate::error::Error;
 
-use super::pods::{PodService, Sandbox};
+use super::pods::{now_nanos, Container, PodService, Sandbox};
+
+/// What PodSandboxStatus answers: the sandbox, its containers, the verbose details, and when
+/// the status was read.
+pub struct SandboxStatusView {
+    pub sandbox: Sandbox,
+    pub containers: Vec<Container>,
+    pub info: Option<String>,
+    /// Nanoseconds since the epoch.
+    pub timestamp: i64,
+}
 
 impl PodService {
     /// The sandbox and, when verbose, its details as JSON, including a CNI CHECK of its
     /// network (the plugins' own view of whether the attachment is still intact).
-    pub async fn sandbox_status(&self, id: &str, verbose: bool) -> Result<(Sandbox, Option<String>), Error> {
+    pub async fn sandbox_status(&self, id: &str, verbose: bool) -> Result<SandboxStatusView, Error> {
         let sandbox = self.find_sandbox(id)?;
         let check = if verbose && sandbox.status.addresses.is_some() {
             Some(match self.network.check(sandbox.meta.id.as_str()).await {
@@ -30,6 +40,7 @@ impl PodService {
             })
             .to_string()
         });
-        Ok((sandbox, info))
+        let containers = self.containers_of(&sandbox.meta.id).iter().filter_map(|id| self.refresh(id)).collect();
+        Ok(SandboxStatusView { sandbox, containers, info, timestamp: now_nanos() })
     }
 }

@@ -10,7 +10,6 @@ use k8s_cri::v1 as cri;
 use crate::cgroup::stats::{read_stats, CgroupDirs, CgroupStats};
 use crate::error::Error;
 use crate::model::container::ContainerState;
-use crate::model::node::CgroupMode;
 
 use super::pods::{labels_match, now_nanos, Container, PodService, Sandbox};
 
@@ -78,7 +77,7 @@ fn disk_usage(dir: &Path) -> Option<(u64, u64)> {
 
 impl PodService {
     fn cgroup_stats(&self, rel: &str) -> CgroupStats {
-        let unified = (self.node.cgroup_mode == CgroupMode::Unified).then_some(self.config.cgroup_root.as_path());
+        let unified = self.node.cgroup_v2().then_some(self.config.cgroup_root.as_path());
         CgroupDirs::locate(rel, unified, &self.hierarchies).map(|d| read_stats(&d)).unwrap_or_default()
     }
 
@@ -86,7 +85,7 @@ impl PodService {
     /// samples kubelet's stats calls rely on (for verbose status).
     pub(super) fn current_usage(&self, container: &Container) -> Option<CgroupStats> {
         let sandbox = self.find_sandbox(container.meta.sandbox_id.as_str()).ok()?;
-        Some(self.cgroup_stats(&sandbox.container_cgroup(&container.meta.id)))
+        Some(self.cgroup_stats(&container.cgroup(&sandbox)))
     }
 
     fn read_cgroup(&self, rel: &str, key: &str) -> Sample {
@@ -100,7 +99,7 @@ impl PodService {
         let id = container.meta.id.clone();
         let sample = match (container.status.state, self.find_sandbox(container.meta.sandbox_id.as_str())) {
             (ContainerState::Running | ContainerState::Created, Ok(sandbox)) => {
-                self.read_cgroup(&sandbox.container_cgroup(&id), id.as_str())
+                self.read_cgroup(&container.cgroup(&sandbox), id.as_str())
             }
             _ => {
                 self.cpu_samples.forget(id.as_str());

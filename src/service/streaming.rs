@@ -1,9 +1,47 @@
 use crate::error::Error;
 use crate::streaming::attach::AttachRequest;
 use crate::streaming::exec::ExecRequest;
-use crate::streaming::Pending;
+use crate::streaming::{Pending, StreamingServer};
+use std::sync::Arc;
 
 use super::pods::PodService;
+
+/// Exec, Attach and PortForward: the request is checked against the pod or container, then
+/// the streaming server issues the single-use URL the client connects to.
+pub struct StreamingService {
+    pods: Arc<PodService>,
+    server: Arc<StreamingServer>,
+}
+
+/// What an Exec or Attach asks for on the stream.
+#[derive(Debug, Clone, Copy)]
+pub struct StreamWants {
+    pub tty: bool,
+    pub stdin: bool,
+    pub stdout: bool,
+    pub stderr: bool,
+}
+
+impl StreamingService {
+    pub fn new(pods: Arc<PodService>, server: Arc<StreamingServer>) -> Self {
+        StreamingService { pods, server }
+    }
+
+    pub fn exec(&self, container_id: &str, cmd: Vec<String>, w: StreamWants) -> Result<String, Error> {
+        let pending = self.pods.exec_stream(container_id, cmd, w.tty, w.stdin, w.stdout, w.stderr)?;
+        Ok(self.server.issue(pending)?)
+    }
+
+    pub fn attach(&self, container_id: &str, w: StreamWants) -> Result<String, Error> {
+        let pending = self.pods.attach_stream(container_id, w.tty, w.stdin, w.stdout, w.stderr)?;
+        Ok(self.server.issue(pending)?)
+    }
+
+    pub fn port_forward(&self, sandbox_id: &str, ports: &[i32]) -> Result<String, Error> {
+        let pending = self.pods.port_forward_stream(sandbox_id, ports)?;
+        Ok(self.server.issue(pending)?)
+    }
+}
 
 impl PodService {
     /// Validates an Exec request and prepares what its streaming session runs.
@@ -27,11 +65,9 @@ impl PodService {
         }
         let (container, process) = self.exec_process(id, &cmd, tty)?;
         let sandbox = self.find_sandbox(container.meta.sandbox_id.as_str())?;
-        let handler = self.handler(&sandbox.meta.runtime_handler)?;
         Ok(Pending::Exec(ExecRequest {
             container_id: container.meta.id.to_string(),
-            runc_binary: handler.runc.binary.clone(),
-            runc_root: handler.runc.root.clone(),
+            runtime: self.runtimes.runtime(&sandbox.meta.runtime_handler)?,
             process_json: process.to_string().into_bytes(),
             tty,
             stdin,
@@ -86,7 +122,15 @@ impl PodService {
 
     /// Validates a PortForward request: the pod must be ready; connections are made in its
     /// network namespace (the node's, for a host-network pod).
-    pub fn port_forward_stream(&self, sandbox_id: &str, ports: Vec<u16>) -> Result<Pending, Error> {
+    pub fn port_forward_stream(&self, sandbox_id: &str, ports: &[i32]) -> Result<Pending, Error> {
+        if let Some(port) = ports.iter().find(|p| !(1..=65535).contains(*p)) {
+            return Err(Error::InvalidArgument(format!("port {port} is not a TCP port")));
+        }
+        let most = crate::streaming::portforward::MAX_WEBSOCKET_PORTS;
+        if ports.len() > most {
+            return Err(Error::InvalidArgument(format!("at most {most} ports per session")));
+        }
+        let ports = ports.iter().map(|p| *p as u16).collect();
         let sandbox = self.find_sandbox(sandbox_id)?;
         if !sandbox.status.state.can_start_containers() {
             return Err(Error::FailedPrecondition(format!("pod sandbox {} is not ready", sandbox.meta.id)));

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::channels::{Channels, Input, Output};
-use super::exec;
+use super::{exec, StreamError};
 use crate::monitor::attach::{self, Hello};
 use crate::monitor::terminal::SizeDecoder;
 
@@ -31,15 +31,15 @@ pub async fn serve(mut channels: Channels, req: AttachRequest) {
     exec::finish(channels, outcome.map(|()| 0)).await;
 }
 
-async fn relay(req: &AttachRequest, channels: &mut Channels) -> Result<(), String> {
-    let conn = tokio::net::UnixStream::connect(&req.socket)
-        .await
-        .map_err(|e| format!("the container's monitor does not answer on {}: {e}", req.socket.display()))?;
+async fn relay(req: &AttachRequest, channels: &mut Channels) -> Result<(), StreamError> {
+    let conn = tokio::net::UnixStream::connect(&req.socket).await.map_err(|e| {
+        StreamError::Unreachable(format!("the container's monitor does not answer on {}: {e}", req.socket.display()))
+    })?;
     let (mut from_monitor, mut to_monitor) = conn.into_split();
     let hello = Hello { stdin: req.stdin, stdout: channels.stdout.is_some(), stderr: channels.stderr.is_some() };
-    let mut line = serde_json::to_vec(&hello).map_err(|e| e.to_string())?;
+    let mut line = serde_json::to_vec(&hello).map_err(|e| StreamError::Protocol(e.to_string()))?;
     line.push(b'\n');
-    to_monitor.write_all(&line).await.map_err(|e| format!("the container's monitor: {e}"))?;
+    to_monitor.write_all(&line).await.map_err(StreamError::io("the container's monitor"))?;
     let (stdin, resize) = (channels.stdin.take(), channels.resize.take());
     // Input runs until the session ends; the write half stays open so the monitor keeps
     // sending output after stdin ended.

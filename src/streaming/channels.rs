@@ -10,6 +10,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::session::{Session, SessionCloser, Stream, StreamWriter};
 use super::websocket::{self, Framing, Outgoing};
+use super::StreamError;
 
 /// How long the client has to open the streams it asked for.
 const STREAM_WAIT: Duration = Duration::from_secs(30);
@@ -118,7 +119,11 @@ impl Channels {
 
     /// Waits for the streams the client opens on a SPDY session until those `wants` needs
     /// are there.
-    pub async fn from_spdy(mut session: Session, wants: Wants, protocol: &'static str) -> Result<Channels, String> {
+    pub async fn from_spdy(
+        mut session: Session,
+        wants: Wants,
+        protocol: &'static str,
+    ) -> Result<Channels, StreamError> {
         let resize_expected = wants.tty && !matches!(protocol, "v2.channel.k8s.io" | "channel.k8s.io");
         let complete = |s: &HashMap<&'static str, Stream>| {
             s.contains_key("error")
@@ -133,10 +138,10 @@ impl Channels {
         while !complete(&streams) {
             let stream = match tokio::time::timeout_at(deadline, session.accept()).await {
                 Ok(Some(s)) => s,
-                Ok(None) => return Err("the client closed the connection".into()),
+                Ok(None) => return Err(StreamError::Protocol("the client closed the connection".into())),
                 Err(_) => {
                     closer.close().await;
-                    return Err("timed out waiting for the client's streams".into());
+                    return Err(StreamError::Protocol("timed out waiting for the client's streams".into()));
                 }
             };
             let kind = match stream.header("streamType") {
@@ -147,7 +152,7 @@ impl Channels {
                 Some("resize") => "resize",
                 other => {
                     closer.close().await;
-                    return Err(format!("unexpected stream type {other:?}"));
+                    return Err(StreamError::Protocol(format!("unexpected stream type {other:?}")));
                 }
             };
             streams.insert(kind, stream);

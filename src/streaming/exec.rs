@@ -1,18 +1,21 @@
-//! The remote-command protocol for exec: the command runs under `runc exec`, with pipes or,
-//! when a terminal was asked for, a pty of ours that runc relays to the container's
-//! terminal; its exit status ends the session on the error channel.
+//! The remote-command protocol for exec: the command runs through the OCI runtime's exec,
+//! with pipes or, when a terminal was asked for, a pty of ours that the runtime relays to the
+//! container's terminal; its exit status ends the session on the error channel.
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::channels::{Channels, Input};
+use super::StreamError;
 use crate::monitor::terminal::{self, SizeDecoder};
+use crate::oci::OciRuntime;
 
 /// How long a terminal session waits for the client's first size before starting.
 const FIRST_SIZE_WAIT: Duration = Duration::from_millis(200);
@@ -24,8 +27,8 @@ const DRAIN: Duration = Duration::from_secs(5);
 #[derive(Debug, Clone)]
 pub struct ExecRequest {
     pub container_id: String,
-    pub runc_binary: PathBuf,
-    pub runc_root: PathBuf,
+    /// The runtime of the container's handler.
+    pub runtime: Arc<dyn OciRuntime>,
     /// The OCI process to run (the container's, with the command and terminal set).
     pub process_json: Vec<u8>,
     pub tty: bool,
@@ -53,7 +56,7 @@ pub const V1: &str = "channel.k8s.io";
 
 /// The exit report on the error channel: a Status object (v4, v5) or, before v4, text on
 /// failure only.
-pub fn status_message(protocol: &str, outcome: &Result<i32, String>) -> Option<Vec<u8>> {
+pub fn status_message(protocol: &str, outcome: &Result<i32, StreamError>) -> Option<Vec<u8>> {
     let structured = matches!(protocol, "v4.channel.k8s.io" | "v4.base64.channel.k8s.io" | "v5.channel.k8s.io");
     match outcome {
         Ok(0) if structured => Some(json!({"metadata": {}, "status": "Success"}).to_string().into_bytes()),
@@ -71,16 +74,16 @@ pub fn status_message(protocol: &str, outcome: &Result<i32, String>) -> Option<V
         ),
         Ok(code) => Some(format!("command terminated with non-zero exit code: exit status {code}").into_bytes()),
         Err(e) if structured => Some(
-            json!({"metadata": {}, "status": "Failure", "message": e, "reason": "InternalError"})
+            json!({"metadata": {}, "status": "Failure", "message": e.to_string(), "reason": "InternalError"})
                 .to_string()
                 .into_bytes(),
         ),
-        Err(e) => Some(e.clone().into_bytes()),
+        Err(e) => Some(e.to_string().into_bytes()),
     }
 }
 
 /// Writes the outcome on the error channel and ends the connection.
-pub async fn finish(channels: Channels, outcome: Result<i32, String>) {
+pub async fn finish(channels: Channels, outcome: Result<i32, StreamError>) {
     if let (Some(error), Some(message)) = (channels.error.as_ref(), status_message(channels.protocol, &outcome)) {
         error.write(&message).await;
         error.close().await;
@@ -107,35 +110,27 @@ async fn feed(mut from: Input, mut to: impl AsyncWrite + Unpin) {
     let _ = to.shutdown().await;
 }
 
-/// The runc exec command line, writing the process and its pid file into `dir`.
-fn runc_exec(req: &ExecRequest, dir: &Path) -> Result<tokio::process::Command, String> {
+/// The runtime's exec command, with the process written into `dir` (where the runtime also
+/// writes the pid file).
+fn exec_command(req: &ExecRequest, dir: &Path) -> Result<tokio::process::Command, StreamError> {
     let process = dir.join("process.json");
-    std::fs::write(&process, &req.process_json).map_err(|e| e.to_string())?;
-    let mut cmd = tokio::process::Command::new(&req.runc_binary);
-    cmd.arg("--root").arg(&req.runc_root).arg("--log").arg(dir.join("runc.log")).args(["--log-format", "json"]);
-    cmd.arg("exec").arg("--process").arg(&process).arg("--pid-file").arg(dir.join("pid"));
-    cmd.arg(&req.container_id).kill_on_drop(true);
-    Ok(cmd)
+    std::fs::write(&process, &req.process_json)
+        .map_err(|e| StreamError::Io { what: "writing the exec process".into(), source: e })?;
+    Ok(req.runtime.exec_command(&req.container_id, &process, dir))
 }
 
-/// The exit code, or runc's own failure when the command never started.
-fn outcome(status: std::process::ExitStatus, dir: &Path, stderr_seen: &[u8]) -> Result<i32, String> {
-    let code = crate::oci::exit_code(status);
-    if code != 0 && !dir.join("pid").exists() {
-        let log = std::fs::read(dir.join("runc.log")).unwrap_or_default();
-        let message = crate::oci::runc_message_public(if log.is_empty() { stderr_seen } else { &log });
-        return Err(format!("runc exec failed: {message}"));
-    }
-    Ok(code)
+/// The exit code, or the runtime's own failure when the command never started.
+fn outcome(req: &ExecRequest, status: std::process::ExitStatus, dir: &Path, stderr: &[u8]) -> Result<i32, StreamError> {
+    Ok(req.runtime.exec_outcome(&req.container_id, status, dir, stderr)?)
 }
 
-/// The exit of runc exec. When the client leaves first, the command and the processes it
+/// The exit of the runtime's exec. When the client leaves first, the command and the processes it
 /// started are killed: nothing is left running for a session nobody can reach.
 async fn wait_or_kill(
     child: &mut tokio::process::Child,
     channels: &Channels,
     dir: &Path,
-) -> Result<std::process::ExitStatus, String> {
+) -> Result<std::process::ExitStatus, StreamError> {
     let kill_command = || {
         let pid = std::fs::read_to_string(dir.join("pid")).ok().and_then(|p| p.trim().parse::<i32>().ok());
         if let Some(pid) = pid {
@@ -144,12 +139,12 @@ async fn wait_or_kill(
         pid.is_some()
     };
     tokio::select! {
-        status = child.wait() => status.map_err(|e| e.to_string()),
+        status = child.wait() => status.map_err(StreamError::io("waiting for the exec")),
         _ = channels.gone() => {
             if !kill_command() {
-                let _ = child.start_kill(); // still starting: stop runc, then whatever it started
+                let _ = child.start_kill(); // still starting: stop the runtime, then whatever it started
             }
-            let status = child.wait().await.map_err(|e| e.to_string());
+            let status = child.wait().await.map_err(StreamError::io("waiting for the exec"));
             kill_command();
             tracing::info!(pid_file = %dir.join("pid").display(), "exec client left; command killed");
             status
@@ -157,8 +152,8 @@ async fn wait_or_kill(
     }
 }
 
-/// The container's end of the terminal: the command's stdin, once runc wrote its pid (None
-/// when runc ended first or the terminal cannot be opened).
+/// The container's end of the terminal: the command's stdin, once the runtime wrote its pid
+/// (None when the runtime ended first or the terminal cannot be opened).
 async fn container_terminal(child: &mut tokio::process::Child, dir: &Path) -> Option<std::fs::File> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while tokio::time::Instant::now() < deadline {
@@ -178,19 +173,19 @@ async fn container_terminal(child: &mut tokio::process::Child, dir: &Path) -> Op
     None
 }
 
-fn work_dir() -> Result<tempfile::TempDir, String> {
-    tempfile::Builder::new().prefix("swapcri-exec-").tempdir().map_err(|e| e.to_string())
+fn work_dir() -> Result<tempfile::TempDir, StreamError> {
+    tempfile::Builder::new().prefix("swapcri-exec-").tempdir().map_err(StreamError::io("exec work directory"))
 }
 
 /// Runs the command with pipes for its stdio.
-async fn run_piped(req: &ExecRequest, channels: &mut Channels) -> Result<i32, String> {
+async fn run_piped(req: &ExecRequest, channels: &mut Channels) -> Result<i32, StreamError> {
     let dir = work_dir()?;
-    let mut cmd = runc_exec(req, dir.path())?;
+    let mut cmd = exec_command(req, dir.path())?;
     cmd.stdin(if req.stdin { Stdio::piped() } else { Stdio::null() });
     cmd.stdout(if req.stdout { Stdio::piped() } else { Stdio::null() });
     cmd.stderr(Stdio::piped());
-    let mut child = cmd.spawn().map_err(|e| format!("cannot run {}: {e}", req.runc_binary.display()))?;
-    let runc_stderr = child.stderr.take();
+    let mut child = cmd.spawn().map_err(StreamError::io(format!("running the exec of {}", req.runtime.name())))?;
+    let runtime_stderr = child.stderr.take();
     let mut copies = Vec::new();
     if let (Some(input), Some(pipe)) = (channels.stdin.take(), child.stdin.take()) {
         tokio::spawn(feed(input, pipe));
@@ -198,11 +193,11 @@ async fn run_piped(req: &ExecRequest, channels: &mut Channels) -> Result<i32, St
     if let (Some(output), Some(pipe)) = (channels.stdout.clone(), child.stdout.take()) {
         copies.push(tokio::spawn(output.copy_from(pipe)));
     }
-    // The process's stderr reaches the client; what runc itself says is kept for the report.
+    // The process's stderr reaches the client; what the runtime itself says is kept for the report.
     let stderr_output = channels.stderr.clone();
     let stderr_task = tokio::spawn(async move {
         let mut seen = Vec::new();
-        if let Some(mut pipe) = runc_stderr {
+        if let Some(mut pipe) = runtime_stderr {
             let mut buf = vec![0u8; 32 * 1024];
             while let Ok(n) = pipe.read(&mut buf).await {
                 if n == 0 {
@@ -226,7 +221,7 @@ async fn run_piped(req: &ExecRequest, channels: &mut Channels) -> Result<i32, St
         let _ = copy.await;
     }
     let stderr_seen = stderr_task.await.unwrap_or_default();
-    outcome(status, dir.path(), &stderr_seen)
+    outcome(req, status, dir.path(), &stderr_seen)
 }
 
 /// Runs the command on a terminal. runc gets a raw pty of ours as its stdio and relays it to
@@ -234,11 +229,11 @@ async fn run_piped(req: &ExecRequest, channels: &mut Channels) -> Result<i32, St
 /// stdin, reached through /proc once runc wrote the pid), so the first size is in place
 /// before the command reads its first keystroke; our pty gets them too, so runc's own
 /// resizes agree.
-async fn run_tty(req: &ExecRequest, channels: &mut Channels) -> Result<i32, String> {
+async fn run_tty(req: &ExecRequest, channels: &mut Channels) -> Result<i32, StreamError> {
     let dir = work_dir()?;
-    let mut cmd = runc_exec(req, dir.path())?;
-    let pty = nix::pty::openpty(None, None).map_err(|e| format!("cannot open a pty: {e}"))?;
-    terminal::make_raw(pty.slave.as_fd()).map_err(|e| format!("pty: {e}"))?;
+    let mut cmd = exec_command(req, dir.path())?;
+    let pty = nix::pty::openpty(None, None).map_err(StreamError::sys("opening a pty"))?;
+    terminal::make_raw(pty.slave.as_fd()).map_err(StreamError::sys("making the pty raw"))?;
     let mut decoder = SizeDecoder::default();
     let mut first_size = None;
     if let Some(resize) = channels.resize.as_mut() {
@@ -249,21 +244,23 @@ async fn run_tty(req: &ExecRequest, channels: &mut Channels) -> Result<i32, Stri
     if let Some(size) = first_size {
         let _ = terminal::set_size(pty.master.as_fd(), size);
     }
-    let slave = |fd: &OwnedFd| fd.try_clone().map(Stdio::from).map_err(|e| e.to_string());
+    let slave = |fd: &OwnedFd| fd.try_clone().map(Stdio::from).map_err(StreamError::io("pty"));
     cmd.stdin(slave(&pty.slave)?).stdout(slave(&pty.slave)?).stderr(slave(&pty.slave)?);
     // SAFETY: setsid is async-signal-safe; runc gets a session of its own.
     unsafe {
         cmd.pre_exec(|| nix::unistd::setsid().map(|_| ()).map_err(std::io::Error::from));
     }
-    let mut child = cmd.spawn().map_err(|e| format!("cannot run {}: {e}", req.runc_binary.display()))?;
+    let mut child = cmd.spawn().map_err(StreamError::io(format!("running the exec of {}", req.runtime.name())))?;
     drop(cmd); // our copies of the slave: the master reads EOF once the command's are gone
     drop(pty.slave);
     let master = pty.master;
     nix::fcntl::fcntl(&master, nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK))
-        .map_err(|e| e.to_string())?;
-    let dup = |fd: &OwnedFd| fd.try_clone().map_err(|e| e.to_string());
-    let reader = tokio::net::unix::pipe::Receiver::from_owned_fd_unchecked(dup(&master)?).map_err(|e| e.to_string())?;
-    let writer = tokio::net::unix::pipe::Sender::from_owned_fd_unchecked(dup(&master)?).map_err(|e| e.to_string())?;
+        .map_err(StreamError::sys("pty"))?;
+    let dup = |fd: &OwnedFd| fd.try_clone().map_err(StreamError::io("pty"));
+    let reader =
+        tokio::net::unix::pipe::Receiver::from_owned_fd_unchecked(dup(&master)?).map_err(StreamError::io("pty"))?;
+    let writer =
+        tokio::net::unix::pipe::Sender::from_owned_fd_unchecked(dup(&master)?).map_err(StreamError::io("pty"))?;
     let container_tty = container_terminal(&mut child, dir.path()).await;
     if let (Some(tty), Some(size)) = (&container_tty, first_size) {
         let _ = terminal::set_size(tty.as_fd(), size);
@@ -301,5 +298,5 @@ async fn run_tty(req: &ExecRequest, channels: &mut Channels) -> Result<i32, Stri
     for task in tasks {
         task.abort();
     }
-    outcome(status, dir.path(), &[])
+    outcome(req, status, dir.path(), &[])
 }

@@ -4,6 +4,7 @@
 
 pub mod attach;
 pub mod channels;
+pub mod error;
 pub mod exec;
 pub mod idle;
 pub mod portforward;
@@ -13,4 +14,5 @@ pub mod spdy;
 pub mod tls;
 pub mod websocket;
 
+pub use error::StreamError;
 pub use server::{Pending, StreamingServer};

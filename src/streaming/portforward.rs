@@ -14,6 +14,7 @@ use tokio::sync::mpsc;
 use super::channels::{Input, Output};
 use super::session::{Session, Stream};
 use super::websocket::{self, Framing};
+use super::StreamError;
 
 pub const PROTOCOL: &str = "portforward.k8s.io";
 /// Over WebSocket, binary first; the first is what a client that names no protocol speaks.
@@ -114,7 +115,7 @@ async fn fail(errors: &Output, data: &Output, message: String) {
 async fn forward(netns: &Path, port: u16, mut from_client: Input, to_client: Output, errors: Output, half_close: bool) {
     let conn = match connect_in(netns, port).await {
         Ok(conn) => conn,
-        Err(e) => return fail(&errors, &to_client, e).await,
+        Err(e) => return fail(&errors, &to_client, e.to_string()).await,
     };
     let (from_pod, mut to_pod) = conn.into_split();
     let mut upstream = tokio::spawn(to_client.copy_from(from_pod));
@@ -140,22 +141,23 @@ async fn forward(netns: &Path, port: u16, mut from_client: Input, to_client: Out
 
 /// Connects to 127.0.0.1:`port` in the network namespace pinned at `netns`. The socket is
 /// made on a short-lived thread that entered the namespace, and keeps that namespace.
-async fn connect_in(netns: &Path, port: u16) -> Result<tokio::net::TcpStream, String> {
+async fn connect_in(netns: &Path, port: u16) -> Result<tokio::net::TcpStream, StreamError> {
     let netns = netns.to_path_buf();
     let (tx, rx) = tokio::sync::oneshot::channel();
     std::thread::spawn(move || {
-        let result = (|| -> Result<std::net::TcpStream, String> {
-            let ns = std::fs::File::open(&netns).map_err(|e| format!("{}: {e}", netns.display()))?;
+        let result = (|| -> Result<std::net::TcpStream, StreamError> {
+            let ns = std::fs::File::open(&netns).map_err(StreamError::io(netns.display().to_string()))?;
             nix::sched::setns(ns, nix::sched::CloneFlags::CLONE_NEWNET)
-                .map_err(|e| format!("entering the pod's network namespace: {e}"))?;
+                .map_err(StreamError::sys("entering the pod's network namespace"))?;
             let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-            let conn = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(10))
-                .map_err(|e| format!("failed to connect to localhost:{port} inside the pod: {e}"))?;
-            conn.set_nonblocking(true).map_err(|e| e.to_string())?;
+            let conn = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(10)).map_err(|e| {
+                StreamError::Unreachable(format!("failed to connect to localhost:{port} inside the pod: {e}"))
+            })?;
+            conn.set_nonblocking(true).map_err(StreamError::io("port-forward socket"))?;
             Ok(conn)
         })();
         let _ = tx.send(result);
     });
-    let conn = rx.await.map_err(|_| "the connecting thread died".to_string())??;
-    tokio::net::TcpStream::from_std(conn).map_err(|e| e.to_string())
+    let conn = rx.await.map_err(|_| StreamError::Unreachable("the connecting thread died".into()))??;
+    tokio::net::TcpStream::from_std(conn).map_err(StreamError::io("port-forward socket"))
 }

@@ -21,6 +21,7 @@ use super::idle::IdleTimeout;
 use super::portforward;
 use super::session;
 use super::websocket::Framing;
+use super::StreamError;
 use crate::metrics::StreamingMetrics;
 
 const PROTOCOL_HEADER: &str = "X-Stream-Protocol-Version";
@@ -89,12 +90,15 @@ struct Protocols {
 
 /// The protocol to speak: the first we prefer among those offered, or, when the client
 /// offered none, the one such a client speaks.
-fn negotiate(offered: &[String], supported: &Protocols) -> Result<&'static str, String> {
+fn negotiate(offered: &[String], supported: &Protocols) -> Result<&'static str, StreamError> {
     if offered.is_empty() {
         return Ok(supported.unnamed);
     }
     supported.preferred.iter().copied().find(|p| offered.iter().any(|o| o == p)).ok_or_else(|| {
-        format!("unable to negotiate a protocol: client offered {offered:?}, server supports {:?}", supported.preferred)
+        StreamError::Protocol(format!(
+            "unable to negotiate a protocol: client offered {offered:?}, server supports {:?}",
+            supported.preferred
+        ))
     })
 }
 
@@ -110,7 +114,7 @@ fn header_list(req: &Request<Incoming>, name: &str) -> Vec<String> {
 
 /// `port` query parameters (`?port=80&port=8080` or `?port=80,8080`; the API server's
 /// spelling `ports` too).
-fn query_ports(req: &Request<Incoming>) -> Result<Vec<u16>, String> {
+fn query_ports(req: &Request<Incoming>) -> Result<Vec<u16>, StreamError> {
     let mut ports = Vec::new();
     for pair in req.uri().query().unwrap_or_default().split('&') {
         let Some(value) = pair.strip_prefix("port=").or_else(|| pair.strip_prefix("ports=")) else { continue };
@@ -118,7 +122,7 @@ fn query_ports(req: &Request<Incoming>) -> Result<Vec<u16>, String> {
         for p in value.split(',').filter(|p| !p.is_empty()) {
             match p.parse::<u16>() {
                 Ok(port) if port > 0 => ports.push(port),
-                _ => return Err(format!("{p:?} is not a port")),
+                _ => return Err(StreamError::Protocol(format!("{p:?} is not a port"))),
             }
         }
     }
@@ -160,9 +164,10 @@ impl StreamingServer {
     }
 
     /// A fresh single-use URL for `pending`, valid for the token lifetime.
-    pub fn issue(&self, pending: Pending) -> Result<String, String> {
+    pub fn issue(&self, pending: Pending) -> Result<String, StreamError> {
         let mut raw = [0u8; 24];
-        getrandom::fill(&mut raw).map_err(|e| format!("no randomness for a token: {e}"))?;
+        getrandom::fill(&mut raw)
+            .map_err(|e| StreamError::Io { what: "no randomness for a token".into(), source: e.into() })?;
         let token = hex::encode(raw);
         let url = format!("{}/{}/{token}", self.base_url, pending.path());
         let mut tokens = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
@@ -237,7 +242,7 @@ impl StreamingServer {
         }
         let protocol = match negotiate(&header_list(&req, PROTOCOL_HEADER), &pending.protocols(false)) {
             Ok(p) => p,
-            Err(msg) => return plain(StatusCode::FORBIDDEN, &msg),
+            Err(e) => return plain(StatusCode::FORBIDDEN, &e.to_string()),
         };
         let upgraded = hyper::upgrade::on(&mut req);
         let idle = self.idle_timeout;
@@ -277,7 +282,7 @@ fn upgrade_websocket(
     let offered = header_list(&req, "Sec-WebSocket-Protocol");
     let protocol = match negotiate(&offered, &pending.protocols(true)) {
         Ok(p) => p,
-        Err(msg) => return plain(StatusCode::FORBIDDEN, &msg),
+        Err(e) => return plain(StatusCode::FORBIDDEN, &e.to_string()),
     };
     let framing = Framing::of(protocol);
     let pending = match pending {
@@ -285,7 +290,7 @@ fn upgrade_websocket(
             let ports = match query_ports(&req) {
                 Ok(q) if !q.is_empty() => q,
                 Ok(_) => ports,
-                Err(e) => return plain(StatusCode::BAD_REQUEST, &e),
+                Err(e) => return plain(StatusCode::BAD_REQUEST, &e.to_string()),
             };
             if ports.is_empty() {
                 return plain(

@@ -5,6 +5,11 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+mod handlers;
+
+use crate::oci::HandlerSpec;
+pub use handlers::{HandlerConfig, BUILTIN_HANDLER};
+
 /// Where the configuration file lives unless `--config` says otherwise.
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/swapcri/config.toml";
 
@@ -50,7 +55,9 @@ pub struct Config {
 pub struct RuntimeConfig {
     /// Handler used when a request names none.
     pub default_handler: String,
-    /// The runtime handlers offered to kubelet (RuntimeClass handler names).
+    /// The runtime handlers offered to kubelet (RuntimeClass handler names), the built-in
+    /// `runc` one included.
+    #[serde(deserialize_with = "handlers::with_builtin")]
     pub handlers: BTreeMap<String, HandlerConfig>,
     /// Cgroup driver reported to kubelet through RuntimeConfig.
     pub cgroup_driver: CgroupDriver,
@@ -67,17 +74,6 @@ pub struct RuntimeConfig {
     pub default_cgroup_parent: String,
     /// `noswap` on the tmpfs mounts swapcri creates: "auto" (probe), "on" or "off".
     pub tmpfs_noswap: NoswapMode,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct HandlerConfig {
-    /// Path of the OCI runtime binary (runc).
-    pub binary: PathBuf,
-    /// runc's own state directory (`runc --root`).
-    pub root: PathBuf,
-    /// `runc create --no-pivot`, for root filesystems pivot_root cannot leave (initramfs).
-    pub no_pivot: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -301,8 +297,7 @@ impl Default for Config {
 
 impl Default for RuntimeConfig {
     fn default() -> Self {
-        let mut handlers = BTreeMap::new();
-        handlers.insert("runc".to_string(), HandlerConfig::default());
+        let handlers = handlers::builtin();
         Self {
             default_handler: "runc".to_string(),
             handlers,
@@ -314,12 +309,6 @@ impl Default for RuntimeConfig {
             default_cgroup_parent: "/swapcri".to_string(),
             tmpfs_noswap: NoswapMode::Auto,
         }
-    }
-}
-
-impl Default for HandlerConfig {
-    fn default() -> Self {
-        Self { binary: PathBuf::from("/usr/sbin/runc"), root: PathBuf::from("/run/swapcri/runc"), no_pivot: false }
     }
 }
 
@@ -335,7 +324,7 @@ impl Default for ImageConfig {
 }
 
 /// The default configuration as a commented TOML document (`swapcri config default`).
-pub const DEFAULT_TOML: &str = include_str!("config_default.toml");
+pub const DEFAULT_TOML: &str = include_str!("default.toml");
 
 /// Overrides given on the command line; each replaces the file's value when set.
 #[derive(Debug, Default, Clone)]
@@ -385,6 +374,11 @@ impl Config {
         self.validate()
     }
 
+    /// Every runtime handler with its defaults filled in.
+    pub fn handler_specs(&self) -> Vec<HandlerSpec> {
+        self.runtime.handlers.iter().map(|(name, h)| h.resolve(name, &self.run_root)).collect()
+    }
+
     /// Checks what serde cannot: absolute paths, known handler, sane numbers.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let invalid = |key: &str, message: String| ConfigError::Invalid { key: key.to_string(), message };
@@ -411,7 +405,7 @@ impl Config {
                 return Err(invalid("runtime.handlers", "a handler name is empty".into()));
             }
             for (field, path) in [("binary", &handler.binary), ("root", &handler.root)] {
-                if !path.is_absolute() {
+                if !path.as_os_str().is_empty() && !path.is_absolute() {
                     return Err(invalid(
                         &format!("runtime.handlers.{name}.{field}"),
                         format!("{} is not an absolute path", path.display()),
@@ -514,78 +508,4 @@ pub enum NoswapMode {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn parse(text: &str) -> Result<Config, ConfigError> {
-        Config::parse(text, Path::new("test.toml"))
-    }
-
-    #[test]
-    fn default_document_matches_defaults() {
-        assert_eq!(parse(DEFAULT_TOML).unwrap(), Config::default());
-    }
-
-    #[test]
-    fn empty_file_is_all_defaults() {
-        assert_eq!(parse("").unwrap(), Config::default());
-    }
-
-    #[test]
-    fn values_and_errors() {
-        struct Case {
-            text: &'static str,
-            error_mentions: Option<&'static str>,
-        }
-        let cases = [
-            Case { text: "socket = \"/tmp/x.sock\"", error_mentions: None },
-            Case { text: "sockett = \"/tmp/x.sock\"", error_mentions: Some("sockett") },
-            Case { text: "[image]\npull_timeout = 3", error_mentions: Some("pull_timeout") },
-            Case { text: "socket = \"relative.sock\"", error_mentions: Some("socket") },
-            Case { text: "state_root = 7", error_mentions: Some("state_root") },
-            Case { text: "log_level = \"info,=[\"", error_mentions: Some("log_level") },
-            Case { text: "[runtime]\ncgroup_driver = \"systemd\"", error_mentions: Some("cgroup_driver") },
-            Case { text: "[runtime]\ndefault_handler = \"crun\"", error_mentions: Some("runtime.default_handler") },
-            Case {
-                text: "[image]\npull_progress_timeout_secs = 0",
-                error_mentions: Some("pull_progress_timeout_secs"),
-            },
-            Case {
-                text: "[registries.\"r.local:5000\"]\nplain_http = true\nmirrors = [\"m.local\"]",
-                error_mentions: None,
-            },
-            Case { text: "[registries.\"http://r.local\"]\nplain_http = true", error_mentions: Some("registries") },
-            Case { text: "[registries.\"r.local\"]\nplain = true", error_mentions: Some("plain") },
-            Case {
-                text: "[runtime.handlers.runc]\nbinary = \"runc\"",
-                error_mentions: Some("runtime.handlers.runc.binary"),
-            },
-            Case { text: "[streaming]\ntls_cert_file = \"/etc/c.pem\"", error_mentions: Some("tls_cert_file") },
-            Case {
-                text: "[streaming]\ntls_cert_file = \"/etc/c.pem\"\ntls_key_file = \"/etc/k.pem\"",
-                error_mentions: None,
-            },
-        ];
-        for case in cases {
-            match (parse(case.text), case.error_mentions) {
-                (Ok(_), None) => {}
-                (Err(e), Some(word)) => {
-                    assert!(e.to_string().contains(word), "{:?}: error {e} does not name {word}", case.text)
-                }
-                (Ok(_), Some(word)) => {
-                    panic!("{:?} accepted, expected an error naming {word}", case.text)
-                }
-                (Err(e), None) => panic!("{:?} rejected: {e}", case.text),
-            }
-        }
-    }
-
-    #[test]
-    fn overrides_replace_file_values() {
-        let mut config = parse("socket = \"/a.sock\"").unwrap();
-        config.apply(Overrides { socket: Some("/b.sock".into()), ..Default::default() }).unwrap();
-        assert_eq!(config.socket, PathBuf::from("/b.sock"));
-        let bad = config.apply(Overrides { run_root: Some("rel".into()), ..Default::default() });
-        assert!(bad.unwrap_err().to_string().contains("run_root"));
-    }
-}
+mod tests;

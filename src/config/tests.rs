@@ -1,0 +1,90 @@
+//! The configuration file: defaults, values and the errors bad values get.
+use super::*;
+
+fn parse(text: &str) -> Result<Config, ConfigError> {
+    Config::parse(text, Path::new("test.toml"))
+}
+
+#[test]
+fn default_document_matches_defaults() {
+    assert_eq!(parse(DEFAULT_TOML).unwrap(), Config::default());
+}
+
+#[test]
+fn handlers_in_the_file_add_to_the_builtin_one() {
+    let config = parse("[runtime.handlers.crun]\nbinary = \"/usr/bin/crun\"").unwrap();
+    let names: Vec<&str> = config.runtime.handlers.keys().map(String::as_str).collect();
+    assert_eq!(names, ["crun", "runc"]);
+    assert_eq!(config.runtime.default_handler, "runc");
+    let specs = config.handler_specs();
+    assert_eq!(specs[0].engine, crate::oci::Engine::Crun);
+    assert_eq!(specs[1].binary, Path::new("/usr/sbin/runc"));
+    let changed = parse("[runtime.handlers.runc]\nbinary = \"/opt/runc\"").unwrap();
+    assert_eq!(changed.handler_specs()[0].binary, Path::new("/opt/runc"));
+    assert_eq!(changed.runtime.handlers.len(), 1);
+}
+
+#[test]
+fn empty_file_is_all_defaults() {
+    assert_eq!(parse("").unwrap(), Config::default());
+}
+
+#[test]
+fn values_and_errors() {
+    struct Case {
+        text: &'static str,
+        error_mentions: Option<&'static str>,
+    }
+    let cases = [
+        Case { text: "socket = \"/tmp/x.sock\"", error_mentions: None },
+        Case { text: "sockett = \"/tmp/x.sock\"", error_mentions: Some("sockett") },
+        Case { text: "[image]\npull_timeout = 3", error_mentions: Some("pull_timeout") },
+        Case { text: "socket = \"relative.sock\"", error_mentions: Some("socket") },
+        Case { text: "state_root = 7", error_mentions: Some("state_root") },
+        Case { text: "log_level = \"info,=[\"", error_mentions: Some("log_level") },
+        Case { text: "[runtime]\ncgroup_driver = \"systemd\"", error_mentions: Some("cgroup_driver") },
+        Case { text: "[runtime]\ndefault_handler = \"crun\"", error_mentions: Some("runtime.default_handler") },
+        Case {
+            text: "[runtime]\ndefault_handler = \"crun\"\n[runtime.handlers.crun]\nbinary = \"/usr/bin/crun\"",
+            error_mentions: None,
+        },
+        Case { text: "[runtime.handlers.crun]\nengine = \"kata\"", error_mentions: Some("engine") },
+        Case { text: "[image]\npull_progress_timeout_secs = 0", error_mentions: Some("pull_progress_timeout_secs") },
+        Case {
+            text: "[registries.\"r.local:5000\"]\nplain_http = true\nmirrors = [\"m.local\"]",
+            error_mentions: None,
+        },
+        Case { text: "[registries.\"http://r.local\"]\nplain_http = true", error_mentions: Some("registries") },
+        Case { text: "[registries.\"r.local\"]\nplain = true", error_mentions: Some("plain") },
+        Case {
+            text: "[runtime.handlers.runc]\nbinary = \"runc\"",
+            error_mentions: Some("runtime.handlers.runc.binary"),
+        },
+        Case { text: "[streaming]\ntls_cert_file = \"/etc/c.pem\"", error_mentions: Some("tls_cert_file") },
+        Case {
+            text: "[streaming]\ntls_cert_file = \"/etc/c.pem\"\ntls_key_file = \"/etc/k.pem\"",
+            error_mentions: None,
+        },
+    ];
+    for case in cases {
+        match (parse(case.text), case.error_mentions) {
+            (Ok(_), None) => {}
+            (Err(e), Some(word)) => {
+                assert!(e.to_string().contains(word), "{:?}: error {e} does not name {word}", case.text)
+            }
+            (Ok(_), Some(word)) => {
+                panic!("{:?} accepted, expected an error naming {word}", case.text)
+            }
+            (Err(e), None) => panic!("{:?} rejected: {e}", case.text),
+        }
+    }
+}
+
+#[test]
+fn overrides_replace_file_values() {
+    let mut config = parse("socket = \"/a.sock\"").unwrap();
+    config.apply(Overrides { socket: Some("/b.sock".into()), ..Default::default() }).unwrap();
+    assert_eq!(config.socket, PathBuf::from("/b.sock"));
+    let bad = config.apply(Overrides { run_root: Some("rel".into()), ..Default::default() });
+    assert!(bad.unwrap_err().to_string().contains("run_root"));
+}

@@ -1,0 +1,260 @@
+//! runc and crun driven through their common command line.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::process::Command;
+
+use super::{CreateIo, ExecOutput, Features, HandlerSpec, OciError, OciRuntime, RuntimeState};
+
+/// The runtime's log inside a work directory (`--log`).
+const LOG_FILE: &str = "runtime.log";
+pub(super) const PID_FILE: &str = "pid";
+
+#[derive(Debug, Clone)]
+pub struct CliRuntime {
+    spec: HandlerSpec,
+}
+
+impl CliRuntime {
+    pub fn new(spec: HandlerSpec) -> Self {
+        CliRuntime { spec }
+    }
+
+    /// The global options every call starts with.
+    fn base_args(&self, log: Option<&Path>) -> Vec<std::ffi::OsString> {
+        let mut args = vec!["--root".into(), self.spec.root.clone().into_os_string()];
+        if let Some(log) = log {
+            args.extend(["--log".into(), log.as_os_str().to_owned(), "--log-format".into(), "json".into()]);
+        }
+        args
+    }
+
+    fn command(&self) -> Command {
+        let mut cmd = Command::new(&self.spec.binary);
+        cmd.args(self.base_args(None));
+        cmd.stdin(Stdio::null()).kill_on_drop(true);
+        cmd
+    }
+
+    fn spawn_error(&self, source: std::io::Error) -> OciError {
+        OciError::Spawn { handler: self.spec.name.clone(), binary: self.spec.binary.clone(), source }
+    }
+
+    fn failed(&self, command: &'static str, id: &str, message: String) -> OciError {
+        OciError::Failed { handler: self.spec.name.clone(), command, id: id.to_string(), message }
+    }
+
+    async fn run(&self, command: &'static str, id: &str, args: &[&str]) -> Result<Vec<u8>, OciError> {
+        let mut cmd = self.command();
+        cmd.arg(command).args(args).arg(id);
+        let out = cmd.output().await.map_err(|e| self.spawn_error(e))?;
+        if out.status.success() {
+            Ok(out.stdout)
+        } else {
+            Err(self.failed(command, id, runtime_message(&out.stderr)))
+        }
+    }
+}
+
+/// runc and crun log JSON or logfmt lines; keep the last message.
+pub fn runtime_message(stderr: &[u8]) -> String {
+    let text = String::from_utf8_lossy(stderr);
+    if let Some(panic) = text.lines().find(|l| l.starts_with("panic:")) {
+        return panic.to_string();
+    }
+    let last = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+    if let Ok(v) = serde_json::from_str::<serde_json::Value>(last) {
+        if let Some(msg) = v.get("msg").and_then(|m| m.as_str()) {
+            return msg.to_string();
+        }
+    }
+    last.strip_prefix("time=")
+        .and_then(|l| l.split_once("msg="))
+        .map(|(_, m)| m.trim_matches('"').to_string())
+        .unwrap_or_else(|| last.to_string())
+}
+
+/// Whether a failed `state` or `delete` means the runtime does not know the container
+/// (runc: "does not exist"; crun: the status file is missing).
+fn unknown_container(message: &str) -> bool {
+    message.contains("does not exist") || message.contains("No such file or directory")
+}
+
+pub(super) fn read_pid(path: &Path) -> Option<i32> {
+    std::fs::read_to_string(path).ok().and_then(|s| s.trim().parse().ok())
+}
+
+#[async_trait]
+impl OciRuntime for CliRuntime {
+    fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    fn probe_features(&self) -> Features {
+        super::features::probe(self.spec.engine, &self.spec.binary)
+    }
+
+    fn create(&self, id: &str, bundle: &Path, work_dir: &Path, io: CreateIo) -> Result<i32, OciError> {
+        let io_error =
+            |path: &Path, source| OciError::Io { handler: self.spec.name.clone(), path: path.into(), source };
+        std::fs::create_dir_all(work_dir).map_err(|e| io_error(work_dir, e))?;
+        let (pid_file, log) = (work_dir.join(PID_FILE), work_dir.join(LOG_FILE));
+        let mut cmd = std::process::Command::new(&self.spec.binary);
+        cmd.args(self.base_args(Some(&log)));
+        cmd.arg("create").arg("--bundle").arg(bundle).arg("--pid-file").arg(&pid_file);
+        if self.spec.no_pivot {
+            cmd.arg("--no-pivot");
+        }
+        if let Some(socket) = &io.console_socket {
+            cmd.arg("--console-socket").arg(socket);
+        }
+        cmd.arg(id).stdin(io.stdin).stdout(io.stdout).stderr(io.stderr);
+        let status = cmd.status().map_err(|e| self.spawn_error(e))?;
+        drop(cmd); // closes our copies of the pipes' write ends
+        if !status.success() {
+            let message = runtime_message(&std::fs::read(&log).unwrap_or_default());
+            return Err(self.failed("create", id, message));
+        }
+        read_pid(&pid_file).ok_or_else(|| self.failed("create", id, format!("no pid in {}", pid_file.display())))
+    }
+
+    fn exec_command(&self, id: &str, process: &Path, work_dir: &Path) -> Command {
+        let mut cmd = Command::new(&self.spec.binary);
+        cmd.args(self.base_args(Some(&work_dir.join(LOG_FILE))));
+        cmd.arg("exec").arg("--process").arg(process).arg("--pid-file").arg(work_dir.join(PID_FILE));
+        cmd.arg(id).kill_on_drop(true);
+        cmd
+    }
+
+    fn exec_outcome(
+        &self,
+        id: &str,
+        status: std::process::ExitStatus,
+        work_dir: &Path,
+        stderr: &[u8],
+    ) -> Result<i32, OciError> {
+        let code = super::exit_code(status);
+        // A non-zero exit without a pid file is the runtime failing, not the process.
+        if code != 0 && !work_dir.join(PID_FILE).exists() {
+            let log = std::fs::read(work_dir.join(LOG_FILE)).unwrap_or_default();
+            return Err(self.failed("exec", id, runtime_message(if log.is_empty() { stderr } else { &log })));
+        }
+        Ok(code)
+    }
+
+    fn delete_blocking(&self, id: &str) -> Result<(), OciError> {
+        let out = std::process::Command::new(&self.spec.binary)
+            .args(self.base_args(None))
+            .args(["delete", "--force", id])
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| self.spawn_error(e))?;
+        match runtime_message(&out.stderr) {
+            _ if out.status.success() => Ok(()),
+            m if unknown_container(&m) => Ok(()),
+            m => Err(self.failed("delete", id, m)),
+        }
+    }
+
+    async fn start(&self, id: &str) -> Result<(), OciError> {
+        self.run("start", id, &[]).await.map(drop)
+    }
+
+    async fn kill(&self, id: &str, signal: &str, all: bool) -> Result<(), OciError> {
+        let mut cmd = self.command();
+        cmd.arg("kill");
+        if all {
+            cmd.arg("--all");
+        }
+        cmd.arg(id).arg(signal);
+        let out = cmd.output().await.map_err(|e| self.spawn_error(e))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(self.failed("kill", id, runtime_message(&out.stderr)))
+        }
+    }
+
+    async fn delete(&self, id: &str) -> Result<(), OciError> {
+        self.run("delete", id, &["--force"]).await.map(drop)
+    }
+
+    async fn state(&self, id: &str) -> Result<Option<RuntimeState>, OciError> {
+        match self.run("state", id, &[]).await {
+            Ok(out) => serde_json::from_slice(&out).map(Some).map_err(|e| self.failed("state", id, e.to_string())),
+            Err(OciError::Failed { message, .. }) if unknown_container(&message) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn update(&self, id: &str, resources_json: &[u8]) -> Result<(), OciError> {
+        // A file, not stdin: crun reads `--resources` only from a path.
+        let dir = tempfile::tempdir().map_err(|e| self.spawn_error(e))?;
+        let path = dir.path().join("resources.json");
+        std::fs::write(&path, resources_json).map_err(|source| OciError::Io {
+            handler: self.spec.name.clone(),
+            path: path.clone(),
+            source,
+        })?;
+        let path = path.display().to_string();
+        self.run("update", id, &["--resources", &path]).await.map(drop)
+    }
+
+    async fn exec(
+        &self,
+        id: &str,
+        process_json: &[u8],
+        timeout: Option<Duration>,
+        cap: usize,
+    ) -> Result<ExecOutput, OciError> {
+        super::exec::run(self, id, process_json, timeout, cap).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    #[test]
+    fn runtime_messages() {
+        let cases = [
+            (
+                &b"{\"level\":\"error\",\"msg\":\"container does not exist\",\"time\":\"x\"}\n"[..],
+                "container does not exist",
+            ),
+            (b"time=\"2024\" level=error msg=\"container not running\"\n", "container not running"),
+            (b"plain failure\n\n", "plain failure"),
+            (
+                b"{\"msg\":\"error opening file `/run/crun/x/status`: No such file or directory\",\"level\":\"error\"}\n",
+                "error opening file `/run/crun/x/status`: No such file or directory",
+            ),
+        ];
+        for (input, expected) in cases {
+            assert_eq!(runtime_message(input), expected);
+        }
+        assert!(unknown_container("container does not exist"));
+        assert!(unknown_container("error opening file `/run/crun/x/status`: No such file or directory"));
+        assert!(!unknown_container("permission denied"));
+    }
+
+    #[test]
+    fn messages_name_the_handler() {
+        let runtime = CliRuntime::new(HandlerSpec {
+            name: "crun".into(),
+            engine: super::super::Engine::Crun,
+            binary: PathBuf::from("/nonexistent/crun"),
+            root: PathBuf::from("/tmp/x"),
+            no_pivot: false,
+        });
+        let work = tempfile::tempdir().unwrap();
+        let err = runtime.create("abc", Path::new("/b"), work.path(), CreateIo::null()).unwrap_err();
+        assert!(err.to_string().starts_with("runtime handler crun: cannot run /nonexistent/crun"), "{err}");
+        let err = runtime.delete_blocking("abc").unwrap_err();
+        assert!(err.to_string().contains("runtime handler crun"), "{err}");
+    }
+}

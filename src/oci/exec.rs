@@ -1,0 +1,65 @@
+//! A synchronous exec (ExecSync) through any runtime's `exec_command`: output captured up
+//! to a cap, and on timeout the process and everything it started killed before the caller
+//! hears of the timeout.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+use super::cli::{read_pid, PID_FILE};
+use super::{kill_tree, ExecOutput, OciError, OciRuntime};
+
+pub async fn run(
+    runtime: &dyn OciRuntime,
+    id: &str,
+    process_json: &[u8],
+    timeout: Option<Duration>,
+    cap: usize,
+) -> Result<ExecOutput, OciError> {
+    let io = |path: &std::path::Path| {
+        let (handler, path) = (runtime.name().to_string(), path.to_path_buf());
+        move |source| OciError::Io { handler, path, source }
+    };
+    let dir = tempfile::Builder::new().prefix("swapcri-exec-").tempdir().map_err(io(&std::env::temp_dir()))?;
+    let process = dir.path().join("process.json");
+    std::fs::write(&process, process_json).map_err(io(&process))?;
+    let mut cmd = runtime.exec_command(id, &process, dir.path());
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().map_err(io(&process))?;
+    let stdout = tokio::spawn(read_capped(child.stdout.take().expect("piped"), cap));
+    let stderr = tokio::spawn(read_capped(child.stderr.take().expect("piped"), cap));
+    let waited = match timeout {
+        Some(t) => match tokio::time::timeout(t, child.wait()).await {
+            Ok(status) => status,
+            Err(_) => {
+                if let Some(pid) = read_pid(&dir.path().join(PID_FILE)) {
+                    kill_tree(pid);
+                }
+                let _ = child.kill().await;
+                return Err(OciError::Timeout(t));
+            }
+        },
+        None => child.wait().await,
+    };
+    let status = waited.map_err(io(&process))?;
+    let stdout = stdout.await.unwrap_or_default();
+    let stderr = stderr.await.unwrap_or_default();
+    let exit_code = runtime.exec_outcome(id, status, dir.path(), &stderr)?;
+    Ok(ExecOutput { stdout, stderr, exit_code })
+}
+
+/// Reads a stream to the end, keeping at most `cap` bytes (the rest is drained).
+async fn read_capped(mut stream: impl AsyncRead + Unpin, cap: usize) -> Vec<u8> {
+    let mut kept = Vec::new();
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => return kept,
+            Ok(n) => {
+                let room = cap.saturating_sub(kept.len());
+                kept.extend_from_slice(&buf[..n.min(room)]);
+            }
+        }
+    }
+}

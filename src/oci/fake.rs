@@ -1,0 +1,166 @@
+//! A fake OCI runtime for tests: it records every call, "creates" a container by running its
+//! process on the host (no namespaces, no cgroups), and execs by running the command on the
+//! host with the same pid-file contract as runc. What the services and the monitor do with a
+//! runtime's answers is then tested without runc.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::cli::PID_FILE;
+use super::{CreateIo, ExecOutput, Features, OciError, OciRuntime, RuntimeState};
+use crate::model::container::ExitRecord;
+
+#[derive(Default)]
+pub struct FakeRuntime {
+    calls: Mutex<Vec<String>>,
+    /// Writes the monitor's exit record to `exit_file` when this signal is sent, or at once
+    /// on start when it is "start".
+    pub exit_on: &'static str,
+    pub exit_file: PathBuf,
+    pub fail_update: bool,
+}
+
+impl FakeRuntime {
+    pub fn new(exit_on: &'static str, exit_file: PathBuf, fail_update: bool) -> Self {
+        FakeRuntime { calls: Mutex::default(), exit_on, exit_file, fail_update }
+    }
+
+    pub fn calls(&self) -> Vec<String> {
+        self.calls.lock().unwrap().clone()
+    }
+
+    fn record(&self, call: String) {
+        self.calls.lock().unwrap().push(call);
+    }
+
+    /// Writes the exit record the monitor would write.
+    pub fn exit(&self, exit_code: i32, finished_at: i64) {
+        let exit = ExitRecord { exit_code, finished_at, oom_killed: false };
+        std::fs::create_dir_all(self.exit_file.parent().unwrap()).unwrap();
+        std::fs::write(&self.exit_file, serde_json::to_vec(&exit).unwrap()).unwrap();
+    }
+
+    fn failed(&self, command: &'static str, id: &str, message: &str) -> OciError {
+        OciError::Failed { handler: "fake".into(), command, id: id.into(), message: message.into() }
+    }
+}
+
+/// The `args` of an OCI spec or process document.
+fn args_of(doc: &serde_json::Value) -> Vec<String> {
+    let args = doc.get("process").unwrap_or(doc).get("args").and_then(|a| a.as_array());
+    args.map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect()).unwrap_or_default()
+}
+
+/// `sh -c` that writes its pid where runc would, then becomes the command.
+const WRITE_PID_THEN_EXEC: &str = "echo $$ > \"$0\"; exec \"$@\"";
+
+#[async_trait]
+impl OciRuntime for FakeRuntime {
+    fn name(&self) -> &str {
+        "fake"
+    }
+
+    fn probe_features(&self) -> Features {
+        Features { version: "fake".into(), usable: true, probed_by: "version", ..Features::default() }
+    }
+
+    fn create(&self, id: &str, bundle: &Path, work_dir: &Path, io: CreateIo) -> Result<i32, OciError> {
+        self.record(format!("create {id}"));
+        if io.console_socket.is_some() {
+            return Err(self.failed("create", id, "the fake runtime has no terminals"));
+        }
+        let spec: serde_json::Value = std::fs::read(bundle.join("config.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .ok_or_else(|| self.failed("create", id, "no readable config.json in the bundle"))?;
+        let args = args_of(&spec);
+        if args.is_empty() {
+            return Err(self.failed("create", id, "the spec has no process args"));
+        }
+        std::fs::create_dir_all(work_dir).map_err(|e| self.failed("create", id, &e.to_string()))?;
+        let child = std::process::Command::new(&args[0])
+            .args(&args[1..])
+            .stdin(io.stdin)
+            .stdout(io.stdout)
+            .stderr(io.stderr)
+            .spawn()
+            .map_err(|e| self.failed("create", id, &e.to_string()))?;
+        std::fs::write(work_dir.join(PID_FILE), child.id().to_string()).unwrap();
+        Ok(child.id() as i32)
+    }
+
+    fn exec_command(&self, id: &str, process: &Path, work_dir: &Path) -> tokio::process::Command {
+        self.record(format!("exec {id}"));
+        let doc = std::fs::read(process).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
+        let mut cmd = tokio::process::Command::new("sh");
+        cmd.arg("-c").arg(WRITE_PID_THEN_EXEC).arg(work_dir.join(PID_FILE)).args(args_of(&doc));
+        cmd.kill_on_drop(true);
+        cmd
+    }
+
+    fn exec_outcome(
+        &self,
+        id: &str,
+        status: std::process::ExitStatus,
+        work_dir: &Path,
+        stderr: &[u8],
+    ) -> Result<i32, OciError> {
+        let code = super::exit_code(status);
+        if code != 0 && !work_dir.join(PID_FILE).exists() {
+            return Err(self.failed("exec", id, &String::from_utf8_lossy(stderr)));
+        }
+        Ok(code)
+    }
+
+    fn delete_blocking(&self, id: &str) -> Result<(), OciError> {
+        self.record(format!("delete {id}"));
+        Ok(())
+    }
+
+    async fn start(&self, id: &str) -> Result<(), OciError> {
+        self.record(format!("start {id}"));
+        if self.exit_on == "start" {
+            // A process that is gone before runc start returns.
+            self.exit(0, chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0));
+        }
+        Ok(())
+    }
+
+    async fn kill(&self, _id: &str, signal: &str, all: bool) -> Result<(), OciError> {
+        self.record(format!("kill {signal}{}", if all { " all" } else { "" }));
+        if signal == self.exit_on {
+            self.exit(if signal == "SIGKILL" { 137 } else { 143 }, 1);
+        }
+        Ok(())
+    }
+
+    async fn delete(&self, id: &str) -> Result<(), OciError> {
+        self.record(format!("delete {id}"));
+        Ok(())
+    }
+
+    async fn state(&self, _id: &str) -> Result<Option<RuntimeState>, OciError> {
+        Ok(None)
+    }
+
+    async fn update(&self, _id: &str, resources_json: &[u8]) -> Result<(), OciError> {
+        self.record(format!("update {}", String::from_utf8_lossy(resources_json)));
+        if self.fail_update {
+            return Err(self.failed("update", "x", "refused"));
+        }
+        Ok(())
+    }
+
+    async fn exec(
+        &self,
+        id: &str,
+        process_json: &[u8],
+        timeout: Option<Duration>,
+        cap: usize,
+    ) -> Result<ExecOutput, OciError> {
+        super::exec::run(self, id, process_json, timeout, cap).await
+    }
+}

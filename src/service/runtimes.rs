@@ -1,0 +1,80 @@
+//! The runtime handlers: each OCI runtime with its settings and the features probed once at
+//! start-up. Requests name a handler; this owner resolves it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::config::Config;
+use crate::error::Error;
+use crate::oci::{Features, HandlerSpec, OciRuntime};
+
+/// One handler: what it is, its runtime, and what it supports.
+pub struct RuntimeHandler {
+    pub spec: HandlerSpec,
+    pub runtime: Arc<dyn OciRuntime>,
+    pub features: Features,
+}
+
+pub struct Runtimes {
+    default: String,
+    handlers: BTreeMap<String, RuntimeHandler>,
+}
+
+impl Runtimes {
+    /// Builds every configured handler and probes its binary.
+    pub fn probe(config: &Config) -> Self {
+        let handlers = config
+            .handler_specs()
+            .into_iter()
+            .map(|spec| {
+                let runtime = crate::oci::runtime_for(&spec);
+                let features = runtime.probe_features();
+                if let Some(e) = &features.error {
+                    tracing::warn!(handler = %spec.name, error = %e, "runtime handler unusable");
+                } else {
+                    tracing::info!(handler = %spec.name, version = %features.version, rro = features.recursive_read_only,
+                        idmap = features.idmap_mounts, probed_by = features.probed_by, "runtime handler");
+                }
+                (spec.name.clone(), RuntimeHandler { spec, runtime, features })
+            })
+            .collect();
+        Runtimes { default: config.runtime.default_handler.clone(), handlers }
+    }
+
+    /// The handler name a request resolves to ("" is the default).
+    pub fn resolve(&self, requested: &str) -> Result<String, Error> {
+        let name = if requested.is_empty() { self.default.as_str() } else { requested };
+        if self.handlers.contains_key(name) {
+            Ok(name.to_string())
+        } else {
+            Err(Error::InvalidArgument(format!("unknown runtime handler {requested:?}")))
+        }
+    }
+
+    pub fn get(&self, name: &str) -> Result<&RuntimeHandler, Error> {
+        self.handlers
+            .get(name)
+            .ok_or_else(|| Error::FailedPrecondition(format!("runtime handler {name:?} is no longer configured")))
+    }
+
+    /// The runtime of a handler.
+    pub fn runtime(&self, name: &str) -> Result<Arc<dyn OciRuntime>, Error> {
+        self.get(name).map(|h| h.runtime.clone())
+    }
+
+    pub fn default_name(&self) -> &str {
+        &self.default
+    }
+
+    pub fn all(&self) -> impl Iterator<Item = &RuntimeHandler> {
+        self.handlers.values()
+    }
+
+    /// Replaces every handler's runtime (tests: a fake runtime).
+    #[cfg(test)]
+    pub fn replace_runtimes(&mut self, runtime: Arc<dyn OciRuntime>) {
+        for handler in self.handlers.values_mut() {
+            handler.runtime = runtime.clone();
+        }
+    }
+}
