@@ -145,10 +145,9 @@ impl CriRuntimeService for RuntimeApi {
         let span = tracing::info_span!("rpc", method = "CreateContainer", sandbox = %req.pod_sandbox_id);
         async {
             let config = req.config.ok_or_else(|| Error::InvalidArgument("container config is required".into()))?;
-            let id = self
-                .pods
-                .create_container(&required(&req.pod_sandbox_id, "pod_sandbox_id")?, config, req.sandbox_config)
-                .await?;
+            // The sandbox config kubelet sends again is not used: the one stored at
+            // RunPodSandbox is authoritative.
+            let id = self.pods.create_container(&required(&req.pod_sandbox_id, "pod_sandbox_id")?, config).await?;
             Ok(Response::new(cri::CreateContainerResponse { container_id: id.to_string() }))
         }
         .instrument(span)

@@ -133,24 +133,12 @@ pub async fn store_image(
 ) -> Result<ImageId, ImageError> {
     let image = name.to_string();
     let unsupported = |reason: String| ImageError::Unsupported { image: image.clone(), reason };
-    let (manifest_bytes, manifest_digest) = match manifest_kind(&top).map_err(&unsupported)? {
-        ManifestKind::Manifest => (top, top_digest.clone()),
-        ManifestKind::Index => {
-            let index: ImageIndex = serde_json::from_slice(&top).map_err(|e| unsupported(format!("bad index: {e}")))?;
-            let entry = select_platform(index.manifests())
-                .ok_or_else(|| unsupported("the index has no linux/amd64 manifest".into()))?;
-            let digest = to_digest(entry).map_err(&unsupported)?;
-            source.fetch_manifest(Some(&digest)).await?
-        }
-    };
-    if manifest_kind(&manifest_bytes).map_err(&unsupported)? != ManifestKind::Manifest {
-        return Err(unsupported("an index entry is itself an index".into()));
-    }
+    let (manifest_bytes, manifest_digest) = resolve_manifest(source, &image, top, top_digest.clone()).await?;
     let manifest: ImageManifest =
         serde_json::from_slice(&manifest_bytes).map_err(|e| unsupported(format!("bad manifest: {e}")))?;
 
     let scratch = store.scratch_dir()?;
-    let config_ref = blob_ref(manifest.config()).map_err(&unsupported)?;
+    let config_ref = blob_ref(manifest.config(), &image)?;
     let config_path = source.open_blob(&config_ref, scratch.path()).await?;
     let config_bytes = tokio::fs::read(&config_path).await.map_err(ImageError::io(&config_path))?;
     let config: ImageConfiguration =
@@ -173,7 +161,7 @@ pub async fn store_image(
     }
     let mut layers = Vec::new();
     for (descriptor, diff_id) in manifest.layers().iter().zip(&diff_ids) {
-        let blob = blob_ref(descriptor).map_err(&unsupported)?;
+        let blob = blob_ref(descriptor, &image)?;
         if !LAYER_MEDIA_TYPES.contains(&blob.media_type.as_str()) {
             return Err(unsupported(format!("layer media type {} is not supported", blob.media_type)));
         }
@@ -206,6 +194,32 @@ pub async fn store_image(
     tokio::task::spawn_blocking(move || store.commit(record, records, &blobs))
         .await
         .map_err(|e| ImageError::Task(e.to_string()))?
+}
+
+/// The image manifest `top` stands for: itself, or this node's entry of an index.
+async fn resolve_manifest(
+    source: &dyn ImageSource,
+    image: &str,
+    top: Vec<u8>,
+    top_digest: Digest,
+) -> Result<(Vec<u8>, Digest), ImageError> {
+    let unsupported = |reason: String| ImageError::Unsupported { image: image.to_string(), reason };
+    let (bytes, digest) = match manifest_kind(&top, image)? {
+        ManifestKind::Manifest => (top, top_digest),
+        ManifestKind::Index => {
+            let index: ImageIndex = serde_json::from_slice(&top).map_err(|e| unsupported(format!("bad index: {e}")))?;
+            let node = NodePlatform::current();
+            let entry = select_platform(index.manifests(), &node).ok_or_else(|| {
+                let variant = node.variant.as_deref().map(|v| format!("/{v}")).unwrap_or_default();
+                unsupported(format!("the index has no linux/{}{variant} manifest", node.arch))
+            })?;
+            source.fetch_manifest(Some(&to_digest(entry, image)?)).await?
+        }
+    };
+    if manifest_kind(&bytes, image)? != ManifestKind::Manifest {
+        return Err(unsupported("an index entry is itself an index".into()));
+    }
+    Ok((bytes, digest))
 }
 
 /// Downloads and unpacks one layer unless it is already installed.
@@ -257,36 +271,86 @@ enum ManifestKind {
 }
 
 /// Tells a manifest from an index by `mediaType`, or by shape when it is absent.
-fn manifest_kind(bytes: &[u8]) -> Result<ManifestKind, String> {
-    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| format!("manifest is not JSON: {e}"))?;
+fn manifest_kind(bytes: &[u8], image: &str) -> Result<ManifestKind, ImageError> {
+    let unsupported = |reason: String| ImageError::Unsupported { image: image.to_string(), reason };
+    let value: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| unsupported(format!("manifest is not JSON: {e}")))?;
     if value.get("schemaVersion").and_then(|v| v.as_u64()) != Some(2) {
-        return Err("only schema version 2 manifests are supported".into());
+        return Err(unsupported("only schema version 2 manifests are supported".into()));
     }
     match value.get("mediaType").and_then(|m| m.as_str()) {
         Some(OCI_MANIFEST | DOCKER_MANIFEST) => Ok(ManifestKind::Manifest),
         Some(OCI_INDEX | DOCKER_LIST) => Ok(ManifestKind::Index),
-        Some(other) => Err(format!("unsupported manifest media type {other}")),
+        Some(other) => Err(unsupported(format!("unsupported manifest media type {other}"))),
         None if value.get("manifests").is_some() => Ok(ManifestKind::Index),
         None if value.get("layers").is_some() => Ok(ManifestKind::Manifest),
-        None => Err("neither a manifest nor an index".into()),
+        None => Err(unsupported("neither a manifest nor an index".into())),
     }
 }
 
-/// The linux/amd64 entry of an index.
-fn select_platform(entries: &[Descriptor]) -> Option<&Descriptor> {
+/// The platform images are chosen for: this node's architecture, and for ARM its variant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodePlatform {
+    pub arch: Arch,
+    /// "v8" for arm64, "v7" for 32-bit ARM; none elsewhere.
+    pub variant: Option<String>,
+}
+
+impl NodePlatform {
+    pub fn current() -> Self {
+        let arch = Arch::default();
+        let variant = match arch {
+            Arch::ARM64 => Some("v8".to_string()),
+            Arch::ARM => Some("v7".to_string()),
+            _ => None,
+        };
+        NodePlatform { arch, variant }
+    }
+
+    /// How well an entry's variant fits (higher is better; None: it does not run here). An
+    /// exact variant wins over an entry that names none; a 32-bit ARM node also runs older
+    /// ARM variants (v7 runs v6 and v5), the newest preferred.
+    fn fit(&self, variant: Option<&str>) -> Option<u32> {
+        let number = |v: &str| v.strip_prefix('v').and_then(|n| n.parse::<u32>().ok());
+        match (self.variant.as_deref(), variant) {
+            (mine, theirs) if mine == theirs => Some(100),
+            (_, None) => Some(99),
+            // arm64's only variant: "v8" and none are the same thing.
+            (None, Some("v8")) if self.arch == Arch::ARM64 => Some(100),
+            (Some(mine), Some(theirs)) if self.arch == Arch::ARM => {
+                number(theirs).filter(|t| number(mine).is_some_and(|m| *t < m))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The index entry for this node: Linux, the node's architecture, the best variant.
+fn select_platform<'a>(entries: &'a [Descriptor], node: &NodePlatform) -> Option<&'a Descriptor> {
     entries
         .iter()
-        .find(|d| d.platform().as_ref().is_some_and(|p| *p.os() == Os::Linux && *p.architecture() == Arch::Amd64))
+        .filter_map(|d| {
+            let p = d.platform().as_ref()?;
+            if *p.os() != Os::Linux || *p.architecture() != node.arch {
+                return None;
+            }
+            node.fit(p.variant().as_deref()).map(|score| (score, d))
+        })
+        .max_by_key(|(score, _)| *score)
+        .map(|(_, d)| d)
 }
 
-fn to_digest(descriptor: &Descriptor) -> Result<Digest, String> {
+fn to_digest(descriptor: &Descriptor, image: &str) -> Result<Digest, ImageError> {
     let text = descriptor.digest().to_string();
-    Digest::parse(&text).ok_or_else(|| format!("unsupported digest {text:?}"))
+    Digest::parse(&text).ok_or_else(|| ImageError::Unsupported {
+        image: image.to_string(),
+        reason: format!("unsupported digest {text:?}"),
+    })
 }
 
-fn blob_ref(descriptor: &Descriptor) -> Result<BlobRef, String> {
+fn blob_ref(descriptor: &Descriptor, image: &str) -> Result<BlobRef, ImageError> {
     Ok(BlobRef {
-        digest: to_digest(descriptor)?,
+        digest: to_digest(descriptor, image)?,
         size: descriptor.size(),
         media_type: descriptor.media_type().to_string(),
     })
@@ -318,25 +382,56 @@ mod tests {
             ("not json", Err(())),
         ];
         for (text, expected) in cases {
-            assert_eq!(manifest_kind(text.as_bytes()).map_err(|_| ()), expected, "{text}");
+            assert_eq!(manifest_kind(text.as_bytes(), "i").map_err(|_| ()), expected, "{text}");
         }
     }
 
+    fn entry(digest: char, os: &str, arch: &str, variant: Option<&str>) -> serde_json::Value {
+        let mut platform = serde_json::json!({"os": os, "architecture": arch});
+        if let Some(v) = variant {
+            platform["variant"] = v.into();
+        }
+        serde_json::json!({"mediaType": OCI_MANIFEST, "digest": format!("sha256:{}", digest.to_string().repeat(64)),
+            "size": 1, "platform": platform})
+    }
+
     #[test]
-    fn platform_selection_picks_linux_amd64() {
-        let index: ImageIndex = serde_json::from_str(&format!(
-            r#"{{"schemaVersion":2,"manifests":[
-              {{"mediaType":"{OCI_MANIFEST}","digest":"sha256:{a}","size":1,"platform":{{"os":"linux","architecture":"arm64"}}}},
-              {{"mediaType":"{OCI_MANIFEST}","digest":"sha256:{b}","size":1,"platform":{{"os":"windows","architecture":"amd64"}}}},
-              {{"mediaType":"{OCI_MANIFEST}","digest":"sha256:{c}","size":1,"platform":{{"os":"linux","architecture":"amd64"}}}}
-            ]}}"#,
-            a = "a".repeat(64),
-            b = "b".repeat(64),
-            c = "c".repeat(64)
-        ))
+    fn platform_selection_follows_the_nodes_architecture_and_variant() {
+        let index: ImageIndex = serde_json::from_value(serde_json::json!({"schemaVersion": 2, "manifests": [
+            entry('a', "linux", "arm64", Some("v8")),
+            entry('b', "windows", "amd64", None),
+            entry('c', "linux", "amd64", None),
+            entry('d', "linux", "arm", Some("v6")),
+            entry('e', "linux", "arm", Some("v7")),
+            entry('f', "linux", "s390x", None),
+            entry('9', "linux", "arm", Some("v5")),
+        ]}))
         .unwrap();
-        let chosen = select_platform(index.manifests()).unwrap();
-        assert_eq!(to_digest(chosen).unwrap().hex(), "c".repeat(64));
-        assert!(select_platform(&index.manifests()[..2]).is_none());
+        let node = |arch: Arch, variant: Option<&str>| NodePlatform { arch, variant: variant.map(str::to_string) };
+        let chosen = |n: &NodePlatform, entries: &[Descriptor]| {
+            select_platform(entries, n).map(|d| to_digest(d, "i").unwrap().hex().chars().next().unwrap())
+        };
+        let all = index.manifests();
+        let cases = [
+            (node(Arch::Amd64, None), Some('c')),
+            (node(Arch::ARM64, Some("v8")), Some('a')),
+            (node(Arch::ARM64, None), Some('a')),
+            (node(Arch::ARM, Some("v7")), Some('e')),
+            (node(Arch::ARM, Some("v6")), Some('d')),
+            (node(Arch::s390x, None), Some('f')),
+            (node(Arch::PowerPC64le, None), None),
+        ];
+        for (n, want) in cases {
+            assert_eq!(chosen(&n, all), want, "{n:?}");
+        }
+        // Without its v7 entry, a v7 node runs the newest older variant.
+        let older: Vec<Descriptor> =
+            all.iter().filter(|d| !d.digest().to_string().contains(&"e".repeat(8))).cloned().collect();
+        assert_eq!(chosen(&node(Arch::ARM, Some("v7")), &older), Some('d'));
+        // Windows entries never match, whatever the architecture.
+        assert_eq!(chosen(&node(Arch::Amd64, None), &all[1..2]), None);
+        // This node's own platform finds its entry.
+        let current = NodePlatform::current();
+        assert!(select_platform(all, &current).is_some() || !matches!(current.arch, Arch::Amd64 | Arch::ARM64));
     }
 }

@@ -16,11 +16,11 @@ impl PodService {
         cmd: &[String],
         tty: bool,
     ) -> Result<(super::pods::Container, serde_json::Value), Error> {
-        let container = self.find_container(id)?;
+        let container = self.registry.find_container(id)?;
         if !container.status.state.can_exec() {
             return Err(Error::FailedPrecondition(format!("container {} is not running", container.meta.id)));
         }
-        let spec_path = self.container_run_dir(&container.meta.id).join("bundle/config.json");
+        let spec_path = self.registry.container_run_dir(&container.meta.id).join("bundle/config.json");
         let spec: serde_json::Value = serde_json::from_slice(
             &std::fs::read(&spec_path).map_err(|e| Error::Internal(format!("{}: {e}", spec_path.display())))?,
         )
@@ -38,7 +38,7 @@ impl PodService {
             return Err(Error::InvalidArgument("exec needs a command".into()));
         }
         let (container, process) = self.exec_process(id, &cmd, false)?;
-        let sandbox = self.find_sandbox(container.meta.sandbox_id.as_str())?;
+        let sandbox = self.registry.find_sandbox(container.meta.sandbox_id.as_str())?;
         let runtime = self.runtimes.runtime(&sandbox.meta.runtime_handler)?;
         let limit = self.config.runtime.exec_output_limit_bytes;
         match runtime.exec(container.meta.id.as_str(), process.to_string().as_bytes(), timeout, limit).await {

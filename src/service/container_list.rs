@@ -6,10 +6,10 @@ use super::pods::{labels_match, Container, PodService};
 
 impl PodService {
     pub fn list_containers(&self, filter: Option<&cri::ContainerFilter>) -> Vec<Container> {
-        let ids: Vec<_> = self.read().containers.keys().cloned().collect();
+        let ids: Vec<_> = self.registry.read().containers.keys().cloned().collect();
         let mut out: Vec<Container> = ids
             .iter()
-            .filter_map(|id| self.refresh(id))
+            .filter_map(|id| self.registry.refresh(id))
             .filter(|c| match filter {
                 None => true,
                 Some(f) => {

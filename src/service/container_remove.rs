@@ -9,16 +9,16 @@ impl PodService {
     /// Kills the container if it runs, deletes it from the runtime and removes its root
     /// filesystem, directories and records. Removing a missing container succeeds.
     pub async fn remove_container(&self, id: &str) -> Result<(), Error> {
-        let container = match self.find_container(id) {
+        let container = match self.registry.find_container(id) {
             Ok(c) => c,
             Err(Error::NotFound(_)) => return Ok(()),
             Err(e) => return Err(e),
         };
         self.stop_container(container.meta.id.as_str(), Duration::ZERO).await?;
-        let _guard = self.locks.lock(container.meta.id.as_str()).await;
+        let _guard = self.registry.locks.lock(container.meta.id.as_str()).await;
         let cid = container.meta.id.clone();
         let handler =
-            self.find_sandbox(container.meta.sandbox_id.as_str()).ok().map(|s| s.meta.runtime_handler.clone());
+            self.registry.find_sandbox(container.meta.sandbox_id.as_str()).ok().map(|s| s.meta.runtime_handler.clone());
         if let Some(handler) = handler.and_then(|h| self.runtimes.get(&h).ok()) {
             if let Err(e) = handler.runtime.delete(cid.as_str()).await {
                 tracing::debug!(container = %cid, error = %e, "runc delete");
@@ -27,18 +27,19 @@ impl PodService {
         if let Some(monitor) = container.status.monitor.filter(|m| m.is_alive()) {
             let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(monitor.pid), nix::sys::signal::Signal::SIGKILL);
         }
-        let run_dir = self.container_run_dir(&cid);
+        let run_dir = self.registry.container_run_dir(&cid);
         sandbox::unmount(&run_dir.join("rootfs"))
             .map_err(|e| Error::Internal(format!("unmounting the root filesystem: {e}")))?;
         let _ = std::fs::remove_dir_all(&run_dir);
         for kind in ["ctl", "console", "attach"] {
-            let _ = std::fs::remove_file(self.socket_path(&cid, kind));
+            let _ = std::fs::remove_file(self.registry.socket_path(&cid, kind));
         }
-        self.container_records.remove(cid.as_str())?;
-        self.write().containers.remove(&cid);
-        self.locks.forget(cid.as_str());
-        if let Ok(sandbox) = self.find_sandbox(container.meta.sandbox_id.as_str()) {
-            if let Err(e) = self.apply_pod_reservations(&sandbox, None) {
+        self.registry.container_records.remove(cid.as_str())?;
+        self.registry.write().containers.remove(&cid);
+        self.registry.locks.forget(cid.as_str());
+        if let Ok(sandbox) = self.registry.find_sandbox(container.meta.sandbox_id.as_str()) {
+            if let Err(e) = self.memory.apply_pod_reservations(&sandbox, &self.registry.owned_pod_reservations(), None)
+            {
                 tracing::warn!(container = %cid, error = %e, "pod memory reservations not updated");
             }
         }

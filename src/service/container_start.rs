@@ -5,16 +5,16 @@ use super::pods::{now_nanos, PodService};
 
 impl PodService {
     pub async fn start_container(&self, id: &str) -> Result<(), Error> {
-        let container = self.find_container(id)?;
-        let _guard = self.locks.lock(container.meta.id.as_str()).await;
-        let container = self.find_container(container.meta.id.as_str())?;
+        let container = self.registry.find_container(id)?;
+        let _guard = self.registry.locks.lock(container.meta.id.as_str()).await;
+        let container = self.registry.find_container(container.meta.id.as_str())?;
         if !container.status.state.can_start() {
             return Err(Error::FailedPrecondition(format!(
                 "container {} is {:?}, not created",
                 container.meta.id, container.status.state
             )));
         }
-        let sandbox = self.find_sandbox(container.meta.sandbox_id.as_str())?;
+        let sandbox = self.registry.find_sandbox(container.meta.sandbox_id.as_str())?;
         let handler = self.runtimes.get(&sandbox.meta.runtime_handler)?;
         // Taken before the process runs: one that exits at once then still finishes after it
         // started.
@@ -24,11 +24,11 @@ impl PodService {
         status.state = ContainerState::Running;
         status.started_at = started_at;
         if let Some(plan) = &status.memory_plan {
-            status.memory_mismatches = self.check_memory(&container.cgroup(&sandbox), &container.meta.id, plan);
+            status.memory_mismatches = self.memory.check(&container.cgroup(&sandbox), &container.meta.id, plan);
         }
-        self.save_container_status(&container.meta.id, status)?;
+        self.registry.save_container_status(&container.meta.id, status)?;
         // A process that exits at once may already have an exit record.
-        self.refresh(&container.meta.id);
+        self.registry.refresh(&container.meta.id);
         tracing::info!(container = %container.meta.id, "container started");
         Ok(())
     }

@@ -7,9 +7,9 @@ use super::pods::{Container, PodService};
 impl PodService {
     /// The container and, when verbose, its OCI spec, pid and notes as JSON.
     pub fn container_status(&self, id: &str, verbose: bool) -> Result<(Container, Option<String>), Error> {
-        let container = self.find_container(id)?;
+        let container = self.registry.find_container(id)?;
         let info = if verbose {
-            let spec_path = self.container_run_dir(&container.meta.id).join("bundle/config.json");
+            let spec_path = self.registry.container_run_dir(&container.meta.id).join("bundle/config.json");
             let spec: serde_json::Value = std::fs::read(&spec_path)
                 .ok()
                 .and_then(|b| serde_json::from_slice(&b).ok())

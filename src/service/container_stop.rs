@@ -12,17 +12,17 @@ impl PodService {
     /// Sends the stop signal, waits up to `timeout`, then SIGKILLs every process of the
     /// container. Stopping a stopped or unknown-to-us container succeeds.
     pub async fn stop_container(&self, id: &str, timeout: Duration) -> Result<(), Error> {
-        let container = match self.find_container(id) {
+        let container = match self.registry.find_container(id) {
             Ok(c) => c,
             Err(Error::NotFound(_)) => return Ok(()),
             Err(e) => return Err(e),
         };
-        let _guard = self.locks.lock(container.meta.id.as_str()).await;
-        let container = self.find_container(container.meta.id.as_str())?;
+        let _guard = self.registry.locks.lock(container.meta.id.as_str()).await;
+        let container = self.registry.find_container(container.meta.id.as_str())?;
         if !container.status.state.needs_stop() && container.status.state != ContainerState::Created {
             return Ok(());
         }
-        let sandbox = self.find_sandbox(container.meta.sandbox_id.as_str())?;
+        let sandbox = self.registry.find_sandbox(container.meta.sandbox_id.as_str())?;
         let runtime = self.runtimes.runtime(&sandbox.meta.runtime_handler)?;
         let cid = container.meta.id.clone();
         if container.status.state == ContainerState::Running && !timeout.is_zero() {
@@ -49,7 +49,7 @@ impl PodService {
     async fn wait_exit(&self, id: &crate::model::ids::ContainerId, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
         loop {
-            match self.refresh(id) {
+            match self.registry.refresh(id) {
                 Some(c) if matches!(c.status.state, ContainerState::Running | ContainerState::Created) => {}
                 _ => return true,
             }

@@ -13,17 +13,17 @@ impl PodService {
         resources: Option<cri::LinuxContainerResources>,
     ) -> Result<(), Error> {
         let Some(resources) = resources else { return Ok(()) };
-        let container = self.find_container(id)?;
-        let _guard = self.locks.lock(container.meta.id.as_str()).await;
-        let container = self.find_container(container.meta.id.as_str())?;
+        let container = self.registry.find_container(id)?;
+        let _guard = self.registry.locks.lock(container.meta.id.as_str()).await;
+        let container = self.registry.find_container(container.meta.id.as_str())?;
         if !container.status.state.needs_stop()
             && container.status.state != crate::model::container::ContainerState::Created
         {
             return Err(Error::FailedPrecondition(format!("container {} is not running", container.meta.id)));
         }
-        let sandbox = self.find_sandbox(container.meta.sandbox_id.as_str())?;
+        let sandbox = self.registry.find_sandbox(container.meta.sandbox_id.as_str())?;
         // Requests and limits change in place: the plan follows them.
-        let plan = self.memory_plan(&sandbox, &container.meta.config, &resources)?;
+        let plan = self.memory.plan(&sandbox, &container.meta.config, &resources)?;
         // The same resources step as at create: create and update cannot drift.
         let mut warnings = Vec::new();
         let linux = spec::linux_resources(&resources, &plan.unified(), &self.node, &mut warnings);
@@ -36,12 +36,12 @@ impl PodService {
         let mut status = container.status.clone();
         status.resources = Some(resources);
         if status.state == crate::model::container::ContainerState::Running {
-            status.memory_mismatches = self.check_memory(&container.cgroup(&sandbox), &container.meta.id, &plan);
+            status.memory_mismatches = self.memory.check(&container.cgroup(&sandbox), &container.meta.id, &plan);
         }
         status.memory_plan = Some(plan);
-        self.save_container_status(&container.meta.id, status)?;
+        self.registry.save_container_status(&container.meta.id, status)?;
         // The pod's reservation sums follow the new plan (pod cgroups swapcri owns only).
-        self.apply_pod_reservations(&sandbox, None)?;
+        self.memory.apply_pod_reservations(&sandbox, &self.registry.owned_pod_reservations(), None)?;
         tracing::info!(container = %container.meta.id, "container resources updated");
         Ok(())
     }

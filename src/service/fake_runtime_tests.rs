@@ -56,7 +56,7 @@ fn fixture_with(
     let runtimes = Arc::new(super::runtimes::Runtimes::probe(&config));
     let mut service = PodService::new(config, node, images, runtimes).unwrap();
     let id = ContainerId::generate();
-    let fake = Arc::new(FakeRuntime::new(exit_on, service.exit_file(&id), fail_update));
+    let fake = Arc::new(FakeRuntime::new(exit_on, service.registry.exit_file(&id), fail_update));
     let mut runtimes = super::runtimes::Runtimes::probe(&service.config);
     runtimes.replace_runtimes(fake.clone());
     service.runtimes = Arc::new(runtimes);
@@ -94,7 +94,7 @@ fn fixture_with(
         status,
     };
     {
-        let mut state = service.write();
+        let mut state = service.registry.write();
         state.sandboxes.insert(sandbox_id, sandbox);
         state.containers.insert(id.clone(), container);
     }
@@ -102,7 +102,7 @@ fn fixture_with(
 }
 
 fn state_of(f: &Fixture) -> ContainerStatus {
-    f.service.find_container(f.id.as_str()).unwrap().status
+    f.service.registry.find_container(f.id.as_str()).unwrap().status
 }
 
 #[tokio::test]
@@ -210,11 +210,17 @@ async fn owned_pods_carry_the_sum_of_their_containers_reservations() {
     // The running container holds 1 MiB; a new one asks for 2 MiB more.
     let mut status = state_of(&f);
     status.memory_plan = Some(plan(1 << 20));
-    f.service.save_container_status(&f.id, status).unwrap();
-    let sandbox =
-        f.service.find_sandbox(f.service.find_container(f.id.as_str()).unwrap().meta.sandbox_id.as_str()).unwrap();
+    f.service.registry.save_container_status(&f.id, status).unwrap();
+    let sandbox = f
+        .service
+        .registry
+        .find_sandbox(f.service.registry.find_container(f.id.as_str()).unwrap().meta.sandbox_id.as_str())
+        .unwrap();
     assert_eq!(plan(2 << 20).reserved(), (2 << 20, 0));
-    f.service.apply_pod_reservations(&sandbox, Some(&plan(2 << 20))).unwrap();
+    f.service
+        .memory
+        .apply_pod_reservations(&sandbox, &f.service.registry.owned_pod_reservations(), Some(&plan(2 << 20)))
+        .unwrap();
     let read = |p: &str| std::fs::read_to_string(cgroot.path().join(p)).unwrap();
     assert_eq!(read("swapcri/pod/memory.min"), (3u64 << 20).to_string());
     assert_eq!(read("swapcri/memory.min"), (3u64 << 20).to_string(), "the common parent covers every pod");
@@ -223,14 +229,14 @@ async fn owned_pods_carry_the_sum_of_their_containers_reservations() {
     // Once the container has exited, only live containers count.
     let mut status = state_of(&f);
     status.state = ContainerState::Exited;
-    f.service.save_container_status(&f.id, status).unwrap();
-    f.service.apply_pod_reservations(&sandbox, None).unwrap();
+    f.service.registry.save_container_status(&f.id, status).unwrap();
+    f.service.memory.apply_pod_reservations(&sandbox, &f.service.registry.owned_pod_reservations(), None).unwrap();
     assert_eq!(read("swapcri/pod/memory.min"), "0");
 }
 
 /// Writes the container's bundle spec, which exec takes the process from.
 fn write_spec(f: &Fixture) {
-    let bundle = f.service.container_run_dir(&f.id).join("bundle");
+    let bundle = f.service.registry.container_run_dir(&f.id).join("bundle");
     std::fs::create_dir_all(&bundle).unwrap();
     let spec = serde_json::json!({"process": {"args": ["sleep", "1"], "cwd": "/", "user": {"uid": 0, "gid": 0}}});
     std::fs::write(bundle.join("config.json"), spec.to_string()).unwrap();
@@ -327,7 +333,7 @@ async fn a_resize_leaves_kubelets_pod_cgroup_alone() {
     let root = cgroot.path().to_path_buf();
     let f = fixture_with(ContainerState::Running, "SIGTERM", "", false, |c| c.cgroup_root = root);
     {
-        let mut state = f.service.write();
+        let mut state = f.service.registry.write();
         let sandbox = state.sandboxes.values_mut().next().unwrap();
         let mut meta = (*sandbox.meta).clone();
         meta.owns_cgroup_parent = false;

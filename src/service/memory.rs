@@ -5,14 +5,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use k8s_cri::v1 as cri;
 
+use std::path::PathBuf;
+
 use crate::cgroup::memory_files;
-use crate::config::Reservation;
+use crate::config::{MemoryQosConfig, Reservation, SwapConfig};
 use crate::error::Error;
-use crate::model::container::ContainerState;
-use crate::model::ids::ContainerId;
+use crate::model::ids::{ContainerId, SandboxId};
+use crate::model::node::NodeFacts;
 use crate::policy::memory::{self, MemoryPlan, PlanSettings, PodMemoryContext};
 
-use super::pods::{PodService, Sandbox};
+use super::pods::Sandbox;
 
 /// Counts the operator must see (verbose status, metrics).
 #[derive(Debug, Default)]
@@ -23,21 +25,44 @@ pub struct MemoryCounters {
     pub readback_mismatches: AtomicU64,
 }
 
-impl PodService {
+/// The memory and swap policy of the node's containers: owns the settings, the node's facts
+/// and the counters; reads and writes only cgroup memory files.
+pub struct MemoryQos {
+    swap: SwapConfig,
+    qos: MemoryQosConfig,
+    node: NodeFacts,
+    cgroup_root: PathBuf,
+    /// The common parent of the pods swapcri owns (crictl pods).
+    default_parent: String,
+    counters: MemoryCounters,
+}
+
+impl MemoryQos {
+    pub fn new(config: &crate::config::Config, node: NodeFacts) -> Self {
+        MemoryQos {
+            swap: config.swap.clone(),
+            qos: config.memory_qos.clone(),
+            node,
+            cgroup_root: config.cgroup_root.clone(),
+            default_parent: config.runtime.default_cgroup_parent.clone(),
+            counters: MemoryCounters::default(),
+        }
+    }
+
     fn plan_settings(&self, sandbox: &Sandbox) -> PlanSettings {
         PlanSettings {
-            behavior: self.config.swap.behavior,
-            authority: self.config.swap.authority,
-            reserved_for_system: self.config.swap.reserved_for_system_bytes,
-            reservation: self.config.memory_qos.reservation,
-            throttling_factor: self.config.memory_qos.throttling_factor,
+            behavior: self.swap.behavior,
+            authority: self.swap.authority,
+            reserved_for_system: self.swap.reserved_for_system_bytes,
+            reservation: self.qos.reservation,
+            throttling_factor: self.qos.throttling_factor,
             cgroup_v2: self.node.cgroup_v2(),
             owns_pod_parent: sandbox.meta.owns_cgroup_parent,
         }
     }
 
     /// Decides the container's memory plan; logs and counts a swap disagreement.
-    pub(super) fn memory_plan(
+    pub fn plan(
         &self,
         sandbox: &Sandbox,
         container: &cri::ContainerConfig,
@@ -52,7 +77,7 @@ impl PodService {
         let inputs = memory::gather(&pod, container, resources, &self.node.memory)?;
         let plan = memory::plan(&inputs, &self.node.memory, &self.plan_settings(sandbox))?;
         if let Some(d) = &plan.swap_disagreement {
-            self.memory_counters.swap_disagreements.fetch_add(1, Ordering::Relaxed);
+            self.counters.swap_disagreements.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(
                 sandbox = %sandbox.meta.id,
                 container = container.metadata.as_ref().map(|m| m.name.as_str()).unwrap_or(""),
@@ -69,21 +94,21 @@ impl PodService {
     }
 
     /// (swap disagreements, read-back mismatches) so far.
-    pub fn memory_counter_values(&self) -> (u64, u64) {
+    pub fn counter_values(&self) -> (u64, u64) {
         (
-            self.memory_counters.swap_disagreements.load(Ordering::Relaxed),
-            self.memory_counters.readback_mismatches.load(Ordering::Relaxed),
+            self.counters.swap_disagreements.load(Ordering::Relaxed),
+            self.counters.readback_mismatches.load(Ordering::Relaxed),
         )
     }
 
     /// Adds the swap and memory QoS summary to the verbose runtime status document.
-    pub fn add_memory_status(&self, doc: &mut serde_json::Value) {
+    pub fn add_status(&self, doc: &mut serde_json::Value) {
         let m = &self.node.memory;
         let swap_applies = self.node.swap_limits_apply();
-        let reserved = self.config.swap.reserved_for_system_bytes;
+        let reserved = self.swap.reserved_for_system_bytes;
         doc["swap"] = serde_json::json!({
-            "behavior": self.config.swap.behavior,
-            "authority": self.config.swap.authority,
+            "behavior": self.swap.behavior,
+            "authority": self.swap.authority,
             "machineSwapBytes": m.swap_total,
             "reservedForSystemBytes": reserved,
             "availableToPodsBytes": m.swap_total.saturating_sub(reserved),
@@ -95,62 +120,57 @@ impl PodService {
             } else {
                 "the node has no swap"
             }),
-            "disagreements": self.memory_counters.swap_disagreements.load(Ordering::Relaxed),
-            "readBackMismatches": self.memory_counters.readback_mismatches.load(Ordering::Relaxed),
+            "disagreements": self.counters.swap_disagreements.load(Ordering::Relaxed),
+            "readBackMismatches": self.counters.readback_mismatches.load(Ordering::Relaxed),
         });
-        doc["memoryQos"] = serde_json::json!(self.config.memory_qos);
+        doc["memoryQos"] = serde_json::json!(self.qos);
     }
 
     /// Reads the plan's files back from the container's cgroup (cgroup v2 only).
-    pub(super) fn check_memory(&self, cgroup: &str, id: &ContainerId, plan: &MemoryPlan) -> Vec<String> {
+    pub fn check(&self, cgroup: &str, id: &ContainerId, plan: &MemoryPlan) -> Vec<String> {
         if !self.node.cgroup_v2() {
             return Vec::new();
         }
-        let dir = self.config.cgroup_root.join(cgroup.trim_start_matches('/'));
+        let dir = self.cgroup_root.join(cgroup.trim_start_matches('/'));
         let mismatches = memory_files::compare(&dir, &plan.files(), self.node.memory.page_size);
         for m in &mismatches {
-            self.memory_counters.readback_mismatches.fetch_add(1, Ordering::Relaxed);
+            self.counters.readback_mismatches.fetch_add(1, Ordering::Relaxed);
             tracing::error!(container = %id, cgroup = %dir.display(), "memory plan not applied: {m}");
         }
         mismatches.iter().map(ToString::to_string).collect()
     }
 
     /// With a reservation design of our own, a pod cgroup swapcri owns carries the sum of its
-    /// live containers' memory.min / memory.low (plus `new`, the one being created), and the
-    /// common parent of all such pods carries the sum over them: the kernel caps a child's
-    /// protection by its ancestors'. Only that pod and the common parent are written.
-    pub(super) fn apply_pod_reservations(&self, sandbox: &Sandbox, new: Option<&MemoryPlan>) -> Result<(), Error> {
-        if !matches!(self.config.memory_qos.reservation, Reservation::Min | Reservation::Tiered)
+    /// live containers' memory.min / memory.low (`live`: per container of an owned pod, its
+    /// pod and reservation; plus `new`, the one being created), and the common parent of all
+    /// such pods carries the sum over them: the kernel caps a child's protection by its
+    /// ancestors'. Only that pod and the common parent are written.
+    pub fn apply_pod_reservations(
+        &self,
+        sandbox: &Sandbox,
+        live: &[(SandboxId, (u64, u64))],
+        new: Option<&MemoryPlan>,
+    ) -> Result<(), Error> {
+        if !matches!(self.qos.reservation, Reservation::Min | Reservation::Tiered)
             || !self.node.cgroup_v2()
             || !sandbox.meta.owns_cgroup_parent
         {
             return Ok(());
         }
-        let live = |s: ContainerState| matches!(s, ContainerState::Created | ContainerState::Running);
         let (mut pod, mut total) = ((0, 0), (0, 0));
-        {
-            let state = self.read();
-            for c in state.containers.values().filter(|c| live(c.status.state)) {
-                let owned = state.sandboxes.get(&c.meta.sandbox_id).filter(|s| s.meta.owns_cgroup_parent);
-                let (Some(owner), Some(plan)) = (owned, &c.status.memory_plan) else { continue };
-                let (min, low) = plan.reserved();
-                total = (total.0 + min, total.1 + low);
-                if owner.meta.id == sandbox.meta.id {
-                    pod = (pod.0 + min, pod.1 + low);
-                }
+        for (owner, (min, low)) in live.iter().chain(new.map(|p| (sandbox.meta.id.clone(), p.reserved())).iter()) {
+            total = (total.0 + min, total.1 + low);
+            if *owner == sandbox.meta.id {
+                pod = (pod.0 + min, pod.1 + low);
             }
         }
-        if let Some((min, low)) = new.map(MemoryPlan::reserved) {
-            pod = (pod.0 + min, pod.1 + low);
-            total = (total.0 + min, total.1 + low);
-        }
-        let root = &self.config.cgroup_root;
         let io = |e: std::io::Error| Error::Internal(format!("writing pod memory reservations: {e}"));
-        let common = self.config.runtime.default_cgroup_parent.as_str();
         // Parent first: a child's protection never exceeds its parent's.
-        for (cgroup, (min, low)) in [(common, total), (sandbox.meta.cgroup_parent.as_str(), pod)] {
-            memory_files::ensure_memory_path(root, cgroup).map_err(io)?;
-            memory_files::write_reservation(&root.join(cgroup.trim_start_matches('/')), min, low).map_err(io)?;
+        for (cgroup, (min, low)) in [(self.default_parent.as_str(), total), (sandbox.meta.cgroup_parent.as_str(), pod)]
+        {
+            memory_files::ensure_memory_path(&self.cgroup_root, cgroup).map_err(io)?;
+            memory_files::write_reservation(&self.cgroup_root.join(cgroup.trim_start_matches('/')), min, low)
+                .map_err(io)?;
         }
         tracing::debug!(pod = %sandbox.meta.id, min = pod.0, low = pod.1, "pod memory reservations written");
         Ok(())

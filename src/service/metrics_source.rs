@@ -9,7 +9,7 @@ impl MetricsSource for PodService {
         let mut out = Vec::new();
         for sample in self.list_container_stats(None) {
             let c = &sample.container;
-            let Ok(sandbox) = self.find_sandbox(c.meta.sandbox_id.as_str()) else { continue };
+            let Ok(sandbox) = self.registry.find_sandbox(c.meta.sandbox_id.as_str()) else { continue };
             let pod = sandbox.meta.config.metadata.clone().unwrap_or_default();
             let stats = &sample.sample.stats;
             out.push(ContainerSeries {
@@ -28,6 +28,6 @@ impl MetricsSource for PodService {
     }
 
     fn memory_counters(&self) -> (u64, u64) {
-        self.memory_counter_values()
+        self.memory.counter_values()
     }
 }

@@ -1,5 +1,7 @@
 //! The typed services behind the gRPC adapters, one file per RPC.
 
+mod cgroups;
+mod container_bundle;
 mod container_create;
 mod container_exec_sync;
 mod container_list;
@@ -20,6 +22,7 @@ mod memory;
 mod metrics_source;
 mod pods;
 mod recovery;
+mod registry;
 mod rollback;
 mod runtime_config;
 mod runtime_status;
@@ -63,7 +66,7 @@ pub trait ImageUsers: Send + Sync {
 
 impl ImageUsers for PodService {
     fn containers_using(&self, image: &crate::model::image::ImageId) -> Vec<String> {
-        PodService::containers_using(self, image)
+        self.registry.containers_using(image)
     }
 }
 

@@ -1,18 +1,21 @@
-//! Pod sandboxes and containers: shared state, paths and helpers for the RPC files.
+//! Pod sandboxes and containers: the service the pod and container RPC files extend, and the
+//! owners it is made of.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
-use crate::cgroup::Hierarchy;
 use crate::config::Config;
 use crate::error::Error;
 use crate::image::ImageStore;
-use crate::model::container::{ContainerMeta, ContainerState, ContainerStatus, ExitRecord};
-use crate::model::ids::{ContainerId, SandboxId};
+use crate::model::container::{ContainerMeta, ContainerStatus};
+use crate::model::ids::ContainerId;
 use crate::model::node::NodeFacts;
 use crate::model::sandbox::{SandboxMeta, SandboxStatus};
-use crate::store::Records;
+
+use super::cgroups::Cgroups;
+use super::memory::MemoryQos;
+use super::registry::Registry;
+use super::runtimes::Runtimes;
 
 #[derive(Debug, Clone)]
 pub struct Sandbox {
@@ -41,43 +44,22 @@ pub struct Container {
     pub status: ContainerStatus,
 }
 
-#[derive(Default)]
-pub(super) struct State {
-    pub sandboxes: HashMap<SandboxId, Sandbox>,
-    pub containers: HashMap<ContainerId, Container>,
-}
-
-/// One async lock per sandbox or container id: state changes of one object run in order
-/// while other objects proceed.
-#[derive(Default)]
-pub(super) struct ObjectLocks(std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>);
-
-impl ObjectLocks {
-    pub async fn lock(&self, id: &str) -> tokio::sync::OwnedMutexGuard<()> {
-        let lock = self.0.lock().unwrap_or_else(|p| p.into_inner()).entry(id.to_string()).or_default().clone();
-        lock.lock_owned().await
-    }
-
-    pub fn forget(&self, id: &str) {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
-    }
-}
-
-/// Pod sandboxes and containers.
+/// Pod sandboxes and containers: the RPC files orchestrate these owners, each behind a small
+/// interface of its own.
 pub struct PodService {
     pub(super) config: Arc<Config>,
     pub(super) node: NodeFacts,
-    pub(super) images: Arc<ImageStore>,
-    pub(super) runtimes: Arc<super::runtimes::Runtimes>,
-    pub(super) sandbox_records: Records,
-    pub(super) container_records: Records,
-    pub(super) state: RwLock<State>,
-    pub(super) locks: ObjectLocks,
-    pub(super) hierarchies: Vec<Hierarchy>,
-    pub(super) memory_counters: super::memory::MemoryCounters,
-    pub(super) cpu_samples: super::stats::CpuSamples,
+    /// Records, locks and directories of every pod and container.
+    pub(super) registry: Registry,
+    /// The OCI runtime handlers.
+    pub(super) runtimes: Arc<Runtimes>,
+    /// The memory and swap plan: decisions, read-back, pod reservations, counters.
+    pub(super) memory: MemoryQos,
+    /// cgroup reads: statistics, CPU rates, where a process's cgroup is.
+    pub(super) cgroups: Cgroups,
     /// Pod networking (CNI).
     pub(super) network: Arc<crate::network::Network>,
+    pub(super) images: Arc<ImageStore>,
 }
 
 impl PodService {
@@ -85,21 +67,17 @@ impl PodService {
         config: Arc<Config>,
         node: NodeFacts,
         images: Arc<ImageStore>,
-        runtimes: Arc<super::runtimes::Runtimes>,
+        runtimes: Arc<Runtimes>,
     ) -> Result<Self, Error> {
         let network = Arc::new(crate::network::Network::new(config.network.clone(), config.state_root.join("cni")));
         Ok(PodService {
-            sandbox_records: Records::open(&config.state_root.join("sandboxes"))?,
-            container_records: Records::open(&config.state_root.join("containers"))?,
+            registry: Registry::open(&config.state_root, &config.run_root)?,
+            memory: MemoryQos::new(&config, node.clone()),
+            cgroups: Cgroups::new(&config.cgroup_root, node.cgroup_v2()),
             config,
             node,
             images,
             runtimes,
-            state: RwLock::new(State::default()),
-            locks: ObjectLocks::default(),
-            hierarchies: crate::cgroup::hierarchies(),
-            memory_counters: Default::default(),
-            cpu_samples: Default::default(),
             network,
         })
     }
@@ -117,123 +95,6 @@ impl PodService {
         }
         Ok(())
     }
-
-    pub(super) fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
-        self.state.read().unwrap_or_else(|p| p.into_inner())
-    }
-
-    pub(super) fn write(&self) -> std::sync::RwLockWriteGuard<'_, State> {
-        self.state.write().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Volatile directory of a sandbox (namespaces, shm, pod files).
-    pub(super) fn sandbox_run_dir(&self, id: &SandboxId) -> PathBuf {
-        self.config.run_root.join("sandboxes").join(id.as_str())
-    }
-
-    /// Volatile directory of a container (bundle, rootfs mount, monitor files).
-    pub(super) fn container_run_dir(&self, id: &ContainerId) -> PathBuf {
-        self.config.run_root.join("containers").join(id.as_str())
-    }
-
-    /// Unix socket paths must stay under 108 bytes: a short directory and half the id.
-    pub(super) fn socket_path(&self, id: &ContainerId, kind: &str) -> PathBuf {
-        self.config.run_root.join("sock").join(format!("{}.{kind}", &id.as_str()[..32]))
-    }
-
-    pub(super) fn exit_file(&self, id: &ContainerId) -> PathBuf {
-        self.container_records.dir(id.as_str()).join("exit.json")
-    }
-
-    /// Resolves a sandbox id (full or a unique prefix).
-    pub(super) fn find_sandbox(&self, id: &str) -> Result<Sandbox, Error> {
-        let state = self.read();
-        let mut matches = state.sandboxes.iter().filter(|(k, _)| k.as_str().starts_with(id) && !id.is_empty());
-        match (matches.next(), matches.next()) {
-            (Some((_, s)), None) => Ok(s.clone()),
-            (Some(_), Some(_)) => Err(Error::InvalidArgument(format!("sandbox id prefix {id:?} is ambiguous"))),
-            _ => Err(Error::NotFound(format!("pod sandbox {id:?} not found"))),
-        }
-    }
-
-    /// Resolves a container id (full or a unique prefix) and refreshes its state.
-    pub(super) fn find_container(&self, id: &str) -> Result<Container, Error> {
-        let found = {
-            let state = self.read();
-            let mut matches = state.containers.iter().filter(|(k, _)| k.as_str().starts_with(id) && !id.is_empty());
-            match (matches.next(), matches.next()) {
-                (Some((k, _)), None) => k.clone(),
-                (Some(_), Some(_)) => {
-                    return Err(Error::InvalidArgument(format!("container id prefix {id:?} is ambiguous")))
-                }
-                _ => return Err(Error::NotFound(format!("container {id:?} not found"))),
-            }
-        };
-        self.refresh(&found).ok_or_else(|| Error::NotFound(format!("container {id:?} not found")))
-    }
-
-    /// Picks up an exit the monitor recorded; a monitor that died without recording one
-    /// leaves the container Unknown. Returns the current record.
-    pub(super) fn refresh(&self, id: &ContainerId) -> Option<Container> {
-        let current = self.read().containers.get(id)?.clone();
-        if !matches!(current.status.state, ContainerState::Created | ContainerState::Running) {
-            return Some(current);
-        }
-        let mut status = current.status.clone();
-        match read_exit(&self.exit_file(id)) {
-            Some(exit) => {
-                status.state = ContainerState::Exited;
-                status.exit_code = exit.exit_code;
-                // The monitor's clock reading; never before the start (a clock step back).
-                status.finished_at = exit.finished_at.max(status.started_at);
-                status.reason = exit.reason().to_string();
-                status.pid = None;
-            }
-            None if status.monitor.is_some_and(|m| !m.is_alive()) => {
-                status.state = ContainerState::Unknown;
-                status.reason = "MonitorLost".into();
-                status.message = "the container's monitor exited without recording an exit".into();
-            }
-            None => return Some(current),
-        }
-        if let Err(e) = self.container_records.write_status(id.as_str(), &status) {
-            tracing::error!(container = %id, error = %e, "cannot persist container status");
-        }
-        let mut state = self.write();
-        let entry = state.containers.get_mut(id)?;
-        entry.status = status;
-        Some(entry.clone())
-    }
-
-    pub(super) fn save_container_status(&self, id: &ContainerId, status: ContainerStatus) -> Result<(), Error> {
-        self.container_records.write_status(id.as_str(), &status)?;
-        if let Some(c) = self.write().containers.get_mut(id) {
-            c.status = status;
-        }
-        Ok(())
-    }
-
-    pub(super) fn save_sandbox_status(&self, id: &SandboxId, status: SandboxStatus) -> Result<(), Error> {
-        self.sandbox_records.write_status(id.as_str(), &status)?;
-        if let Some(s) = self.write().sandboxes.get_mut(id) {
-            s.status = status;
-        }
-        Ok(())
-    }
-
-    /// Containers of a sandbox.
-    pub(super) fn containers_of(&self, sandbox: &SandboxId) -> Vec<ContainerId> {
-        self.read().containers.values().filter(|c| &c.meta.sandbox_id == sandbox).map(|c| c.meta.id.clone()).collect()
-    }
-
-    /// Containers that use an image (RemoveImage refuses while there are any).
-    pub fn containers_using(&self, image: &crate::model::image::ImageId) -> Vec<String> {
-        self.read().containers.values().filter(|c| &c.meta.image_id == image).map(|c| c.meta.id.to_string()).collect()
-    }
-}
-
-pub(super) fn read_exit(path: &std::path::Path) -> Option<ExitRecord> {
-    std::fs::read(path).ok().and_then(|b| serde_json::from_slice(&b).ok())
 }
 
 pub(super) fn now_nanos() -> i64 {

@@ -16,7 +16,8 @@ impl PodService {
     /// Releases the networks of pods that no longer exist (or whose creation a crash cut
     /// short after CNI ADD). Runs after `recover`, before the socket opens.
     pub async fn recover_network(&self) {
-        let known: std::collections::HashSet<String> = self.read().sandboxes.keys().map(|id| id.to_string()).collect();
+        let known: std::collections::HashSet<String> =
+            self.registry.read().sandboxes.keys().map(|id| id.to_string()).collect();
         let released = self.network.recover(|id| known.contains(id)).await;
         if !released.is_empty() {
             tracing::info!(count = released.len(), "released networks no pod accounts for");
@@ -27,14 +28,14 @@ impl PodService {
     /// away, marks pods whose namespaces are gone NotReady, and cleans what a crash during
     /// creation left. Runs before the socket opens.
     pub fn recover(&self) -> Result<(), Error> {
-        let sandboxes = self.sandbox_records.load::<SandboxMeta, SandboxStatus>()?;
+        let sandboxes = self.registry.sandbox_records.load::<SandboxMeta, SandboxStatus>()?;
         for (id, error) in &sandboxes.quarantined {
             tracing::error!(sandbox = %id, %error, "unreadable sandbox record moved aside as {id}.corrupt");
         }
         for id in &sandboxes.incomplete {
             tracing::info!(sandbox = %id, "cleaning up a sandbox whose creation did not finish");
             cleanup_sandbox_dir(&self.config.run_root.join("sandboxes").join(id));
-            self.sandbox_records.remove(id)?;
+            self.registry.sandbox_records.remove(id)?;
         }
         for (meta, mut status) in sandboxes.complete {
             if status.state == SandboxState::Ready {
@@ -46,13 +47,16 @@ impl PodService {
                     sandbox::release(&request, status.holder.filter(|h| h.is_alive()));
                     status.state = SandboxState::NotReady;
                     status.holder = None;
-                    self.sandbox_records.write_status(meta.id.as_str(), &status)?;
+                    self.registry.sandbox_records.write_status(meta.id.as_str(), &status)?;
                 }
             }
-            self.write().sandboxes.insert(meta.id.clone(), Sandbox { meta: std::sync::Arc::new(meta), status });
+            self.registry
+                .write()
+                .sandboxes
+                .insert(meta.id.clone(), Sandbox { meta: std::sync::Arc::new(meta), status });
         }
 
-        let containers = self.container_records.load::<ContainerMeta, ContainerStatus>()?;
+        let containers = self.registry.container_records.load::<ContainerMeta, ContainerStatus>()?;
         for (id, error) in &containers.quarantined {
             tracing::error!(container = %id, %error, "unreadable container record moved aside as {id}.corrupt");
         }
@@ -67,26 +71,29 @@ impl PodService {
             let run_dir = self.config.run_root.join("containers").join(id);
             let _ = sandbox::unmount(&run_dir.join("rootfs"));
             let _ = std::fs::remove_dir_all(&run_dir);
-            self.container_records.remove(id)?;
+            self.registry.container_records.remove(id)?;
         }
         let mut ids = Vec::new();
         for (meta, status) in containers.complete {
             ids.push(meta.id.clone());
-            self.write().containers.insert(meta.id.clone(), Container { meta: std::sync::Arc::new(meta), status });
+            self.registry
+                .write()
+                .containers
+                .insert(meta.id.clone(), Container { meta: std::sync::Arc::new(meta), status });
         }
         for id in &ids {
-            self.refresh(id);
+            self.registry.refresh(id);
         }
         self.sweep_orphan_dirs();
-        let state = self.read();
+        let state = self.registry.read();
         tracing::info!(sandboxes = state.sandboxes.len(), containers = state.containers.len(), "state recovered");
         Ok(())
     }
 
     /// Run directories that no record owns (a crash before the first record was written).
     fn sweep_orphan_dirs(&self) {
-        let known_containers: Vec<String> = self.read().containers.keys().map(|k| k.to_string()).collect();
-        let known_sandboxes: Vec<String> = self.read().sandboxes.keys().map(|k| k.to_string()).collect();
+        let known_containers: Vec<String> = self.registry.read().containers.keys().map(|k| k.to_string()).collect();
+        let known_sandboxes: Vec<String> = self.registry.read().sandboxes.keys().map(|k| k.to_string()).collect();
         for (dir, known, is_sandbox) in [("containers", known_containers, false), ("sandboxes", known_sandboxes, true)]
         {
             let Ok(entries) = std::fs::read_dir(self.config.run_root.join(dir)) else { continue };

@@ -27,7 +27,7 @@ impl RuntimeService {
         let network = pods.network_ready().await;
         let mut status = self.conditions(verbose, network);
         if let Some(info) = &mut status.info {
-            pods.add_memory_status(info);
+            pods.memory.add_status(info);
         }
         status
     }

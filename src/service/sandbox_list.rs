@@ -4,7 +4,7 @@ use super::pods::{labels_match, PodService, Sandbox};
 
 impl PodService {
     pub fn list_sandboxes(&self, filter: Option<&cri::PodSandboxFilter>) -> Vec<Sandbox> {
-        let state = self.read();
+        let state = self.registry.read();
         let mut out: Vec<Sandbox> = state
             .sandboxes
             .values()

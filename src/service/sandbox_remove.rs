@@ -6,25 +6,25 @@ impl PodService {
     /// Stops the pod if needed, removes its containers, directories, records and the cgroup
     /// parent swapcri created. Idempotent.
     pub async fn remove_sandbox(&self, id: &str) -> Result<(), Error> {
-        let sandbox = match self.find_sandbox(id) {
+        let sandbox = match self.registry.find_sandbox(id) {
             Ok(s) => s,
             Err(Error::NotFound(_)) => return Ok(()),
             Err(e) => return Err(e),
         };
         self.stop_sandbox(sandbox.meta.id.as_str()).await?;
-        let _guard = self.locks.lock(sandbox.meta.id.as_str()).await;
-        for container in self.containers_of(&sandbox.meta.id) {
+        let _guard = self.registry.locks.lock(sandbox.meta.id.as_str()).await;
+        for container in self.registry.containers_of(&sandbox.meta.id) {
             self.remove_container(container.as_str()).await?;
         }
         if sandbox.meta.owns_cgroup_parent {
-            if let Err(e) = crate::cgroup::remove(&sandbox.meta.cgroup_parent, &self.hierarchies) {
+            if let Err(e) = self.cgroups.remove(&sandbox.meta.cgroup_parent) {
                 tracing::warn!(sandbox = %sandbox.meta.id, error = %e, "cannot remove the pod cgroup");
             }
         }
         let _ = std::fs::remove_dir_all(&sandbox.meta.dir);
-        self.sandbox_records.remove(sandbox.meta.id.as_str())?;
-        self.write().sandboxes.remove(&sandbox.meta.id);
-        self.locks.forget(sandbox.meta.id.as_str());
+        self.registry.sandbox_records.remove(sandbox.meta.id.as_str())?;
+        self.registry.write().sandboxes.remove(&sandbox.meta.id);
+        self.registry.locks.forget(sandbox.meta.id.as_str());
         tracing::info!(sandbox = %sandbox.meta.id, "pod sandbox removed");
         Ok(())
     }

@@ -33,7 +33,7 @@ pub(super) fn ns_modes(config: &cri::PodSandboxConfig) -> NsModes {
 impl PodService {
     /// The namespace files a sandbox pins (none for host namespaces).
     pub(super) fn ns_request(&self, id: &SandboxId, config: &cri::PodSandboxConfig) -> NsRequest {
-        let dir = self.sandbox_run_dir(id).join("ns");
+        let dir = self.registry.sandbox_run_dir(id).join("ns");
         let modes = ns_modes(config);
         NsRequest {
             net: (!modes.host_network).then(|| dir.join("net")),
@@ -53,15 +53,15 @@ impl PodService {
         }
         let handler = self.runtimes.resolve(runtime_handler)?;
         let name = sandbox_name(&metadata);
-        let _guard = self.locks.lock(&format!("sandbox-name/{name}")).await;
-        if let Some(existing) = self.read().sandboxes.values().find(|s| s.meta.name == name) {
+        let _guard = self.registry.locks.lock(&format!("sandbox-name/{name}")).await;
+        if let Some(existing) = self.registry.read().sandboxes.values().find(|s| s.meta.name == name) {
             if existing.status.state == SandboxState::Ready {
                 return Ok(existing.meta.id.clone());
             }
             return Err(Error::AlreadyExists(format!("sandbox name {name:?} is taken by {}", existing.meta.id)));
         }
         let id = SandboxId::generate();
-        let dir = self.sandbox_run_dir(&id);
+        let dir = self.registry.sandbox_run_dir(&id);
         let mut rollback = Rollback::new();
         std::fs::create_dir_all(dir.join("ns")).map_err(|e| Error::Internal(format!("{}: {e}", dir.display())))?;
         let cleanup_dir = dir.clone();
@@ -150,14 +150,15 @@ impl PodService {
         };
         let status = SandboxStatus { state: SandboxState::Ready, holder, addresses };
         let written = self
+            .registry
             .sandbox_records
             .write_meta(id.as_str(), &meta)
-            .and_then(|()| self.sandbox_records.write_status(id.as_str(), &status));
+            .and_then(|()| self.registry.sandbox_records.write_status(id.as_str(), &status));
         if let Err(e) = written {
-            let _ = std::fs::remove_dir_all(self.sandbox_records.dir(id.as_str()));
+            let _ = std::fs::remove_dir_all(self.registry.sandbox_records.dir(id.as_str()));
             return Err(e.into());
         }
-        self.write().sandboxes.insert(id, Sandbox { meta: std::sync::Arc::new(meta), status });
+        self.registry.write().sandboxes.insert(id, Sandbox { meta: std::sync::Arc::new(meta), status });
         Ok(())
     }
 }

@@ -18,7 +18,7 @@ impl PodService {
     /// The sandbox and, when verbose, its details as JSON, including a CNI CHECK of its
     /// network (the plugins' own view of whether the attachment is still intact).
     pub async fn sandbox_status(&self, id: &str, verbose: bool) -> Result<SandboxStatusView, Error> {
-        let sandbox = self.find_sandbox(id)?;
+        let sandbox = self.registry.find_sandbox(id)?;
         let check = if verbose && sandbox.status.addresses.is_some() {
             Some(match self.network.check(sandbox.meta.id.as_str()).await {
                 Ok(()) => json!({ "ok": true }),
@@ -40,7 +40,8 @@ impl PodService {
             })
             .to_string()
         });
-        let containers = self.containers_of(&sandbox.meta.id).iter().filter_map(|id| self.refresh(id)).collect();
+        let containers =
+            self.registry.containers_of(&sandbox.meta.id).iter().filter_map(|id| self.registry.refresh(id)).collect();
         Ok(SandboxStatusView { sandbox, containers, info, timestamp: now_nanos() })
     }
 }

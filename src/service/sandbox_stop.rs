@@ -10,16 +10,16 @@ impl PodService {
     /// Kills the pod's containers and releases its namespaces and shm. Idempotent; an
     /// unknown sandbox is already stopped.
     pub async fn stop_sandbox(&self, id: &str) -> Result<(), Error> {
-        let sandbox = match self.find_sandbox(id) {
+        let sandbox = match self.registry.find_sandbox(id) {
             Ok(s) => s,
             Err(Error::NotFound(_)) => return Ok(()),
             Err(e) => return Err(e),
         };
-        let _guard = self.locks.lock(sandbox.meta.id.as_str()).await;
-        for container in self.containers_of(&sandbox.meta.id) {
+        let _guard = self.registry.locks.lock(sandbox.meta.id.as_str()).await;
+        for container in self.registry.containers_of(&sandbox.meta.id) {
             self.stop_container(container.as_str(), Duration::ZERO).await?;
         }
-        let sandbox = self.find_sandbox(sandbox.meta.id.as_str())?;
+        let sandbox = self.registry.find_sandbox(sandbox.meta.id.as_str())?;
         // DEL while the namespace still exists; on failure nothing is released, so the
         // retry kubelet makes repeats it.
         self.network.teardown(sandbox.meta.id.as_str()).await?;
@@ -36,7 +36,7 @@ impl PodService {
             status.state = SandboxState::NotReady;
             status.holder = None;
             status.addresses = None;
-            self.save_sandbox_status(&sandbox.meta.id, status)?;
+            self.registry.save_sandbox_status(&sandbox.meta.id, status)?;
             tracing::info!(sandbox = %sandbox.meta.id, "pod sandbox stopped");
         }
         Ok(())

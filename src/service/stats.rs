@@ -1,36 +1,15 @@
 //! Container and pod statistics from their cgroups (one reader, no process per container),
 //! with CPU rates computed from the previous sample.
 
-use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Mutex;
 
 use k8s_cri::v1 as cri;
 
-use crate::cgroup::stats::{read_stats, CgroupDirs, CgroupStats};
+use crate::cgroup::stats::CgroupStats;
 use crate::error::Error;
 use crate::model::container::ContainerState;
 
 use super::pods::{labels_match, now_nanos, Container, PodService, Sandbox};
-
-/// The last CPU reading per cgroup, for usage_nano_cores.
-#[derive(Debug, Default)]
-pub struct CpuSamples(Mutex<HashMap<String, (i64, u64)>>);
-
-impl CpuSamples {
-    /// Records a reading; returns the rate since the previous one, in nanocores.
-    fn rate(&self, key: &str, at: i64, usage_ns: u64) -> Option<u64> {
-        let mut samples = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let previous = samples.insert(key.to_string(), (at, usage_ns));
-        let (then, before) = previous?;
-        let elapsed = at.checked_sub(then).filter(|e| *e > 0)? as u128;
-        Some((usage_ns.checked_sub(before)? as u128 * 1_000_000_000 / elapsed) as u64)
-    }
-
-    fn forget(&self, key: &str) {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
-    }
-}
 
 /// One cgroup's statistics at a point in time.
 #[derive(Debug, Clone, Default)]
@@ -76,37 +55,25 @@ fn disk_usage(dir: &Path) -> Option<(u64, u64)> {
 }
 
 impl PodService {
-    fn cgroup_stats(&self, rel: &str) -> CgroupStats {
-        let unified = self.node.cgroup_v2().then_some(self.config.cgroup_root.as_path());
-        CgroupDirs::locate(rel, unified, &self.hierarchies).map(|d| read_stats(&d)).unwrap_or_default()
-    }
-
     /// A container's current CPU, memory and swap figures, without touching the CPU rate
     /// samples kubelet's stats calls rely on (for verbose status).
     pub(super) fn current_usage(&self, container: &Container) -> Option<CgroupStats> {
-        let sandbox = self.find_sandbox(container.meta.sandbox_id.as_str()).ok()?;
-        Some(self.cgroup_stats(&container.cgroup(&sandbox)))
-    }
-
-    fn read_cgroup(&self, rel: &str, key: &str) -> Sample {
-        let timestamp = now_nanos();
-        let stats = self.cgroup_stats(rel);
-        let nano_cores = stats.cpu_usage_ns.and_then(|ns| self.cpu_samples.rate(key, timestamp, ns));
-        Sample { timestamp, stats, nano_cores }
+        let sandbox = self.registry.find_sandbox(container.meta.sandbox_id.as_str()).ok()?;
+        Some(self.cgroups.stats(&container.cgroup(&sandbox)))
     }
 
     fn container_sample(&self, container: Container) -> ContainerSample {
         let id = container.meta.id.clone();
-        let sample = match (container.status.state, self.find_sandbox(container.meta.sandbox_id.as_str())) {
+        let sample = match (container.status.state, self.registry.find_sandbox(container.meta.sandbox_id.as_str())) {
             (ContainerState::Running | ContainerState::Created, Ok(sandbox)) => {
-                self.read_cgroup(&container.cgroup(&sandbox), id.as_str())
+                self.cgroups.sample(&container.cgroup(&sandbox), id.as_str(), now_nanos())
             }
             _ => {
-                self.cpu_samples.forget(id.as_str());
+                self.cgroups.forget(id.as_str());
                 Sample { timestamp: now_nanos(), ..Default::default() }
             }
         };
-        let state_dir = self.container_records.dir(id.as_str());
+        let state_dir = self.registry.container_records.dir(id.as_str());
         ContainerSample {
             writable: disk_usage(&state_dir.join("upper")),
             writable_mountpoint: self.config.state_root.join("containers").display().to_string(),
@@ -116,8 +83,8 @@ impl PodService {
     }
 
     pub fn container_stats(&self, id: &str) -> Result<ContainerSample, Error> {
-        let container = self.find_container(id)?;
-        let container = self.refresh(&container.meta.id).unwrap_or(container);
+        let container = self.registry.find_container(id)?;
+        let container = self.registry.refresh(&container.meta.id).unwrap_or(container);
         Ok(self.container_sample(container))
     }
 
@@ -139,18 +106,18 @@ impl PodService {
 
     fn pod_sample(&self, sandbox: Sandbox) -> PodSample {
         let key = format!("pod/{}", sandbox.meta.id);
-        let sample = self.read_cgroup(&sandbox.meta.cgroup_parent, &key);
+        let sample = self.cgroups.sample(&sandbox.meta.cgroup_parent, &key, now_nanos());
         let filter = cri::ContainerStatsFilter { pod_sandbox_id: sandbox.meta.id.to_string(), ..Default::default() };
         let containers = self.list_container_stats(Some(&filter));
         PodSample { sandbox, sample, containers }
     }
 
     pub fn pod_stats(&self, id: &str) -> Result<PodSample, Error> {
-        Ok(self.pod_sample(self.find_sandbox(id)?))
+        Ok(self.pod_sample(self.registry.find_sandbox(id)?))
     }
 
     pub fn list_pod_stats(&self, filter: Option<&cri::PodSandboxStatsFilter>) -> Vec<PodSample> {
-        let sandboxes: Vec<Sandbox> = self.read().sandboxes.values().cloned().collect();
+        let sandboxes: Vec<Sandbox> = self.registry.read().sandboxes.values().cloned().collect();
         sandboxes
             .into_iter()
             .filter(|s| match filter {
@@ -168,18 +135,6 @@ impl PodService {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cpu_rate_from_consecutive_samples() {
-        let samples = CpuSamples::default();
-        assert_eq!(samples.rate("c", 1_000_000_000, 5_000_000_000), None, "first sample has no rate");
-        // 0.5 s of CPU over 1 s: half a core.
-        assert_eq!(samples.rate("c", 2_000_000_000, 5_500_000_000), Some(500_000_000));
-        assert_eq!(samples.rate("c", 2_000_000_000, 5_600_000_000), None, "no time passed");
-        assert_eq!(samples.rate("c", 3_000_000_000, 1), None, "counter reset");
-        samples.forget("c");
-        assert_eq!(samples.rate("c", 4_000_000_000, 2), None);
-    }
 
     #[test]
     fn disk_usage_counts_blocks_and_inodes() {

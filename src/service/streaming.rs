@@ -64,7 +64,7 @@ impl PodService {
             return Err(Error::InvalidArgument("tty and stderr cannot both be set (a terminal merges them)".into()));
         }
         let (container, process) = self.exec_process(id, &cmd, tty)?;
-        let sandbox = self.find_sandbox(container.meta.sandbox_id.as_str())?;
+        let sandbox = self.registry.find_sandbox(container.meta.sandbox_id.as_str())?;
         Ok(Pending::Exec(ExecRequest {
             container_id: container.meta.id.to_string(),
             runtime: self.runtimes.runtime(&sandbox.meta.runtime_handler)?,
@@ -92,7 +92,7 @@ impl PodService {
         if tty && stderr {
             return Err(Error::InvalidArgument("tty and stderr cannot both be set (a terminal merges them)".into()));
         }
-        let container = self.find_container(id)?;
+        let container = self.registry.find_container(id)?;
         if !container.status.state.can_exec() {
             return Err(Error::FailedPrecondition(format!("container {} is not running", container.meta.id)));
         }
@@ -103,7 +103,7 @@ impl PodService {
                 container.meta.id
             )));
         }
-        let socket = self.socket_path(&container.meta.id, "attach");
+        let socket = self.registry.socket_path(&container.meta.id, "attach");
         if !socket.exists() {
             return Err(Error::FailedPrecondition(format!(
                 "container {} has no attach socket (its monitor predates attach support, or it is exiting)",
@@ -131,7 +131,7 @@ impl PodService {
             return Err(Error::InvalidArgument(format!("at most {most} ports per session")));
         }
         let ports = ports.iter().map(|p| *p as u16).collect();
-        let sandbox = self.find_sandbox(sandbox_id)?;
+        let sandbox = self.registry.find_sandbox(sandbox_id)?;
         if !sandbox.status.state.can_start_containers() {
             return Err(Error::FailedPrecondition(format!("pod sandbox {} is not ready", sandbox.meta.id)));
         }

@@ -1,0 +1,233 @@
+//! A new container's bundle: its root filesystem (overlayfs over the image's layers), and the
+//! OCI spec built from the request, the pod, the image and the node.
+
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+use k8s_cri::v1 as cri;
+use oci_spec::image::ImageConfiguration;
+
+use crate::error::Error;
+use crate::model::ids::ContainerId;
+use crate::model::image::ImageRecord;
+use crate::model::memory::MemoryPlan;
+use crate::policy::spec::{self, ContainerInput, Device, ImageDefaults, PodContext};
+use crate::policy::user::{self, UserDb};
+use crate::sandbox;
+
+use super::pods::{PodService, Sandbox};
+use super::rollback::Rollback;
+use super::sandbox_run::ns_modes;
+
+/// A bundle ready for the runtime.
+pub(super) struct Bundle {
+    pub run_dir: PathBuf,
+    pub dir: PathBuf,
+    pub defaults: ImageDefaults,
+    pub warnings: Vec<String>,
+}
+
+impl PodService {
+    /// Creates the container's directories, mounts its root filesystem and writes its OCI
+    /// spec; each step's undo goes on `rollback`.
+    pub(super) fn prepare_bundle(
+        &self,
+        id: &ContainerId,
+        sandbox: &Sandbox,
+        config: &cri::ContainerConfig,
+        image: &ImageRecord,
+        plan: &MemoryPlan,
+        rollback: &mut Rollback,
+    ) -> Result<Bundle, Error> {
+        let run_dir = self.registry.container_run_dir(id);
+        let state_dir = self.registry.container_records.dir(id.as_str());
+        for dir in [&run_dir, &state_dir] {
+            let d = dir.clone();
+            std::fs::create_dir_all(&d).map_err(|e| Error::Internal(format!("{}: {e}", d.display())))?;
+            rollback.push("remove directory", move || {
+                let _ = std::fs::remove_dir_all(d);
+            });
+        }
+        let rootfs = run_dir.join("rootfs");
+        self.mount_rootfs(image, &rootfs, &state_dir)?;
+        let unmount_path = rootfs.clone();
+        rollback.push("unmount rootfs", move || {
+            let _ = sandbox::unmount(&unmount_path);
+        });
+        let defaults = self.image_defaults(image)?;
+        let built = self.build_spec(id, sandbox, config, &defaults, rootfs, plan)?;
+        for warning in &built.warnings {
+            tracing::warn!(container = %id, "{warning}");
+        }
+        let dir = run_dir.join("bundle");
+        std::fs::create_dir_all(&dir).map_err(|e| Error::Internal(format!("{}: {e}", dir.display())))?;
+        built.spec.save(dir.join("config.json")).map_err(|e| Error::Internal(format!("writing the OCI spec: {e}")))?;
+        Ok(Bundle { run_dir, dir, defaults, warnings: built.warnings })
+    }
+
+    /// The OCI spec: what the policy makes of the request, with what only I/O can tell
+    /// (the image's users, devices, a Localhost seccomp profile, a target PID namespace).
+    fn build_spec(
+        &self,
+        id: &ContainerId,
+        sandbox: &Sandbox,
+        config: &cri::ContainerConfig,
+        defaults: &ImageDefaults,
+        rootfs: PathBuf,
+        plan: &MemoryPlan,
+    ) -> Result<spec::BuiltSpec, Error> {
+        let security = config.linux.as_ref().and_then(|l| l.security_context.clone());
+        let user = user::resolve(security.as_ref(), &defaults.user, &read_user_db(&rootfs))?;
+        let devices = resolve_devices(&config.devices, security.as_ref().is_some_and(|s| s.privileged))?;
+        let localhost_seccomp = load_localhost_seccomp(security.as_ref())?;
+        let target_pid_ns = self.target_pid_ns(security.as_ref())?;
+        let pod = self.pod_context(sandbox);
+        let input = ContainerInput {
+            id: id.as_str(),
+            config,
+            pod: &pod,
+            image: defaults,
+            user,
+            rootfs,
+            devices,
+            localhost_seccomp,
+            target_pid_ns,
+            memory_unified: plan.unified(),
+        };
+        Ok(spec::build(&input, &self.node)?)
+    }
+
+    /// overlayfs over the image's layers with the container's own upper directory.
+    fn mount_rootfs(&self, image: &ImageRecord, rootfs: &Path, state_dir: &Path) -> Result<(), Error> {
+        let upper = state_dir.join("upper");
+        let work = state_dir.join("work");
+        for d in [&upper, &work, &rootfs.to_path_buf()] {
+            std::fs::create_dir_all(d).map_err(|e| Error::Internal(format!("{}: {e}", d.display())))?;
+        }
+        let mut lower: Vec<String> =
+            image.layers.iter().rev().map(|l| self.images.layer_path(l).display().to_string()).collect();
+        if lower.is_empty() {
+            let empty = state_dir.join("empty");
+            std::fs::create_dir_all(&empty).map_err(|e| Error::Internal(e.to_string()))?;
+            lower.push(empty.display().to_string());
+        }
+        let data = format!("lowerdir={},upperdir={},workdir={}", lower.join(":"), upper.display(), work.display());
+        nix::mount::mount(Some("overlay"), rootfs, Some("overlay"), nix::mount::MsFlags::empty(), Some(data.as_str()))
+            .map_err(|e| Error::Internal(format!("mounting the root filesystem ({} layers): {e}", image.layers.len())))
+    }
+
+    fn image_defaults(&self, image: &ImageRecord) -> Result<ImageDefaults, Error> {
+        let bytes = self.images.read_blob(&image.id.digest())?;
+        let parsed: ImageConfiguration = serde_json::from_slice(&bytes)
+            .map_err(|e| Error::Internal(format!("image config of {}: {e}", image.id)))?;
+        let config = parsed.config().clone().unwrap_or_default();
+        Ok(ImageDefaults {
+            env: config.env().clone().unwrap_or_default(),
+            entrypoint: config.entrypoint().clone().unwrap_or_default(),
+            cmd: config.cmd().clone().unwrap_or_default(),
+            working_dir: config.working_dir().clone().unwrap_or_default(),
+            user: config.user().clone().unwrap_or_default(),
+            stop_signal: config.stop_signal().clone().unwrap_or_default(),
+        })
+    }
+
+    fn target_pid_ns(&self, security: Option<&cri::LinuxContainerSecurityContext>) -> Result<Option<PathBuf>, Error> {
+        let Some(options) = security.and_then(|s| s.namespace_options.as_ref()) else { return Ok(None) };
+        if options.pid != cri::NamespaceMode::Target as i32 {
+            return Ok(None);
+        }
+        let target = self.registry.find_container(&options.target_id)?;
+        match target.status.pid {
+            Some(pid) if target.status.state == crate::model::container::ContainerState::Running => {
+                Ok(Some(PathBuf::from(format!("/proc/{pid}/ns/pid"))))
+            }
+            _ => Err(Error::FailedPrecondition(format!("target container {} is not running", options.target_id))),
+        }
+    }
+
+    pub(super) fn pod_context(&self, sandbox: &Sandbox) -> PodContext {
+        let request = self.ns_request(&sandbox.meta.id, &sandbox.meta.config);
+        let modes = ns_modes(&sandbox.meta.config);
+        let dir = &sandbox.meta.dir;
+        PodContext {
+            hostname: std::fs::read_to_string(dir.join("hostname")).unwrap_or_default().trim().to_string(),
+            net_ns: request.net,
+            ipc_ns: request.ipc,
+            uts_ns: request.uts,
+            pid_ns: sandbox.status.holder.map(|h| PathBuf::from(format!("/proc/{}/ns/pid", h.pid))),
+            shm: (!modes.host_ipc).then(|| dir.join("shm")),
+            hostname_file: dir.join("hostname"),
+            hosts_file: dir.join("hosts"),
+            resolv_file: dir.join("resolv.conf"),
+            cgroup_parent: sandbox.meta.cgroup_parent.clone(),
+            sysctls: sandbox.meta.config.linux.as_ref().map(|l| l.sysctls.clone()).unwrap_or_default(),
+        }
+    }
+}
+
+/// The image's /etc/passwd and /etc/group, read without following symlinks out of it.
+fn read_user_db(rootfs: &Path) -> UserDb {
+    let read = |rel: &str| {
+        let path = rootfs.join(rel);
+        match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.is_file() => std::fs::read_to_string(&path).unwrap_or_default(),
+            _ => String::new(),
+        }
+    };
+    UserDb { passwd: read("etc/passwd"), group: read("etc/group") }
+}
+
+fn resolve_devices(requested: &[cri::Device], privileged: bool) -> Result<Vec<Device>, Error> {
+    let mut devices = Vec::new();
+    for d in requested {
+        let meta = std::fs::metadata(&d.host_path)
+            .map_err(|e| Error::InvalidArgument(format!("device {}: {e}", d.host_path)))?;
+        let kind = meta.file_type();
+        if !kind.is_char_device() && !kind.is_block_device() {
+            return Err(Error::InvalidArgument(format!("{} is not a device", d.host_path)));
+        }
+        devices.push(device(&d.container_path, &meta, if d.permissions.is_empty() { "rwm" } else { &d.permissions }));
+    }
+    if privileged {
+        for entry in walkdir::WalkDir::new("/dev").follow_links(false).into_iter().flatten() {
+            let path = entry.path();
+            if path.starts_with("/dev/pts") || path.starts_with("/dev/shm") || path.starts_with("/dev/mqueue") {
+                continue;
+            }
+            let Ok(meta) = entry.metadata() else { continue };
+            let kind = meta.file_type();
+            if (kind.is_char_device() || kind.is_block_device())
+                && !devices.iter().any(|d: &Device| Path::new(&d.container_path) == path)
+            {
+                devices.push(device(&path.display().to_string(), &meta, "rwm"));
+            }
+        }
+    }
+    Ok(devices)
+}
+
+fn device(container_path: &str, meta: &std::fs::Metadata, permissions: &str) -> Device {
+    let rdev = meta.rdev();
+    Device {
+        container_path: container_path.to_string(),
+        char: meta.file_type().is_char_device(),
+        major: nix::sys::stat::major(rdev) as i64,
+        minor: nix::sys::stat::minor(rdev) as i64,
+        mode: meta.mode(),
+        permissions: permissions.to_string(),
+    }
+}
+
+fn load_localhost_seccomp(
+    security: Option<&cri::LinuxContainerSecurityContext>,
+) -> Result<Option<oci_spec::runtime::LinuxSeccomp>, Error> {
+    let Some(profile) = security.and_then(|s| s.seccomp.as_ref()) else { return Ok(None) };
+    if profile.profile_type != cri::security_profile::ProfileType::Localhost as i32 {
+        return Ok(None);
+    }
+    let path = profile.localhost_ref.strip_prefix("localhost/").unwrap_or(&profile.localhost_ref);
+    let bytes = std::fs::read(path).map_err(|e| Error::InvalidArgument(format!("seccomp profile {path:?}: {e}")))?;
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|e| Error::InvalidArgument(format!("seccomp profile {path:?}: {e}")))
+}

@@ -1,0 +1,189 @@
+//! The pod and container records: in memory and on disk, one lock per object, and the
+//! directories each object owns. Every RPC finds, refreshes and saves objects through here.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use crate::error::Error;
+use crate::model::container::{ContainerState, ContainerStatus, ExitRecord};
+use crate::model::ids::{ContainerId, SandboxId};
+use crate::model::sandbox::SandboxStatus;
+use crate::store::Records;
+
+use super::pods::{Container, Sandbox};
+
+#[derive(Default)]
+pub(super) struct State {
+    pub sandboxes: HashMap<SandboxId, Sandbox>,
+    pub containers: HashMap<ContainerId, Container>,
+}
+
+/// One async lock per sandbox or container id: state changes of one object run in order
+/// while other objects proceed.
+#[derive(Default)]
+pub(super) struct ObjectLocks(std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>);
+
+impl ObjectLocks {
+    pub async fn lock(&self, id: &str) -> tokio::sync::OwnedMutexGuard<()> {
+        let lock = self.0.lock().unwrap_or_else(|p| p.into_inner()).entry(id.to_string()).or_default().clone();
+        lock.lock_owned().await
+    }
+
+    pub fn forget(&self, id: &str) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+    }
+}
+
+pub struct Registry {
+    pub(super) sandbox_records: Records,
+    pub(super) container_records: Records,
+    state: RwLock<State>,
+    pub(super) locks: ObjectLocks,
+    run_root: PathBuf,
+}
+
+impl Registry {
+    /// Opens the record directories under `state_root`; volatile directories go under
+    /// `run_root`.
+    pub fn open(state_root: &Path, run_root: &Path) -> Result<Self, Error> {
+        Ok(Registry {
+            sandbox_records: Records::open(&state_root.join("sandboxes"))?,
+            container_records: Records::open(&state_root.join("containers"))?,
+            state: RwLock::new(State::default()),
+            locks: ObjectLocks::default(),
+            run_root: run_root.to_path_buf(),
+        })
+    }
+
+    pub(super) fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(super) fn write(&self) -> std::sync::RwLockWriteGuard<'_, State> {
+        self.state.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Volatile directory of a sandbox (namespaces, shm, pod files).
+    pub(super) fn sandbox_run_dir(&self, id: &SandboxId) -> PathBuf {
+        self.run_root.join("sandboxes").join(id.as_str())
+    }
+
+    /// Volatile directory of a container (bundle, rootfs mount, monitor files).
+    pub(super) fn container_run_dir(&self, id: &ContainerId) -> PathBuf {
+        self.run_root.join("containers").join(id.as_str())
+    }
+
+    /// Unix socket paths must stay under 108 bytes: a short directory and half the id.
+    pub(super) fn socket_path(&self, id: &ContainerId, kind: &str) -> PathBuf {
+        self.run_root.join("sock").join(format!("{}.{kind}", &id.as_str()[..32]))
+    }
+
+    pub(super) fn exit_file(&self, id: &ContainerId) -> PathBuf {
+        self.container_records.dir(id.as_str()).join("exit.json")
+    }
+
+    /// Resolves a sandbox id (full or a unique prefix).
+    pub(super) fn find_sandbox(&self, id: &str) -> Result<Sandbox, Error> {
+        let state = self.read();
+        let mut matches = state.sandboxes.iter().filter(|(k, _)| k.as_str().starts_with(id) && !id.is_empty());
+        match (matches.next(), matches.next()) {
+            (Some((_, s)), None) => Ok(s.clone()),
+            (Some(_), Some(_)) => Err(Error::InvalidArgument(format!("sandbox id prefix {id:?} is ambiguous"))),
+            _ => Err(Error::NotFound(format!("pod sandbox {id:?} not found"))),
+        }
+    }
+
+    /// Resolves a container id (full or a unique prefix) and refreshes its state.
+    pub(super) fn find_container(&self, id: &str) -> Result<Container, Error> {
+        let found = {
+            let state = self.read();
+            let mut matches = state.containers.iter().filter(|(k, _)| k.as_str().starts_with(id) && !id.is_empty());
+            match (matches.next(), matches.next()) {
+                (Some((k, _)), None) => k.clone(),
+                (Some(_), Some(_)) => {
+                    return Err(Error::InvalidArgument(format!("container id prefix {id:?} is ambiguous")))
+                }
+                _ => return Err(Error::NotFound(format!("container {id:?} not found"))),
+            }
+        };
+        self.refresh(&found).ok_or_else(|| Error::NotFound(format!("container {id:?} not found")))
+    }
+
+    /// Picks up an exit the monitor recorded; a monitor that died without recording one
+    /// leaves the container Unknown. Returns the current record.
+    pub(super) fn refresh(&self, id: &ContainerId) -> Option<Container> {
+        let current = self.read().containers.get(id)?.clone();
+        if !matches!(current.status.state, ContainerState::Created | ContainerState::Running) {
+            return Some(current);
+        }
+        let mut status = current.status.clone();
+        match read_exit(&self.exit_file(id)) {
+            Some(exit) => {
+                status.state = ContainerState::Exited;
+                status.exit_code = exit.exit_code;
+                // The monitor's clock reading; never before the start (a clock step back).
+                status.finished_at = exit.finished_at.max(status.started_at);
+                status.reason = exit.reason().to_string();
+                status.pid = None;
+            }
+            None if status.monitor.is_some_and(|m| !m.is_alive()) => {
+                status.state = ContainerState::Unknown;
+                status.reason = "MonitorLost".into();
+                status.message = "the container's monitor exited without recording an exit".into();
+            }
+            None => return Some(current),
+        }
+        if let Err(e) = self.container_records.write_status(id.as_str(), &status) {
+            tracing::error!(container = %id, error = %e, "cannot persist container status");
+        }
+        let mut state = self.write();
+        let entry = state.containers.get_mut(id)?;
+        entry.status = status;
+        Some(entry.clone())
+    }
+
+    pub(super) fn save_container_status(&self, id: &ContainerId, status: ContainerStatus) -> Result<(), Error> {
+        self.container_records.write_status(id.as_str(), &status)?;
+        if let Some(c) = self.write().containers.get_mut(id) {
+            c.status = status;
+        }
+        Ok(())
+    }
+
+    pub(super) fn save_sandbox_status(&self, id: &SandboxId, status: SandboxStatus) -> Result<(), Error> {
+        self.sandbox_records.write_status(id.as_str(), &status)?;
+        if let Some(s) = self.write().sandboxes.get_mut(id) {
+            s.status = status;
+        }
+        Ok(())
+    }
+
+    /// Containers of a sandbox.
+    pub(super) fn containers_of(&self, sandbox: &SandboxId) -> Vec<ContainerId> {
+        self.read().containers.values().filter(|c| &c.meta.sandbox_id == sandbox).map(|c| c.meta.id.clone()).collect()
+    }
+
+    /// The memory reservations (memory.min, memory.low) of the live containers of the pods
+    /// swapcri owns, by pod.
+    pub(super) fn owned_pod_reservations(&self) -> Vec<(SandboxId, (u64, u64))> {
+        let live = |s: ContainerState| matches!(s, ContainerState::Created | ContainerState::Running);
+        let state = self.read();
+        state
+            .containers
+            .values()
+            .filter(|c| live(c.status.state))
+            .filter(|c| state.sandboxes.get(&c.meta.sandbox_id).is_some_and(|s| s.meta.owns_cgroup_parent))
+            .filter_map(|c| Some((c.meta.sandbox_id.clone(), c.status.memory_plan.as_ref()?.reserved())))
+            .collect()
+    }
+
+    /// Containers that use an image (RemoveImage refuses while there are any).
+    pub fn containers_using(&self, image: &crate::model::image::ImageId) -> Vec<String> {
+        self.read().containers.values().filter(|c| &c.meta.image_id == image).map(|c| c.meta.id.to_string()).collect()
+    }
+}
+
+fn read_exit(path: &std::path::Path) -> Option<ExitRecord> {
+    std::fs::read(path).ok().and_then(|b| serde_json::from_slice(&b).ok())
+}
