@@ -1,5 +1,6 @@
-//! The memory plan through the CRI on this host (cgroup v1 memory: plans are decided and
-//! shown, nothing swap-related is written). Real cgroup v2 files are checked in the VM tests.
+//! The memory plan through the CRI on the node the test runs on: decided and shown on any
+//! node; written into the cgroup v2 files, and read back, where the node has cgroup v2 and
+//! swap; nothing swap-related written where the memory controller is on cgroup v1.
 
 mod common;
 
@@ -9,11 +10,7 @@ use k8s_cri::v1 as cri;
 
 const CONFIG: &str = "[swap]\nbehavior = \"LimitedSwap\"\n[memory_qos]\nthrottling_factor = 0.9\n";
 
-fn meminfo(key: &str) -> u64 {
-    let text = std::fs::read_to_string("/proc/meminfo").unwrap();
-    let line = text.lines().find(|l| l.starts_with(&format!("{key}:"))).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
-}
+use common::node::{self, meminfo};
 
 async fn verbose_info(daemon: &Daemon, id: &str) -> serde_json::Value {
     let mut rt = daemon.runtime().await;
@@ -34,8 +31,14 @@ async fn plans_are_decided_shown_and_bad_annotations_refused() {
     assert_eq!(info["node"]["memory"]["mem_total"], meminfo("MemTotal"));
     assert_eq!(info["node"]["memory"]["swap_total"], meminfo("SwapTotal"));
     assert_eq!(info["swap"]["behavior"], "LimitedSwap");
-    assert_eq!(info["swap"]["limitsApplied"], false, "this host's memory controller is on cgroup v1");
-    assert!(info["swap"]["whyNot"].as_str().unwrap().contains("cgroup v1"), "{}", info["swap"]);
+    let facts = node::probe();
+    assert_eq!(info["swap"]["limitsApplied"], facts.swap_limits_apply(), "{} on {facts:?}", info["swap"]);
+    let why = info["swap"]["whyNot"].as_str().unwrap_or("");
+    match (facts.cgroup_v2, facts.swap_total > 0) {
+        (false, _) => assert!(why.contains("cgroup v1"), "{}", info["swap"]),
+        (true, false) => assert!(why.contains("no swap"), "{}", info["swap"]),
+        (true, true) => assert!(info["swap"]["whyNot"].is_null() || !facts.swap_accounting, "{}", info["swap"]),
+    }
 
     let logs = daemon.dir.path().join("logs");
     let pod_config = sandbox_config("plan", &logs);
@@ -54,12 +57,25 @@ async fn plans_are_decided_shown_and_bad_annotations_refused() {
     assert_eq!(plan["request"]["source"], "annotation");
     assert_eq!(plan["limit"], 512u64 << 20);
     assert!(info["usage"]["memory"]["working_set_bytes"].as_u64().unwrap() > 0, "{}", info["usage"]);
-    assert_eq!(plan["swap_max"]["value"], serde_json::Value::Null);
-    assert!(plan["swap_max"]["reason"].as_str().unwrap().contains("cgroup v1"), "{plan}");
-    assert!(info["warnings"][0].as_str().unwrap().contains("memory.swap.max"), "{}", info["warnings"]);
     let spec = &info["runtimeSpec"]["linux"]["resources"];
     assert_eq!(spec["memory"]["limit"], 512u64 << 20);
-    assert!(spec["memory"].get("swap").is_none() && spec.get("unified").is_none(), "{spec}");
+    assert!(spec["memory"].get("swap").is_none(), "OCI memory.swap is memory plus swap: never used: {spec}");
+    if facts.cgroup_v2 {
+        // The plan's value, in the spec and in the kernel (whole pages).
+        let planned = plan["swap_max"]["value"].as_str().expect("a swap decision on cgroup v2");
+        assert_eq!(spec["unified"]["memory.swap.max"], planned, "{spec}");
+        let cgroup = info["cgroup"].as_str().expect("the container's cgroup");
+        let file = std::path::Path::new("/sys/fs/cgroup").join(cgroup.trim_start_matches('/')).join("memory.swap.max");
+        let read = std::fs::read_to_string(&file).unwrap();
+        let page_rounded = |v: &str| v.parse::<u64>().map(|b| (b / 4096 * 4096).to_string()).unwrap_or(v.to_string());
+        assert_eq!(read.trim(), page_rounded(planned), "{}", file.display());
+        assert_eq!(info["memoryMismatches"], serde_json::json!([]), "{info}");
+    } else {
+        assert_eq!(plan["swap_max"]["value"], serde_json::Value::Null);
+        assert!(plan["swap_max"]["reason"].as_str().unwrap().contains("cgroup v1"), "{plan}");
+        assert!(info["warnings"][0].as_str().unwrap().contains("memory.swap.max"), "{}", info["warnings"]);
+        assert!(spec.get("unified").is_none(), "{spec}");
+    }
 
     // Bad input: refused, nothing created.
     let mut bad = container_config("bad", &["true"]);
@@ -106,20 +122,28 @@ async fn pod_tmpfs_is_kept_out_of_swap() {
     let mut rt = daemon.runtime().await;
     let status = rt.status(cri::StatusRequest { verbose: true }).await.unwrap().into_inner();
     let info: serde_json::Value = serde_json::from_str(&status.info["info"]).unwrap();
-    // This host's kernel is newer than 6.4: decided by version, no probe mount.
-    assert_eq!(info["node"]["noswap"]["state"], "supported", "{}", info["node"]["noswap"]);
-    assert_eq!(info["node"]["noswap"]["decided_by"], "kernel-version");
+    let facts = node::probe();
+    let noswap = &info["node"]["noswap"];
+    if facts.kernel >= (6, 4) {
+        // Decided by the version, no probe mount.
+        assert_eq!(noswap["state"], "supported", "{noswap}");
+        assert_eq!(noswap["decided_by"], "kernel-version");
+    } else {
+        assert_eq!(noswap["decided_by"], "mount-probe", "{noswap}");
+    }
+    let supported = noswap["state"] == "supported";
 
     let logs = daemon.dir.path().join("logs");
     let pod_config = sandbox_config("shm", &logs);
     let pod = run_sandbox(&daemon, pod_config.clone()).await;
-    assert!(shm_options(&daemon, &pod).split(',').any(|o| o == "noswap"), "{}", shm_options(&daemon, &pod));
+    let has_noswap = |options: String| options.split(',').any(|o| o == "noswap");
+    assert_eq!(has_noswap(shm_options(&daemon, &pod)), supported, "{}", shm_options(&daemon, &pod));
     let id = start(&daemon, &pod, &pod_config, container_config("app", &["sleep", "30"])).await;
     let out = exec(&daemon, &id, &["cat", "/proc/mounts"], 10).await.unwrap();
     let mounts = String::from_utf8_lossy(&out.stdout).to_string();
     for target in ["/dev", "/dev/shm"] {
         let line = mounts.lines().find(|l| l.split(' ').nth(1) == Some(target)).unwrap();
-        assert!(line.contains("noswap"), "{target}: {line}");
+        assert_eq!(line.contains("noswap"), supported, "{target}: {line}");
     }
     rt.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: pod }).await.unwrap();
 

@@ -63,25 +63,23 @@ async fn scrape_names_labels_and_rpc_codes() {
         assert!(name.starts_with("swapcri_"), "{name} lacks the swapcri_ prefix");
     }
     let find = |name: &str| all.iter().filter(|(n, _, _)| n == name).collect::<Vec<_>>();
-    let swap_total = std::fs::read_to_string("/proc/meminfo").unwrap();
-    let swap_total: f64 = swap_total
-        .lines()
-        .find(|l| l.starts_with("SwapTotal:"))
-        .unwrap()
-        .split_whitespace()
-        .nth(1)
-        .unwrap()
-        .parse::<f64>()
-        .unwrap()
-        * 1024.0;
-    assert_eq!(find("swapcri_machine_swap_bytes")[0].2, swap_total);
+    let facts = common::node::probe();
+    assert_eq!(find("swapcri_machine_swap_bytes")[0].2, facts.swap_total as f64);
     assert_eq!(find("swapcri_node_swap_usage_bytes").len(), 1);
     let ws = find("swapcri_container_memory_working_set_bytes");
     assert_eq!(ws.len(), 1, "{body}");
     assert_eq!(ws[0].1, format!("container=\"app\",pod=\"web\",namespace=\"default\",id=\"{id}\""));
     assert!(ws[0].2 > 0.0);
-    // This host's memory controller is cgroup v1: no swap series for containers.
-    assert!(find("swapcri_container_swap_usage_bytes").is_empty());
+    // Containers' swap series exist where the memory controller is on cgroup v2 (swap
+    // accounting), none where it is on cgroup v1.
+    let usage = find("swapcri_container_swap_usage_bytes");
+    if facts.cgroup_v2 && facts.swap_accounting {
+        assert_eq!(usage.len(), 1, "{body}");
+        assert_eq!(usage[0].1, ws[0].1);
+        assert!(usage[0].2 >= 0.0);
+    } else {
+        assert!(usage.is_empty(), "{usage:?}");
+    }
     assert_eq!(find("swapcri_swap_policy_disagreements_total")[0].2, 0.0);
     let exec_ws = "kind=\"exec\",transport=\"websocket\"";
     let sessions = find("swapcri_streaming_sessions_total");

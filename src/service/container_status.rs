@@ -5,10 +5,12 @@ use crate::error::Error;
 use super::pods::{Container, PodService};
 
 impl PodService {
-    /// The container and, when verbose, its OCI spec, pid and notes as JSON.
+    /// The container and, when verbose, its OCI spec, pid, cgroup and notes as JSON.
     pub fn container_status(&self, id: &str, verbose: bool) -> Result<(Container, Option<String>), Error> {
         let container = self.registry.find_container(id)?;
         let info = if verbose {
+            let cgroup =
+                self.registry.find_sandbox(container.meta.sandbox_id.as_str()).ok().map(|s| container.cgroup(&s));
             let spec_path = self.registry.container_run_dir(&container.meta.id).join("bundle/config.json");
             let spec: serde_json::Value = std::fs::read(&spec_path)
                 .ok()
@@ -19,6 +21,7 @@ impl PodService {
                     "sandboxID": container.meta.sandbox_id,
                     "pid": container.status.pid,
                     "monitor": container.status.monitor,
+                    "cgroup": cgroup,
                     "imageID": container.meta.image_id,
                     "runtimeSpec": spec,
                     "warnings": container.meta.warnings,

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod images;
+pub mod node;
 pub mod pods;
 pub mod registry;
 pub mod spdy_client;
