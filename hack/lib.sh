@@ -5,6 +5,8 @@ SWAPCRI_PACKAGES=(
   protobuf-compiler   # protoc, for the CRI bindings
   pkg-config
   runc                # the OCI runtime swapcri drives
+  crun                # a second runtime handler, tested in the VM (it refuses hybrid cgroups)
+  binutils            # strip, for the test binaries copied into the VM
   busybox-static      # test and demo images are built from it
   docker-registry     # local registry for pull tests and the demo
   skopeo              # pushes the demo image into the local registry

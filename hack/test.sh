@@ -9,6 +9,12 @@ require_root
 install_packages
 ensure_cargo
 export RUST_BACKTRACE=${RUST_BACKTRACE:-0}
+# runc 1.4.3 beside Debian's runc, for the runtime handler tests (built once, cached).
+if [ -z "${SWAPCRI_TEST_RUNC_NEW:-}" ] && [ -x ../shared/runc/build.sh ]; then
+  echo "==> runc 1.4.3 (../shared/runc/build.sh)"
+  ../shared/runc/build.sh /var/cache/swapcri-runc >/dev/null
+  export SWAPCRI_TEST_RUNC_NEW=/var/cache/swapcri-runc/runc
+fi
 echo "==> cargo test (unit and integration)"
 status=0
 cargo test --locked --no-fail-fast "$@" || status=$?

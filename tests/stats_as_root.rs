@@ -1,5 +1,6 @@
-//! CRI statistics of running containers on this host (cgroup v1 memory: no swap figures;
-//! the VM tests check swap against a container that swaps).
+//! CRI statistics of running containers on the node the test runs on: swap figures where the
+//! memory controller is on cgroup v2, none where it is on v1 (the VM tests also check swap
+//! against a container that really swaps).
 
 mod common;
 
@@ -50,7 +51,13 @@ async fn stats_of_running_containers_and_pods() {
     let layer = b.writable_layer.unwrap();
     assert!(layer.used_bytes.unwrap().value >= 3_000_000, "{layer:?}");
     assert!(layer.inodes_used.unwrap().value >= 2);
-    assert!(b.swap.is_none(), "cgroup v1 memory: no swap figures");
+    let facts = common::node::probe();
+    if facts.cgroup_v2 && facts.swap_accounting {
+        let swap = b.swap.as_ref().expect("swap figures on cgroup v2");
+        assert!(swap.swap_usage_bytes.is_some(), "{swap:?}");
+    } else {
+        assert!(b.swap.is_none(), "cgroup v1 memory: no swap figures");
+    }
     let i = find(&second, &idle);
     assert!(i.cpu.unwrap().usage_nano_cores.unwrap().value < cores);
 

@@ -10,6 +10,8 @@ cd "$(dirname "$0")/../.."
 source hack/lib.sh
 
 kernels="6.1 6.12"
+# Integration test binaries (tests/*.rs) also run inside the VM.
+ITESTS=${SWAPCRI_VM_ITESTS:-memory_plan_as_root metrics_as_root stats_as_root pod_lifecycle_as_root}
 while [ $# -gt 0 ]; do
   case $1 in
     --kernel) kernels=$2; [ "$kernels" = all ] && kernels="6.1 6.12"; shift 2 ;;
@@ -104,14 +106,19 @@ cp /bin/busybox "$base/bin/busybox"
 for applet in $(/bin/busybox --list); do
   [ -e "$base/bin/$applet" ] || ln -s busybox "$base/bin/$applet"
 done
-copy_with_libs() { # copy_with_libs BINARY DEST
-  cp "$1" "$base$2"
+copy_libs() { # copy_libs BINARY: the shared libraries it needs
   for lib in $(ldd "$1" | grep -o '/[^ ]*\.so[^ ]*'); do
     mkdir -p "$base$(dirname "$lib")"
     cp -L "$lib" "$base$lib"
   done
 }
+copy_with_libs() { # copy_with_libs BINARY DEST
+  cp "$1" "$base$2"
+  copy_libs "$1"
+}
 copy_with_libs /usr/sbin/runc /usr/sbin/runc
+# A second runtime handler, configured in phase D (crun refuses hybrid hosts; here it runs).
+copy_with_libs /usr/bin/crun /usr/bin/crun
 copy_with_libs target/release/swapcri /usr/local/bin/swapcri
 # Pods get a loopback-only CNI network (the VM has no other network).
 mkdir -p "$base/usr/lib/cni" "$base/etc/cni/net.d"
@@ -122,6 +129,20 @@ chmod +x "$base/init"
 cp hack/vm/scenarios.sh "$base/e2e/scenarios.sh"
 hack/build-busybox-image.sh "$work/busybox" localhost/busybox:latest >/dev/null
 cp "$work/busybox.tar" "$base/images/busybox.tar"
+
+# The root integration tests run in the VM too: a cgroup v2 node with swap. They start the
+# daemon at the path cargo compiled into them; the release build stands in there.
+log "building the integration tests for the VM: $ITESTS"
+tests=$(cargo test --locked --no-run --message-format=json $(printf -- '--test %s ' $ITESTS) 2>/dev/null |
+  grep -o '"executable":"[^"]*"' | cut -d'"' -f4)
+mkdir -p "$base/e2e/itests" "$base$PWD/target/debug"
+for t in $tests; do
+  name=$(basename "$t" | sed 's/-[0-9a-f]*$//')
+  strip -o "$base/e2e/itests/$name" "$t"
+  copy_libs "$t"
+done
+cp target/release/swapcri "$base$PWD/target/debug/swapcri"
+cp hack/vm/itests.sh "$base/e2e/itests.sh"
 
 failed=0
 summary=()

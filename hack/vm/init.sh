@@ -1,6 +1,18 @@
 #!/bin/sh
 # PID 1 of the e2e VM: cgroup v2 only, swap on zram and on a virtio disk, then the scenarios.
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin:/usr/local/bin
+# A root filesystem the OCI runtimes can pivot_root out of, as on a real node: the
+# initramfs is copied to a tmpfs and becomes the root.
+if [ ! -e /.tmpfs-root ]; then
+  mkdir -p /newroot
+  mount -t tmpfs -o mode=0755 root /newroot
+  for d in /*; do
+    case $d in /newroot | /proc | /sys | /dev) ;; *) cp -a "$d" /newroot/ ;; esac
+  done
+  mkdir -p /newroot/proc /newroot/sys /newroot/dev
+  touch /newroot/.tmpfs-root
+  exec switch_root /newroot /init
+fi
 mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
@@ -19,6 +31,7 @@ mkswap /dev/zram0 >/dev/null && swapon /dev/zram0
 mkswap /dev/vda >/dev/null && swapon /dev/vda || echo "E2E-LOG no swap on /dev/vda"
 echo "E2E-LOG kernel $(uname -r), $(grep -E 'MemTotal|SwapTotal' /proc/meminfo | tr -s ' ' | tr '\n' ' ')"
 sh /e2e/scenarios.sh
+[ -x /e2e/itests.sh ] && sh /e2e/itests.sh
 echo "E2E-DONE"
 sync
 poweroff -f

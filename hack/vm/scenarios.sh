@@ -268,5 +268,37 @@ check reservation-tiered '[ "$N_LOW" = "$(pages $REQ)" ] && [ "$N_POD_LOW" = "$(
   "Burstable: container memory.low=$N_LOW pod memory.low=$N_POD_LOW memory.min=$N_MIN"
 daemon_stop
 note "phase C done"
+
+# ---- Phase D: a second runtime handler (crun), by configuration alone ---------------------
+if [ -x /usr/bin/crun ]; then
+  write_config LimitedSwap min
+  printf '[runtime.handlers.crun]\nbinary = "/usr/bin/crun"\n' >>$CONF
+  daemon_start
+  HANDLERS=$($C client status --verbose | tr -d ' \n')
+  check crun-handler-probed 'echo "$HANDLERS" | grep -q "\"name\":\"crun\"" && echo "$HANDLERS" | grep -q "\"engine\":\"crun\""' \
+    "crun listed with engine crun beside the built-in runc"
+  P=$($C client runp crunpod --runtime-handler crun --annotation swapcri.io/qos-class=Burstable)
+  CR=$($C client create "$P" app localhost/busybox:latest --annotation swapcri.io/memory-request=$REQ \
+    --memory-limit $LIM -- sleep 100000)
+  $C client start "$CR" >/dev/null
+  CR_STATE=$(crun --root /run/swapcri/crun state "$CR" 2>&1 | tr -d ' \n')
+  OUT=$($C client exec "$CR" -- sh -c 'echo from-crun; cat /sys/fs/cgroup/memory.swap.max')
+  INSIDE=$(echo "$OUT" | tail -n 1) OUTSIDE=$(value "$CR" memory.swap.max)
+  check crun-create-start-exec 'echo "$CR_STATE" | grep -q "\"status\":\"running\"" && echo "$OUT" | grep -q from-crun' \
+    "crun state: $(echo "$CR_STATE" | grep -o '"status":"[a-z]*"'); exec said: $(echo "$OUT" | head -n 1)"
+  check crun-cgroup-namespace '[ -n "$INSIDE" ] && [ "$INSIDE" = "$OUTSIDE" ] && [ "$INSIDE" != max ]' \
+    "memory.swap.max seen in the container $INSIDE, in the kernel $OUTSIDE"
+  $C client stop "$CR" --timeout 5 >/dev/null
+  CR_EXIT=$($C client inspect "$CR" | tr -d ' \n')
+  # CRI container state 2: exited.
+  check crun-stop 'echo "$CR_EXIT" | grep -q "\"state\":2"' "$(echo "$CR_EXIT" | grep -o '"state":[0-9]*')"
+  $C client rmp "$P" >/dev/null
+  CR_GONE=$(crun --root /run/swapcri/crun list 2>/dev/null | grep -c "$CR")
+  check crun-remove '[ "$CR_GONE" = 0 ]' "crun list after removal: $CR_GONE entries"
+  daemon_stop
+  note "phase D done"
+else
+  result crun-handler FAIL "crun is not in the VM"
+fi
 [ -n "$FAILED" ] && dump_log
 true

@@ -110,6 +110,9 @@ pub struct PodArgs {
     /// Label key=value (repeatable).
     #[arg(long = "label", value_parser = key_value)]
     labels: Vec<(String, String)>,
+    /// Runtime handler (a RuntimeClass handler of the daemon's config; empty: the default).
+    #[arg(long, default_value = "")]
+    runtime_handler: String,
 }
 
 #[derive(Debug, Args)]
@@ -159,8 +162,9 @@ pub async fn run(
 ) -> anyhow::Result<String> {
     let out = match command {
         PodCommand::Runp(args) => {
+            let runtime_handler = args.runtime_handler.clone();
             let config = pod_config(args);
-            let req = cri::RunPodSandboxRequest { config: Some(config), runtime_handler: String::new() };
+            let req = cri::RunPodSandboxRequest { config: Some(config), runtime_handler };
             rt.run_pod_sandbox(req).await?.into_inner().pod_sandbox_id
         }
         PodCommand::Stopp { id } => {
@@ -220,18 +224,25 @@ pub async fn run(
             finish(super::stream::session(&connector, &url, interactive, tty).await?)?
         }
         PodCommand::PortForward { pod, ports } => port_forward(rt, connector, pod, ports).await?,
-        PodCommand::Exec { id, timeout, command, .. } => {
-            let req = cri::ExecSyncRequest { container_id: id, cmd: command, timeout };
-            let resp = rt.exec_sync(req).await?.into_inner();
-            let mut out = String::from_utf8_lossy(&resp.stdout).into_owned();
-            out.push_str(&String::from_utf8_lossy(&resp.stderr));
-            if resp.exit_code != 0 {
-                return Err(super::CommandExit { code: resp.exit_code, output: out }.into());
-            }
-            out.trim_end().to_string()
-        }
+        PodCommand::Exec { id, timeout, command, .. } => exec_sync(&mut rt, id, command, timeout).await?,
     };
     Ok(out)
+}
+
+/// ExecSync: the command's output; its non-zero exit code becomes ours.
+async fn exec_sync(
+    rt: &mut RuntimeServiceClient<Channel>,
+    container_id: String,
+    cmd: Vec<String>,
+    timeout: i64,
+) -> anyhow::Result<String> {
+    let resp = rt.exec_sync(cri::ExecSyncRequest { container_id, cmd, timeout }).await?.into_inner();
+    let mut out = String::from_utf8_lossy(&resp.stdout).into_owned();
+    out.push_str(&String::from_utf8_lossy(&resp.stderr));
+    if resp.exit_code != 0 {
+        return Err(super::CommandExit { code: resp.exit_code, output: out }.into());
+    }
+    Ok(out.trim_end().to_string())
 }
 
 /// Nothing more to print after a streamed session; a non-zero exit becomes ours.

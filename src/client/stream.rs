@@ -166,44 +166,10 @@ pub async fn session(connector: &Connector, url: &str, stdin: bool, tty: bool) -
     });
     let mut tasks = Vec::new();
     if tty {
-        let tx = tx.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut winch = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change()).ok();
-            loop {
-                if let Some(size) = local_size() {
-                    let json = serde_json::to_vec(&size).unwrap_or_default();
-                    if tx.send(message(RESIZE, &json)).await.is_err() {
-                        break;
-                    }
-                }
-                match winch.as_mut() {
-                    Some(w) => {
-                        if w.recv().await.is_none() {
-                            break;
-                        }
-                    }
-                    None => break,
-                }
-            }
-        }));
+        tasks.push(tokio::spawn(send_sizes(tx.clone())));
     }
     if stdin {
-        let tx = tx.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut input = tokio::io::stdin();
-            let mut buf = vec![0u8; 32 * 1024];
-            loop {
-                match input.read(&mut buf).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => {
-                        if tx.send(message(STDIN, &buf[..n])).await.is_err() {
-                            return;
-                        }
-                    }
-                }
-            }
-            let _ = tx.send(message(CLOSE, &[STDIN])).await;
-        }));
+        tasks.push(tokio::spawn(send_stdin(tx.clone())));
     }
     drop(tx);
     let (mut out, mut err) = (tokio::io::stdout(), tokio::io::stderr());
@@ -232,6 +198,40 @@ pub async fn session(connector: &Connector, url: &str, stdin: bool, tty: bool) -
     }
     sender.abort();
     exit_code(&status)
+}
+
+/// Sends the local terminal's size now and on every SIGWINCH.
+async fn send_sizes(tx: tokio::sync::mpsc::Sender<Message>) {
+    let mut winch = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change()).ok();
+    loop {
+        if let Some(size) = local_size() {
+            let json = serde_json::to_vec(&size).unwrap_or_default();
+            if tx.send(message(RESIZE, &json)).await.is_err() {
+                return;
+            }
+        }
+        let Some(w) = winch.as_mut() else { return };
+        if w.recv().await.is_none() {
+            return;
+        }
+    }
+}
+
+/// Sends local stdin, then closes the remote stdin at its end.
+async fn send_stdin(tx: tokio::sync::mpsc::Sender<Message>) {
+    let mut input = tokio::io::stdin();
+    let mut buf = vec![0u8; 32 * 1024];
+    loop {
+        match input.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                if tx.send(message(STDIN, &buf[..n])).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+    let _ = tx.send(message(CLOSE, &[STDIN])).await;
 }
 
 /// Joins one local connection to `port` in the pod through a fresh port-forward URL.

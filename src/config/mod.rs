@@ -381,6 +381,14 @@ impl Config {
 
     /// Checks what serde cannot: absolute paths, known handler, sane numbers.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_paths()?;
+        self.validate_runtime()?;
+        self.validate_memory_and_system()?;
+        self.validate_network_and_streaming()?;
+        self.validate_images()
+    }
+
+    fn validate_paths(&self) -> Result<(), ConfigError> {
         let invalid = |key: &str, message: String| ConfigError::Invalid { key: key.to_string(), message };
         for (key, path) in [
             ("socket", &self.socket),
@@ -394,6 +402,11 @@ impl Config {
         }
         tracing_subscriber::EnvFilter::try_new(&self.log_level)
             .map_err(|e| invalid("log_level", format!("{:?}: {e}", self.log_level)))?;
+        Ok(())
+    }
+
+    fn validate_runtime(&self) -> Result<(), ConfigError> {
+        let invalid = |key: &str, message: String| ConfigError::Invalid { key: key.to_string(), message };
         if !self.runtime.handlers.contains_key(&self.runtime.default_handler) {
             return Err(invalid(
                 "runtime.default_handler",
@@ -419,6 +432,11 @@ impl Config {
         if !self.runtime.default_cgroup_parent.starts_with('/') {
             return Err(invalid("runtime.default_cgroup_parent", "must start with /".into()));
         }
+        Ok(())
+    }
+
+    fn validate_memory_and_system(&self) -> Result<(), ConfigError> {
+        let invalid = |key: &str, message: String| ConfigError::Invalid { key: key.to_string(), message };
         if let Some(factor) = self.memory_qos.throttling_factor {
             if !(factor > 0.0 && factor <= 1.0) {
                 return Err(invalid("memory_qos.throttling_factor", format!("{factor} is not in (0, 1]")));
@@ -439,6 +457,11 @@ impl Config {
                 return Err(invalid("system.io_devices", format!("{dev:?} is not MAJ:MIN")));
             }
         }
+        Ok(())
+    }
+
+    fn validate_network_and_streaming(&self) -> Result<(), ConfigError> {
+        let invalid = |key: &str, message: String| ConfigError::Invalid { key: key.to_string(), message };
         if !self.network.config_dir.is_absolute() || self.network.plugin_dirs.iter().any(|d| !d.is_absolute()) {
             return Err(invalid("network", "config_dir and plugin_dirs must be absolute paths".into()));
         }
@@ -464,6 +487,11 @@ impl Config {
                 format!("{:?} is not host:port (an IP address and a port)", self.metrics.address),
             ));
         }
+        Ok(())
+    }
+
+    fn validate_images(&self) -> Result<(), ConfigError> {
+        let invalid = |key: &str, message: String| ConfigError::Invalid { key: key.to_string(), message };
         if self.image.pull_progress_timeout_secs == 0 {
             return Err(invalid("image.pull_progress_timeout_secs", "must be at least 1".into()));
         }

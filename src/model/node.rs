@@ -74,11 +74,6 @@ impl MemoryFacts {
             allocatable_source: AllocatableSource::MemTotal,
         }
     }
-
-    /// Rounds down to whole pages, as the kernel stores memory.* values.
-    pub fn page_floor(&self, bytes: u64) -> u64 {
-        bytes / self.page_size * self.page_size
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

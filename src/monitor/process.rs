@@ -4,7 +4,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
@@ -22,6 +22,32 @@ use super::{MonitorConfig, MonitorReport};
 
 type SharedLog = Arc<Mutex<Option<CriLog>>>;
 
+/// Why the monitor could not create or keep its container.
+#[derive(Debug, thiserror::Error)]
+enum ProcessError {
+    #[error("{what} {}: {source}", path.display())]
+    Io { what: &'static str, path: PathBuf, source: std::io::Error },
+    #[error("{what}: {source}")]
+    Sys { what: &'static str, source: nix::errno::Errno },
+    #[error("{}: {source}", path.display())]
+    Config { path: PathBuf, source: serde_json::Error },
+    #[error(transparent)]
+    Runtime(#[from] crate::oci::OciError),
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error("{handler} sent no console: {reason}")]
+    Console { handler: String, reason: String },
+}
+
+fn io_error(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> ProcessError {
+    let path = path.to_path_buf();
+    move |source| ProcessError::Io { what, path, source }
+}
+
+fn sys_error(what: &'static str) -> impl FnOnce(nix::errno::Errno) -> ProcessError {
+    move |source| ProcessError::Sys { what, source }
+}
+
 pub fn main(config_path: &Path) -> ! {
     let code = match run(config_path) {
         Ok(()) => 0,
@@ -33,12 +59,13 @@ pub fn main(config_path: &Path) -> ! {
     std::process::exit(code)
 }
 
-fn run(config_path: &Path) -> Result<(), String> {
-    let text = std::fs::read(config_path).map_err(|e| format!("{}: {e}", config_path.display()))?;
-    let cfg: MonitorConfig = serde_json::from_slice(&text).map_err(|e| format!("{}: {e}", config_path.display()))?;
+fn run(config_path: &Path) -> Result<(), ProcessError> {
+    let text = std::fs::read(config_path).map_err(io_error("reading", config_path))?;
+    let cfg: MonitorConfig = serde_json::from_slice(&text)
+        .map_err(|source| ProcessError::Config { path: config_path.to_path_buf(), source })?;
     // Its own session: signals to the daemon's process group do not reach it.
-    setsid().map_err(|e| format!("setsid: {e}"))?;
-    nix::sys::prctl::set_child_subreaper(true).map_err(|e| format!("subreaper: {e}"))?;
+    setsid().map_err(sys_error("setsid"))?;
+    nix::sys::prctl::set_child_subreaper(true).map_err(sys_error("becoming a subreaper"))?;
     let hierarchies = cgroup::hierarchies();
     if let Some(rel) = &cfg.cgroup {
         if let Err(e) = cgroup::move_to(rel, std::process::id(), &hierarchies) {
@@ -49,7 +76,7 @@ fn run(config_path: &Path) -> Result<(), String> {
     let created = match create(&cfg, runtime.as_ref()) {
         Ok(c) => c,
         Err(error) => {
-            report(&MonitorReport::Failed { error: error.clone() });
+            report(&MonitorReport::Failed { error: error.to_string() });
             return Err(error);
         }
     };
@@ -58,7 +85,7 @@ fn run(config_path: &Path) -> Result<(), String> {
     report(&MonitorReport::Created { pid: created.pid, monitor_pid: std::process::id() as i32 });
 
     let log: SharedLog = Arc::new(Mutex::new(match &cfg.log_path {
-        Some(path) => Some(CriLog::open(path).map_err(|e| format!("log {}: {e}", path.display()))?),
+        Some(path) => Some(CriLog::open(path).map_err(io_error("opening the log", path))?),
         None => None,
     }));
     let (done_tx, done_rx) = mpsc::channel();
@@ -91,8 +118,8 @@ fn run(config_path: &Path) -> Result<(), String> {
         finished_at: chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0),
         oom_killed: oom_after > oom_before,
     };
-    let bytes = serde_json::to_vec(&record).map_err(|e| e.to_string())?;
-    crate::store::write_atomic(&cfg.exit_file, &bytes).map_err(|e| e.to_string())?;
+    let bytes = serde_json::to_vec(&record).unwrap_or_default();
+    crate::store::write_atomic(&cfg.exit_file, &bytes)?;
     let _ = std::fs::remove_file(&cfg.ctl_socket);
     if let Some(path) = &cfg.attach_socket {
         let _ = std::fs::remove_file(path);
@@ -117,39 +144,41 @@ struct Created {
     stdin: attach::Stdin,
 }
 
-fn create(cfg: &MonitorConfig, runtime: &dyn OciRuntime) -> Result<Created, String> {
+fn create(cfg: &MonitorConfig, runtime: &dyn OciRuntime) -> Result<Created, ProcessError> {
     let mut outputs = Vec::new();
     let mut stdin = attach::Stdin::None;
     let mut io = CreateIo::null();
     let console = if cfg.tty {
         let path = cfg.console_socket.clone();
         let _ = std::fs::remove_file(&path);
-        let listener = UnixListener::bind(&path).map_err(|e| format!("console socket: {e}"))?;
+        let listener = UnixListener::bind(&path).map_err(io_error("binding the console socket", &path))?;
         io.console_socket = Some(path);
         Some(receive_console(listener))
     } else {
-        let (out_r, out_w) = pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| e.to_string())?;
-        let (err_r, err_w) = pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| e.to_string())?;
+        let (out_r, out_w) = pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(sys_error("stdout pipe"))?;
+        let (err_r, err_w) = pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(sys_error("stderr pipe"))?;
         io.stdout = Stdio::from(out_w);
         io.stderr = Stdio::from(err_w);
         outputs.push((out_r, Stream::Stdout));
         outputs.push((err_r, Stream::Stderr));
         if cfg.stdin {
-            let (in_r, in_w) = pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| e.to_string())?;
+            let (in_r, in_w) = pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(sys_error("stdin pipe"))?;
             io.stdin = Stdio::from(in_r);
             stdin = attach::Stdin::Pipe(Mutex::new(Some(std::fs::File::from(in_w))));
         }
         None
     };
     // `io` (our copies of the pipes' write ends) is consumed: the readers see EOF at the end.
-    let pid = runtime.create(&cfg.id, &cfg.bundle, &cfg.work_dir, io).map_err(|e| e.to_string())?;
+    let pid = runtime.create(&cfg.id, &cfg.bundle, &cfg.work_dir, io)?;
     if let Some(console) = console {
+        let console_error = |reason: String| ProcessError::Console { handler: runtime.name().to_string(), reason };
         let master = console
             .recv_timeout(Duration::from_secs(10))
-            .map_err(|_| format!("{} sent no console", runtime.name()))??;
+            .map_err(|_| console_error("nothing within 10 s".into()))?
+            .map_err(console_error)?;
         // Attach writes keystrokes and sizes to the master, whether or not stdin was asked for
         // (without it, only sizes are accepted: see the daemon's attach checks).
-        let input = master.try_clone().map_err(|e| format!("pty: {e}"))?;
+        let input = master.try_clone().map_err(io_error("duplicating the pty", &cfg.console_socket))?;
         stdin = attach::Stdin::Terminal(std::fs::File::from(input));
         outputs.push((master, Stream::Stdout));
     }
@@ -334,6 +363,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cfg = config(dir.path(), &[], false);
         let err = create(&cfg, &FakeRuntime::default()).err().unwrap();
+        let err = err.to_string();
         assert!(err.contains("fake") && err.contains("no process args"), "{err}");
     }
 }

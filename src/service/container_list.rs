@@ -1,7 +1,5 @@
 use k8s_cri::v1 as cri;
 
-use crate::model::container::ContainerState;
-
 use super::pods::{labels_match, Container, PodService};
 
 impl PodService {
@@ -22,9 +20,5 @@ impl PodService {
             .collect();
         out.sort_by_key(|c| c.meta.created_at);
         out
-    }
-
-    pub fn running_containers(&self) -> usize {
-        self.list_containers(None).iter().filter(|c| c.status.state == ContainerState::Running).count()
     }
 }

@@ -83,8 +83,8 @@ impl PodService {
     }
 
     /// The network pods join now (its name), or why there is none.
-    pub async fn network_ready(&self) -> Result<String, String> {
-        self.network.ready().await.map(|list| list.name).map_err(|e| e.to_string())
+    pub async fn network_ready(&self) -> Result<String, crate::network::NetworkError> {
+        self.network.ready().await.map(|list| list.name)
     }
 
     /// UpdateRuntimeConfig: kubelet's pod CIDR for the CNI plugins' ipRanges.

@@ -2,6 +2,7 @@ use serde_json::json;
 
 use super::pods::PodService;
 use super::RuntimeService;
+use crate::network::NetworkError;
 
 /// One CRI runtime condition.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,7 +33,7 @@ impl RuntimeService {
         status
     }
 
-    fn conditions(&self, verbose: bool, network: Result<String, String>) -> RuntimeStatus {
+    fn conditions(&self, verbose: bool, network: Result<String, NetworkError>) -> RuntimeStatus {
         let default = self.runtimes.default_name();
         let default_probe = self.runtimes.get(default).ok();
         let runtime_ready = match default_probe.map(|h| &h.features) {
@@ -58,7 +59,10 @@ impl RuntimeService {
                 kind: "NetworkReady",
                 status: false,
                 reason: "NetworkPluginNotReady".into(),
-                message: format!("no usable CNI configuration: {why}"),
+                message: match why {
+                    NetworkError::NotReady(reason) => format!("no usable CNI configuration: {reason}"),
+                    other => other.to_string(),
+                },
             },
         };
         let mut handlers = Vec::new();
@@ -71,7 +75,7 @@ impl RuntimeService {
                 "config": &*self.config,
                 "node": &self.node,
                 "restrictOomScoreAdj": self.node.min_oom_score_adj > -1000,
-                "network": match &network { Ok(name) => json!({"ready": true, "name": name}), Err(e) => json!({"ready": false, "error": e}) },
+                "network": match &network { Ok(name) => json!({"ready": true, "name": name}), Err(e) => json!({"ready": false, "error": e.to_string()}) },
                 "handlers": self.runtimes.all().map(|h| json!({
                     "name": h.spec.name,
                     "engine": h.spec.engine,

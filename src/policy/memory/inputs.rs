@@ -157,29 +157,48 @@ pub fn gather(
     let kubelet_managed = parent_qos.is_some()
         || has_label(pod.labels, "io.kubernetes.pod.uid")
         || has_label(Some(&container.labels), "io.kubernetes.container.name");
-
-    // crictl annotations: the container's first, then the pod's.
-    let annotation = |key: &str| -> Option<&str> {
-        container.annotations.get(key).or_else(|| pod.annotations.and_then(|a| a.get(key))).map(String::as_str)
-    };
-    let ours = |key: &str| -> Option<&str> {
-        let value = annotation(key)?;
-        if kubelet_managed {
-            return None;
-        }
-        Some(value)
-    };
+    let annotations = Annotations { pod, container, kubelet_managed };
     if kubelet_managed
-        && [ANNOTATION_QOS, ANNOTATION_REQUEST, ANNOTATION_CRITICAL].iter().any(|k| annotation(k).is_some())
+        && [ANNOTATION_QOS, ANNOTATION_REQUEST, ANNOTATION_CRITICAL].iter().any(|k| annotations.any(k).is_some())
     {
         notes.push("swapcri.io/ annotations ignored: the pod is managed by kubelet".into());
     }
     let limit = resources.memory_limit_in_bytes.max(0) as u64;
-    let adj = resources.oom_score_adj;
+    let (qos_class, qos_source) = qos_of(parent_qos, &annotations, resources, limit)?;
+    let critical = critical_of(pod, &annotations, resources.oom_score_adj, qos_class)?;
+    let request = request_of(&kubelet, &annotations, qos_class, limit, resources.oom_score_adj, facts)?;
+    Ok(MemoryInputs { kubelet_managed, qos_class, qos_source, request, limit, critical, kubelet, notes })
+}
 
-    let (qos_class, qos_source) = if let Some(q) = parent_qos {
+/// crictl annotations: the container's first, then the pod's.
+struct Annotations<'a> {
+    pod: &'a PodMemoryContext<'a>,
+    container: &'a cri::ContainerConfig,
+    kubelet_managed: bool,
+}
+
+impl Annotations<'_> {
+    fn any(&self, key: &str) -> Option<&str> {
+        let pod = self.pod.annotations.and_then(|a| a.get(key));
+        self.container.annotations.get(key).or(pod).map(String::as_str)
+    }
+
+    /// A `swapcri.io/` annotation, heeded only without kubelet markers.
+    fn ours(&self, key: &str) -> Option<&str> {
+        self.any(key).filter(|_| !self.kubelet_managed)
+    }
+}
+
+fn qos_of(
+    parent_qos: Option<QosClass>,
+    annotations: &Annotations,
+    resources: &cri::LinuxContainerResources,
+    limit: u64,
+) -> Result<(QosClass, Source), PolicyError> {
+    let adj = resources.oom_score_adj;
+    Ok(if let Some(q) = parent_qos {
         (q, Source::CgroupParent)
-    } else if let Some(v) = ours(ANNOTATION_QOS) {
+    } else if let Some(v) = annotations.ours(ANNOTATION_QOS) {
         let q = QosClass::parse(v).ok_or_else(|| {
             PolicyError::Invalid(format!("{ANNOTATION_QOS} = {v:?}: expected Guaranteed, Burstable or BestEffort"))
         })?;
@@ -192,13 +211,21 @@ pub fn gather(
         (QosClass::BestEffort, Source::Resources)
     } else {
         (QosClass::Burstable, Source::Resources)
-    };
+    })
+}
 
-    let critical = if let Some(src) = pod.annotations.and_then(|a| a.get(CONFIG_SOURCE)).filter(|s| *s != "api") {
+/// Why the pod never swaps as a critical one, if it is.
+fn critical_of(
+    pod: &PodMemoryContext,
+    annotations: &Annotations,
+    adj: i64,
+    qos_class: QosClass,
+) -> Result<Option<String>, PolicyError> {
+    Ok(if let Some(src) = pod.annotations.and_then(|a| a.get(CONFIG_SOURCE)).filter(|s| *s != "api") {
         Some(format!("static pod ({CONFIG_SOURCE} = {src})"))
     } else if adj == OOM_GUARANTEED && qos_class != QosClass::Guaranteed {
         Some(format!("node-critical: oom_score_adj {OOM_GUARANTEED} on a {qos_class:?} pod"))
-    } else if let Some(v) = ours(ANNOTATION_CRITICAL) {
+    } else if let Some(v) = annotations.ours(ANNOTATION_CRITICAL) {
         match v {
             "true" => Some(format!("{ANNOTATION_CRITICAL} = true")),
             "false" => None,
@@ -208,15 +235,25 @@ pub fn gather(
         }
     } else {
         None
-    };
+    })
+}
 
-    let from_annotation = match ours(ANNOTATION_REQUEST) {
+/// The memory request from the best source present.
+fn request_of(
+    kubelet: &KubeletMemory,
+    annotations: &Annotations,
+    qos_class: QosClass,
+    limit: u64,
+    adj: i64,
+    facts: &MemoryFacts,
+) -> Result<Option<RequestEstimate>, PolicyError> {
+    let from_annotation = match annotations.ours(ANNOTATION_REQUEST) {
         Some(v) => Some(parse_bytes(v).ok_or_else(|| {
             PolicyError::Invalid(format!("{ANNOTATION_REQUEST} = {v:?}: expected bytes or a quantity such as 512Mi"))
         })?),
         None => None,
     };
-    let request = kubelet
+    Ok(kubelet
         .min
         .and_then(KubeletValue::request_bytes)
         .or_else(|| kubelet.low.and_then(KubeletValue::request_bytes))
@@ -230,11 +267,6 @@ pub fn gather(
             (qos_class == QosClass::Guaranteed && limit > 0).then(|| RequestEstimate::exact(limit, Source::Resources))
         })
         .or_else(|| {
-            if qos_class == QosClass::Burstable {
-                request_from_oom_score_adj(adj, facts.mem_total)
-            } else {
-                None
-            }
-        });
-    Ok(MemoryInputs { kubelet_managed, qos_class, qos_source, request, limit, critical, kubelet, notes })
+            (qos_class == QosClass::Burstable).then(|| request_from_oom_score_adj(adj, facts.mem_total)).flatten()
+        }))
 }

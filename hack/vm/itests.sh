@@ -1,0 +1,19 @@
+#!/bin/sh
+# Inside the VM: the repository's root integration tests (built on the host, copied in by
+# e2e.sh) on this cgroup v2 node with swap. One E2E-RESULT line per test binary.
+for t in /e2e/itests/*; do
+  [ -x "$t" ] || continue
+  name=$(basename "$t")
+  out=/tmp/itest-$name.log
+  started=$(date +%s)
+  "$t" --test-threads=1 >"$out" 2>&1
+  took=$(($(date +%s) - started))
+  line=$(grep -a '^test result:' "$out" | tail -n 1)
+  case $line in
+    "test result: ok."*) echo "E2E-RESULT itest-$name PASS ${line#test result: } (${took} s)" ;;
+    *)
+      echo "E2E-RESULT itest-$name FAIL ${line:-no test result} (${took} s)"
+      grep -a -E 'panicked|assert|FAILED|error' "$out" | head -n 20 | sed 's/^/E2E-LOG   /'
+      ;;
+  esac
+done
