@@ -134,7 +134,11 @@ cp "$work/busybox.tar" "$base/images/busybox.tar"
 # daemon at the path cargo compiled into them; the release build stands in there.
 log "building the integration tests for the VM: $ITESTS"
 tests=$(cargo test --locked --no-run --message-format=json $(printf -- '--test %s ' $ITESTS) 2>/dev/null |
-  grep -o '"executable":"[^"]*"' | cut -d'"' -f4)
+  python3 -c 'import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
+        print(m["executable"])')
 mkdir -p "$base/e2e/itests" "$base$PWD/target/debug"
 for t in $tests; do
   name=$(basename "$t" | sed 's/-[0-9a-f]*$//')
@@ -162,7 +166,7 @@ for k in $kernels; do
   log "booting $release under QEMU (TCG)"
   out=$work/console-$k.log
   started=$(date +%s)
-  timeout 600 qemu-system-x86_64 -accel tcg,thread=single -m 2048 -smp 2 -nographic -no-reboot \
+  timeout 900 qemu-system-x86_64 -accel tcg,thread=single -m 2048 -smp 2 -nographic -no-reboot \
     -kernel "$kdir/boot/vmlinuz-$release" -initrd "$work/initrd-$k.gz" \
     -drive "file=$work/swap-$k.img,if=virtio,format=raw,cache=unsafe" \
     -append "console=ttyS0 rdinit=/init panic=-1 quiet systemd.unified_cgroup_hierarchy=1" \
