@@ -40,7 +40,7 @@ impl PodService {
         rollback: &mut Rollback,
     ) -> Result<Bundle, Error> {
         let run_dir = self.registry.container_run_dir(id);
-        let state_dir = self.registry.container_records.dir(id.as_str());
+        let state_dir = self.registry.container_state_dir(id);
         for dir in [&run_dir, &state_dir] {
             let d = dir.clone();
             std::fs::create_dir_all(&d).map_err(|e| Error::Internal(format!("{}: {e}", d.display())))?;

@@ -1,7 +1,6 @@
 //! CreateContainer.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_cri::v1 as cri;
@@ -15,7 +14,7 @@ use crate::model::sandbox::ProcessRef;
 use crate::monitor::{self, MonitorConfig};
 
 use super::container_bundle::Bundle;
-use super::pods::{now_nanos, Container, PodService, Sandbox};
+use super::pods::{now_nanos, PodService, Sandbox};
 use super::rollback::Rollback;
 
 impl PodService {
@@ -62,9 +61,7 @@ impl PodService {
         let mut status = ContainerStatus::created(monitor, pid, requested);
         status.cgroup = self.cgroups.cgroup_of(pid);
         status.memory_plan = Some(memory_plan);
-        self.registry.container_records.write_meta(id.as_str(), &meta)?;
-        self.registry.container_records.write_status(id.as_str(), &status)?;
-        self.registry.write().containers.insert(id.clone(), Container { meta: Arc::new(meta), status });
+        self.registry.add_container(meta, status)?;
         rollback.commit();
         tracing::info!(container = %id, sandbox = %sandbox.meta.id, "container created");
         Ok(id)

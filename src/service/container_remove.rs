@@ -34,9 +34,7 @@ impl PodService {
         for kind in ["ctl", "console", "attach"] {
             let _ = std::fs::remove_file(self.registry.socket_path(&cid, kind));
         }
-        self.registry.container_records.remove(cid.as_str())?;
-        self.registry.write().containers.remove(&cid);
-        self.registry.locks.forget(cid.as_str());
+        self.registry.remove_container(&cid)?;
         if let Ok(sandbox) = self.registry.find_sandbox(container.meta.sandbox_id.as_str()) {
             if let Err(e) = self.memory.apply_pod_reservations(&sandbox, &self.registry.owned_pod_reservations(), None)
             {

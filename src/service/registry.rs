@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
 use crate::error::Error;
-use crate::model::container::{ContainerState, ContainerStatus, ExitRecord};
+use crate::model::container::{ContainerMeta, ContainerState, ContainerStatus, ExitRecord};
 use crate::model::ids::{ContainerId, SandboxId};
-use crate::model::sandbox::SandboxStatus;
+use crate::model::sandbox::{SandboxMeta, SandboxStatus};
 use crate::store::Records;
 
 use super::pods::{Container, Sandbox};
@@ -162,6 +162,50 @@ impl Registry {
     /// Containers of a sandbox.
     pub(super) fn containers_of(&self, sandbox: &SandboxId) -> Vec<ContainerId> {
         self.read().containers.values().filter(|c| &c.meta.sandbox_id == sandbox).map(|c| c.meta.id.clone()).collect()
+    }
+
+    /// Records a new sandbox on disk, then lists it; nothing is left when the write fails.
+    pub(super) fn add_sandbox(&self, meta: SandboxMeta, status: SandboxStatus) -> Result<(), Error> {
+        let id = meta.id.clone();
+        let written = self
+            .sandbox_records
+            .write_meta(id.as_str(), &meta)
+            .and_then(|()| self.sandbox_records.write_status(id.as_str(), &status));
+        if let Err(e) = written {
+            let _ = std::fs::remove_dir_all(self.sandbox_records.dir(id.as_str()));
+            return Err(e.into());
+        }
+        self.write().sandboxes.insert(id, Sandbox { meta: Arc::new(meta), status });
+        Ok(())
+    }
+
+    /// Records a new container on disk, then lists it.
+    pub(super) fn add_container(&self, meta: ContainerMeta, status: ContainerStatus) -> Result<(), Error> {
+        self.container_records.write_meta(meta.id.as_str(), &meta)?;
+        self.container_records.write_status(meta.id.as_str(), &status)?;
+        self.write().containers.insert(meta.id.clone(), Container { meta: Arc::new(meta), status });
+        Ok(())
+    }
+
+    /// Forgets a sandbox: its record, its entry and its lock.
+    pub(super) fn remove_sandbox(&self, id: &SandboxId) -> Result<(), Error> {
+        self.sandbox_records.remove(id.as_str())?;
+        self.write().sandboxes.remove(id);
+        self.locks.forget(id.as_str());
+        Ok(())
+    }
+
+    /// Forgets a container: its record (with its writable layer), its entry and its lock.
+    pub(super) fn remove_container(&self, id: &ContainerId) -> Result<(), Error> {
+        self.container_records.remove(id.as_str())?;
+        self.write().containers.remove(id);
+        self.locks.forget(id.as_str());
+        Ok(())
+    }
+
+    /// The persistent directory of a container (its writable layer lives there).
+    pub(super) fn container_state_dir(&self, id: &ContainerId) -> PathBuf {
+        self.container_records.dir(id.as_str())
     }
 
     /// The memory reservations (memory.min, memory.low) of the live containers of the pods

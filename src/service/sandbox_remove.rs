@@ -22,9 +22,7 @@ impl PodService {
             }
         }
         let _ = std::fs::remove_dir_all(&sandbox.meta.dir);
-        self.registry.sandbox_records.remove(sandbox.meta.id.as_str())?;
-        self.registry.write().sandboxes.remove(&sandbox.meta.id);
-        self.registry.locks.forget(sandbox.meta.id.as_str());
+        self.registry.remove_sandbox(&sandbox.meta.id)?;
         tracing::info!(sandbox = %sandbox.meta.id, "pod sandbox removed");
         Ok(())
     }

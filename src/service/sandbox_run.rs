@@ -6,7 +6,7 @@ use crate::model::sandbox::{sandbox_name, SandboxMeta, SandboxState, SandboxStat
 use crate::policy::mounts::tmpfs_options;
 use crate::sandbox::{self, NsRequest};
 
-use super::pods::{now_nanos, PodService, Sandbox};
+use super::pods::{now_nanos, PodService};
 use super::rollback::Rollback;
 
 /// How a sandbox's namespaces were asked for.
@@ -149,17 +149,7 @@ impl PodService {
             dir,
         };
         let status = SandboxStatus { state: SandboxState::Ready, holder, addresses };
-        let written = self
-            .registry
-            .sandbox_records
-            .write_meta(id.as_str(), &meta)
-            .and_then(|()| self.registry.sandbox_records.write_status(id.as_str(), &status));
-        if let Err(e) = written {
-            let _ = std::fs::remove_dir_all(self.registry.sandbox_records.dir(id.as_str()));
-            return Err(e.into());
-        }
-        self.registry.write().sandboxes.insert(id, Sandbox { meta: std::sync::Arc::new(meta), status });
-        Ok(())
+        self.registry.add_sandbox(meta, status)
     }
 }
 

@@ -73,7 +73,7 @@ impl PodService {
                 Sample { timestamp: now_nanos(), ..Default::default() }
             }
         };
-        let state_dir = self.registry.container_records.dir(id.as_str());
+        let state_dir = self.registry.container_state_dir(&id);
         ContainerSample {
             writable: disk_usage(&state_dir.join("upper")),
             writable_mountpoint: self.config.state_root.join("containers").display().to_string(),
