@@ -136,13 +136,10 @@ impl OciRuntime for CliRuntime {
         work_dir: &Path,
         stderr: &[u8],
     ) -> Result<i32, OciError> {
-        let code = super::exit_code(status);
-        // A non-zero exit without a pid file is the runtime failing, not the process.
-        if code != 0 && !work_dir.join(PID_FILE).exists() {
+        super::exec_exit_code(status, work_dir).ok_or_else(|| {
             let log = std::fs::read(work_dir.join(LOG_FILE)).unwrap_or_default();
-            return Err(self.failed("exec", id, runtime_message(if log.is_empty() { stderr } else { &log })));
-        }
-        Ok(code)
+            self.failed("exec", id, runtime_message(if log.is_empty() { stderr } else { &log }))
+        })
     }
 
     fn delete_blocking(&self, id: &str) -> Result<(), OciError> {

@@ -108,11 +108,7 @@ impl OciRuntime for FakeRuntime {
         work_dir: &Path,
         stderr: &[u8],
     ) -> Result<i32, OciError> {
-        let code = super::exit_code(status);
-        if code != 0 && !work_dir.join(PID_FILE).exists() {
-            return Err(self.failed("exec", id, &String::from_utf8_lossy(stderr)));
-        }
-        Ok(code)
+        super::exec_exit_code(status, work_dir).ok_or_else(|| self.failed("exec", id, &String::from_utf8_lossy(stderr)))
     }
 
     fn delete_blocking(&self, id: &str) -> Result<(), OciError> {

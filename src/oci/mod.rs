@@ -27,6 +27,13 @@ pub fn exit_code(status: std::process::ExitStatus) -> i32 {
     status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
 }
 
+/// An exec's exit code; `None` when it ended non-zero without the pid file every runtime
+/// writes once the process runs: the runtime failed, the process never started.
+fn exec_exit_code(status: std::process::ExitStatus, work_dir: &Path) -> Option<i32> {
+    let code = exit_code(status);
+    (code == 0 || work_dir.join(cli::PID_FILE).exists()).then_some(code)
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum OciError {
     #[error("runtime handler {handler}: cannot run {binary}: {source}")]
@@ -54,13 +61,6 @@ impl Engine {
         match binary.file_name().and_then(|n| n.to_str()) {
             Some(name) if name.starts_with("crun") => Engine::Crun,
             _ => Engine::Runc,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Engine::Runc => "runc",
-            Engine::Crun => "crun",
         }
     }
 }
