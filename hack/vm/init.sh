@@ -5,7 +5,7 @@ export PATH=/bin:/sbin:/usr/bin:/usr/sbin:/usr/local/bin
 # initramfs is copied to a tmpfs and becomes the root.
 if [ ! -e /.tmpfs-root ]; then
   mkdir -p /newroot
-  mount -t tmpfs -o mode=0755 root /newroot
+  mount -t tmpfs -o mode=0755,size=90% root /newroot
   for d in /*; do
     case $d in /newroot | /proc | /sys | /dev) ;; *) cp -a "$d" /newroot/ ;; esac
   done
@@ -17,10 +17,10 @@ mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
 mkdir -p /sys/fs/cgroup /run /tmp /var/lib/swapcri /var/log/pods
+# /tmp, /run and the state stay on the root tmpfs: nothing is mounted over what the
+# initramfs brought (the test binaries' daemon sits at the checkout's path, maybe under /tmp).
+chmod 1777 /tmp
 mount -t cgroup2 cgroup2 /sys/fs/cgroup
-mount -t tmpfs tmpfs /run
-mount -t tmpfs tmpfs /tmp
-mount -t tmpfs tmpfs /var/lib/swapcri
 ip link set lo up
 for m in $(cat /modules/order); do insmod "/modules/$m" 2>/dev/null || echo "E2E-LOG insmod $m failed"; done
 echo "+memory +io +cpu +pids" > /sys/fs/cgroup/cgroup.subtree_control
