@@ -358,4 +358,5 @@ fn disagreements_are_recorded_with_both_values() {
     );
 }
 
+#[path = "plan_tests.rs"]
 mod plans;
