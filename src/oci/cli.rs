@@ -1,6 +1,6 @@
 //! runc and crun driven through their common command line.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -189,13 +189,13 @@ impl OciRuntime for CliRuntime {
 
     async fn update(&self, id: &str, resources_json: &[u8]) -> Result<(), OciError> {
         // A file, not stdin: crun reads `--resources` only from a path.
-        let dir = tempfile::tempdir().map_err(|e| self.spawn_error(e))?;
+        let io = |path: PathBuf| {
+            let handler = self.spec.name.clone();
+            move |source| OciError::Io { handler, path, source }
+        };
+        let dir = tempfile::tempdir().map_err(io(std::env::temp_dir()))?;
         let path = dir.path().join("resources.json");
-        std::fs::write(&path, resources_json).map_err(|source| OciError::Io {
-            handler: self.spec.name.clone(),
-            path: path.clone(),
-            source,
-        })?;
+        std::fs::write(&path, resources_json).map_err(io(path.clone()))?;
         let path = path.display().to_string();
         self.run("update", id, &["--resources", &path]).await.map(drop)
     }
@@ -213,8 +213,6 @@ impl OciRuntime for CliRuntime {
 
 #[cfg(test)]
 mod tests {
-    use std::path::PathBuf;
-
     use super::*;
 
     #[test]

@@ -57,9 +57,7 @@ fn fixture_with(
     let mut service = PodService::new(config, node, images, runtimes).unwrap();
     let id = ContainerId::generate();
     let fake = Arc::new(FakeRuntime::new(exit_on, service.registry.exit_file(&id), fail_update));
-    let mut runtimes = super::runtimes::Runtimes::probe(&service.config);
-    runtimes.replace_runtimes(fake.clone());
-    service.runtimes = Arc::new(runtimes);
+    Arc::get_mut(&mut service.runtimes).expect("the service's own handlers").replace_runtimes(fake.clone());
     let sandbox_id = SandboxId::generate();
     let sandbox = Sandbox {
         meta: Arc::new(SandboxMeta {
