@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use common::pods::*;
 use common::Daemon;
-use k8s_cri::v1 as cri;
+use swapcri::cri;
 
 const CALLS: usize = 20;
 

@@ -20,6 +20,7 @@ SWAPCRI_PACKAGES=(
   kmod                # depmod, for the kernel modules of the VM
   openssl             # certificates for the streaming TLS test
   python3-kubernetes  # the Kubernetes Python client, an independent streaming client in the tests
+  umoci jq curl gcc dpkg-dev  # hack/critest.sh: the CRI validation suite's images
 )
 
 require_root() {

@@ -6,8 +6,8 @@ mod common;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 
 use common::Daemon;
-use k8s_cri::v1 as cri;
 use nix::sys::signal::Signal;
+use swapcri::cri;
 
 #[test]
 fn version_flag_and_default_config() {

@@ -4,7 +4,7 @@ mod common;
 
 use common::images::{multi_layer_image, small_image};
 use common::{require_root, Daemon};
-use k8s_cri::v1 as cri;
+use swapcri::cri;
 
 async fn status(daemon: &Daemon, image: &str) -> Option<cri::Image> {
     daemon

@@ -6,8 +6,8 @@ mod common;
 use common::images::{multi_layer_image, small_image};
 use common::registry::Registry;
 use common::{require_root, Daemon};
-use k8s_cri::v1 as cri;
 use nix::sys::signal::Signal;
+use swapcri::cri;
 
 fn spec(image: &str) -> Option<cri::ImageSpec> {
     Some(cri::ImageSpec { image: image.into(), ..Default::default() })

@@ -11,7 +11,7 @@ use std::time::Instant;
 use common::images::{multi_layer_image, small_image, TestImage};
 use common::registry::Registry;
 use common::{require_root, Daemon};
-use k8s_cri::v1 as cri;
+use swapcri::cri;
 
 fn spec(image: &str) -> Option<cri::ImageSpec> {
     Some(cri::ImageSpec { image: image.into(), ..Default::default() })

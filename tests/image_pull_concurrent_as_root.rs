@@ -5,7 +5,7 @@ mod common;
 use common::images::multi_layer_image;
 use common::registry::Registry;
 use common::{require_root, Daemon};
-use k8s_cri::v1 as cri;
+use swapcri::cri;
 
 #[tokio::test]
 async fn concurrent_pulls_share_one_download() {

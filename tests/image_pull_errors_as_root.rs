@@ -6,7 +6,7 @@ mod common;
 use common::images::small_image;
 use common::registry::Registry;
 use common::{require_root, Daemon};
-use k8s_cri::v1 as cri;
+use swapcri::cri;
 
 async fn pull(daemon: &Daemon, image: &str) -> Result<String, tonic::Status> {
     daemon

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use common::images::small_image;
 use common::{require_root, Daemon};
-use k8s_cri::v1 as cri;
+use swapcri::cri;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Serves the image's manifest and config, then stalls halfway through the layer blob.

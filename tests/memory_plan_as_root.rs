@@ -6,7 +6,7 @@ mod common;
 
 use common::pods::*;
 use common::{require_root, Daemon};
-use k8s_cri::v1 as cri;
+use swapcri::cri;
 
 const CONFIG: &str = "[swap]\nbehavior = \"LimitedSwap\"\n[memory_qos]\nthrottling_factor = 0.9\n";
 

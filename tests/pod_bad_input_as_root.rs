@@ -4,7 +4,7 @@ mod common;
 
 use common::pods::*;
 use common::{require_root, Daemon};
-use k8s_cri::v1 as cri;
+use swapcri::cri;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn bad_requests_are_refused() {

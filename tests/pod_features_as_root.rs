@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::pods::*;
 use common::{require_root, Daemon};
-use k8s_cri::v1 as cri;
+use swapcri::cri;
 
 fn stdout(r: &cri::ExecSyncResponse) -> String {
     String::from_utf8_lossy(&r.stdout).trim().to_string()

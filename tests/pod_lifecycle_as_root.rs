@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use common::pods::*;
 use common::{require_root, Daemon};
-use k8s_cri::v1 as cri;
+use swapcri::cri;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn lifecycle_logs_exit_codes_and_cleanup() {

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use common::pods::*;
 use common::{require_root, Daemon};
-use k8s_cri::v1 as cri;
 use nix::sys::signal::Signal;
+use swapcri::cri;
 
 const GATEWAY: &str = "10.88.0.1";
 

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use common::pods::*;
 use common::{require_root, Daemon};
-use k8s_cri::v1 as cri;
 use nix::sys::signal::Signal;
+use swapcri::cri;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn containers_survive_a_daemon_crash() {

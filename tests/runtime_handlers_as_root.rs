@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::pods::*;
 use common::{require_root, Daemon};
-use k8s_cri::v1 as cri;
+use swapcri::cri;
 
 /// runc 1.4.3: `SWAPCRI_TEST_RUNC_NEW`, else built with the kit beside the repository
 /// (cached in /var/cache/swapcri-runc; hack/test.sh builds it first).

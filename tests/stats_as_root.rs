@@ -6,7 +6,7 @@ mod common;
 
 use common::pods::*;
 use common::{require_root, Daemon};
-use k8s_cri::v1 as cri;
+use swapcri::cri;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn stats_of_running_containers_and_pods() {
@@ -26,7 +26,7 @@ async fn stats_of_running_containers_and_pods() {
     .await;
     let idle = start(&daemon, &pod, &pod_config, container_config("idle", &["sleep", "60"])).await;
     let mut rt = daemon.runtime().await;
-    let list = |rt: &mut k8s_cri::v1::runtime_service_client::RuntimeServiceClient<_>| {
+    let list = |rt: &mut swapcri::cri::runtime_service_client::RuntimeServiceClient<_>| {
         let mut rt = rt.clone();
         async move {
             rt.list_container_stats(cri::ListContainerStatsRequest { filter: None }).await.unwrap().into_inner().stats

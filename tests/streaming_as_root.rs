@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use common::pods::*;
 use common::spdy_client::{connect, Client};
 use common::{require_root, Daemon};
-use k8s_cri::v1 as cri;
+use swapcri::cri;
 
 const V4: &str = "v4.channel.k8s.io";
 
@@ -123,6 +123,7 @@ async fn exec_sessions_over_spdy() {
         stdin,
         stdout,
         stderr,
+        ..Default::default()
     };
     for (req, code) in [
         (bad(true, false, true, true, &ctr), tonic::Code::InvalidArgument),

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::pods::*;
 use common::{require_root, Daemon};
-use k8s_cri::v1 as cri;
+use swapcri::cri;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn kubernetes_python_client_over_websocket() {
@@ -41,11 +41,18 @@ async fn kubernetes_python_client_over_websocket() {
         stdin,
         stdout: true,
         stderr: true,
+        ..Default::default()
     };
     let exec = rt.exec(exec_url(&["sh", "-c", "echo out; echo err >&2; exit 3"], false)).await.unwrap();
     let stdin = rt.exec(exec_url(&["sh", "-c", "read l; echo got:$l"], true)).await.unwrap();
-    let attach =
-        cri::AttachRequest { container_id: ticks.clone(), stdin: false, tty: false, stdout: true, stderr: true };
+    let attach = cri::AttachRequest {
+        container_id: ticks.clone(),
+        stdin: false,
+        tty: false,
+        stdout: true,
+        stderr: true,
+        ..Default::default()
+    };
     let attach = rt.attach(attach).await.unwrap();
     let forward = rt.port_forward(cri::PortForwardRequest { pod_sandbox_id: pod.clone(), port: vec![] }).await.unwrap();
     let urls = serde_json::json!({

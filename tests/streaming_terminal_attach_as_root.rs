@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::pods::*;
 use common::spdy_client::{connect, Client};
 use common::{require_root, Daemon};
-use k8s_cri::v1 as cri;
+use swapcri::cri;
 
 const V4: &str = "v4.channel.k8s.io";
 
@@ -95,7 +95,8 @@ fn size(width: u16, height: u16) -> Vec<u8> {
 
 async fn attach_url(daemon: &Daemon, id: &str, stdin: bool, stderr: bool) -> Result<String, tonic::Status> {
     let mut rt = daemon.runtime().await;
-    let req = cri::AttachRequest { container_id: id.into(), stdin, tty: false, stdout: true, stderr };
+    let req =
+        cri::AttachRequest { container_id: id.into(), stdin, tty: false, stdout: true, stderr, ..Default::default() };
     rt.attach(req).await.map(|r| r.into_inner().url)
 }
 
@@ -117,6 +118,7 @@ async fn exec_with_a_terminal() {
         stdin: true,
         stdout: true,
         stderr: false,
+        ..Default::default()
     };
     let fds_before = streaming_fds(&daemon);
     let started = std::time::Instant::now();
@@ -214,7 +216,14 @@ async fn attach_to_stdio_and_to_a_terminal_after_restart() {
     let mut rt = daemon.runtime().await;
     let none = cri::AttachRequest { container_id: quiet.clone(), ..Default::default() };
     assert_eq!(rt.attach(none).await.unwrap_err().code(), tonic::Code::InvalidArgument);
-    let both = cri::AttachRequest { container_id: term.clone(), tty: true, stdout: true, stderr: true, stdin: false };
+    let both = cri::AttachRequest {
+        container_id: term.clone(),
+        tty: true,
+        stdout: true,
+        stderr: true,
+        stdin: false,
+        ..Default::default()
+    };
     assert_eq!(rt.attach(both).await.unwrap_err().code(), tonic::Code::InvalidArgument);
 
     // Two clients see the same output; the one with stdin talks to the container.
@@ -249,7 +258,14 @@ async fn attach_to_stdio_and_to_a_terminal_after_restart() {
     daemon.stop_with(nix::sys::signal::Signal::SIGKILL);
     daemon.restart();
     let mut rt = daemon.runtime().await;
-    let req = cri::AttachRequest { container_id: term.clone(), stdin: true, tty: true, stdout: true, stderr: false };
+    let req = cri::AttachRequest {
+        container_id: term.clone(),
+        stdin: true,
+        tty: true,
+        stdout: true,
+        stderr: false,
+        ..Default::default()
+    };
     let url = rt.attach(req).await.expect("Attach after restart").into_inner().url;
     let (_, client) = connect(&url, &[V4]).await;
     let mut c = client.unwrap();
@@ -276,7 +292,14 @@ async fn attach_to_stdio_and_to_a_terminal_after_restart() {
     assert!(!left.iter().any(|f| f.contains("/dev/ptmx") && !attached.contains(f)));
     assert_eq!(status(&daemon, &term).await.state, cri::ContainerState::ContainerRunning as i32);
     // Attach again and end the shell.
-    let req = cri::AttachRequest { container_id: term.clone(), stdin: true, tty: true, stdout: true, stderr: false };
+    let req = cri::AttachRequest {
+        container_id: term.clone(),
+        stdin: true,
+        tty: true,
+        stdout: true,
+        stderr: false,
+        ..Default::default()
+    };
     let url = rt.attach(req).await.unwrap().into_inner().url;
     let (_, client) = connect(&url, &[V4]).await;
     let mut c = client.unwrap();

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use common::pods::*;
 use common::ws_client::connect;
 use common::{require_root, Daemon};
-use k8s_cri::v1 as cri;
+use swapcri::cri;
 
 const STDIN: u8 = 0;
 const STDOUT: u8 = 1;
@@ -122,7 +122,14 @@ async fn exec_attach_and_port_forward_over_websocket() {
 
     // Attach: the live output of a running container.
     let mut rt = daemon.runtime().await;
-    let req = cri::AttachRequest { container_id: ticks.clone(), stdin: false, tty: false, stdout: true, stderr: true };
+    let req = cri::AttachRequest {
+        container_id: ticks.clone(),
+        stdin: false,
+        tty: false,
+        stdout: true,
+        stderr: true,
+        ..Default::default()
+    };
     let url = rt.attach(req).await.unwrap().into_inner().url;
     let mut c = connect(&url, &["v5.channel.k8s.io"]).await.unwrap();
     within("ticks", c.read_until(|c| c.text(STDOUT).matches("tick-").count() >= 3)).await;

@@ -3,6 +3,7 @@
 //! the daemon's cgroup.
 
 pub mod memory_files;
+pub mod pressure;
 pub mod stats;
 
 use std::fs;

@@ -1,11 +1,13 @@
 //! CPU, memory and swap statistics of one cgroup, read from its files: cgroup v2
 //! (`cpu.stat`, `memory.current`, `memory.stat`, `memory.max`, `memory.swap.current`,
-//! `memory.swap.max`) or the v1 equivalents (no swap). No process is spawned.
+//! `memory.swap.max`, the `*.pressure` files) or the v1 equivalents (no swap, no PSI).
+//! No process is spawned.
 
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use super::pressure::{self, PressureSet};
 use super::Hierarchy;
 
 /// Where one cgroup's files are.
@@ -67,12 +69,14 @@ impl SwapStats {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct CgroupStats {
     pub cpu_usage_ns: Option<u64>,
     pub memory: Option<MemoryStats>,
     /// None on cgroup v1 or without swap accounting.
     pub swap: Option<SwapStats>,
+    /// Pressure stall information; all None on cgroup v1 or without PSI.
+    pub pressure: PressureSet,
 }
 
 /// `key value` lines (memory.stat, cpu.stat).
@@ -134,12 +138,18 @@ pub fn read_stats(dirs: &CgroupDirs) -> CgroupStats {
         let swap = number(&dirs.memory, "memory.swap.current")
             .map(|usage| SwapStats { usage_bytes: usage, limit_bytes: limit(&dirs.memory, "memory.swap.max") });
         let cpu = read(&dirs.cpu, "cpu.stat").and_then(|s| keyed(&s, "usage_usec")).map(|us| us * 1000);
-        CgroupStats { cpu_usage_ns: cpu, memory: memory_stats(&dirs.memory, &V2), swap }
+        CgroupStats {
+            cpu_usage_ns: cpu,
+            memory: memory_stats(&dirs.memory, &V2),
+            swap,
+            pressure: pressure::read_set(&dirs.memory),
+        }
     } else {
         CgroupStats {
             cpu_usage_ns: number(&dirs.cpu, "cpuacct.usage"),
             memory: memory_stats(&dirs.memory, &V1),
             swap: None,
+            pressure: PressureSet::default(),
         }
     }
 }

@@ -3,11 +3,11 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::cri;
+use crate::cri::image_service_client::ImageServiceClient;
+use crate::cri::runtime_service_client::RuntimeServiceClient;
 use clap::Subcommand;
 use hyper_util::rt::TokioIo;
-use k8s_cri::v1 as cri;
-use k8s_cri::v1::image_service_client::ImageServiceClient;
-use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use tonic::transport::{Channel, Endpoint, Uri};
 
 mod pods;

@@ -4,9 +4,9 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
+use crate::cri;
+use crate::cri::runtime_service_client::RuntimeServiceClient;
 use clap::{Args, Subcommand};
-use k8s_cri::v1 as cri;
-use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use tonic::transport::Channel;
 
 #[derive(Debug, Subcommand)]
@@ -214,12 +214,20 @@ pub async fn run(
                 stdin: interactive,
                 stdout: true,
                 stderr: !tty,
+                audit_request_id: String::new(),
             };
             let url = rt.exec(req).await?.into_inner().url;
             finish(super::stream::session(&connector, &url, interactive, tty).await?)?
         }
         PodCommand::Attach { id, interactive, tty } => {
-            let req = cri::AttachRequest { container_id: id, stdin: interactive, tty, stdout: true, stderr: !tty };
+            let req = cri::AttachRequest {
+                container_id: id,
+                stdin: interactive,
+                tty,
+                stdout: true,
+                stderr: !tty,
+                audit_request_id: String::new(),
+            };
             let url = rt.attach(req).await?.into_inner().url;
             finish(super::stream::session(&connector, &url, interactive, tty).await?)?
         }

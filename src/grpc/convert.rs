@@ -3,8 +3,8 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use crate::cri;
 use base64::Engine as _;
-use k8s_cri::v1 as cri;
 use oci_client::secrets::RegistryAuth;
 
 use crate::error::Error;
@@ -105,16 +105,20 @@ pub fn status(s: RuntimeStatus) -> cri::StatusResponse {
     let runtime_handlers = s
         .handlers
         .into_iter()
-        .map(|name| cri::RuntimeHandler {
+        .map(|(name, caps)| cri::RuntimeHandler {
             name,
-            features: Some(cri::RuntimeHandlerFeatures { recursive_read_only_mounts: false, user_namespaces: false }),
+            features: Some(cri::RuntimeHandlerFeatures {
+                recursive_read_only_mounts: caps.recursive_read_only,
+                user_namespaces: caps.user_namespaces,
+            }),
         })
         .collect();
     cri::StatusResponse {
         status: Some(cri::RuntimeStatus { conditions }),
         info: s.info.map(|i| HashMap::from([("info".to_string(), i.to_string())])).unwrap_or_default(),
         runtime_handlers,
-        features: Some(cri::RuntimeFeatures { supplemental_groups_policy: false }),
+        // Merge and Strict are applied and ContainerStatus.user reported; no user namespaces yet.
+        features: Some(cri::RuntimeFeatures { supplemental_groups_policy: true, user_namespaces_host_network: false }),
     }
 }
 

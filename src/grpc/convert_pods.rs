@@ -1,6 +1,6 @@
 //! Pure conversions of sandboxes and containers to CRI messages.
 
-use k8s_cri::v1 as cri;
+use crate::cri;
 
 use crate::model::sandbox::SandboxState;
 use crate::service::{Container, Sandbox};
@@ -86,6 +86,13 @@ pub fn container_status(c: &Container) -> cri::ContainerStatus {
             .clone()
             .map(|linux| cri::ContainerResources { linux: Some(linux), windows: None }),
         image_id: c.meta.image_id.to_string(),
-        ..Default::default()
+        user: c.meta.user.as_ref().map(|u| cri::ContainerUser {
+            linux: Some(cri::LinuxContainerUser {
+                uid: u.uid.into(),
+                gid: u.gid.into(),
+                supplemental_groups: u.additional_gids.iter().map(|g| i64::from(*g)).collect(),
+            }),
+        }),
+        stop_signal: crate::model::container::cri_signal(&c.meta.stop_signal) as i32,
     }
 }

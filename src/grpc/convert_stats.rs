@@ -1,11 +1,25 @@
 //! Statistics samples to CRI messages. Values the node cannot provide stay unset.
 
-use k8s_cri::v1 as cri;
+use crate::cri;
 
+use crate::cgroup::pressure::{Pressure, PsiLine};
 use crate::service::{ContainerSample, PodSample, Sample};
 
 fn v(value: u64) -> Option<cri::UInt64Value> {
     Some(cri::UInt64Value { value })
+}
+
+fn psi_data(l: &PsiLine) -> cri::PsiData {
+    cri::PsiData { total: l.total_ns, avg10: l.avg10, avg60: l.avg60, avg300: l.avg300 }
+}
+
+fn psi(p: Option<Pressure>) -> Option<cri::PsiStats> {
+    p.map(|p| cri::PsiStats { full: Some(psi_data(&p.full)), some: Some(psi_data(&p.some)) })
+}
+
+/// The CRI's IoUsage carries only PSI: absent when the node has none.
+fn io(s: &Sample) -> Option<cri::IoUsage> {
+    s.stats.pressure.io.map(|p| cri::IoUsage { timestamp: s.timestamp, psi: psi(Some(p)) })
 }
 
 fn cpu(s: &Sample) -> Option<cri::CpuUsage> {
@@ -14,6 +28,7 @@ fn cpu(s: &Sample) -> Option<cri::CpuUsage> {
         timestamp: s.timestamp,
         usage_core_nano_seconds: v(usage),
         usage_nano_cores: s.nano_cores.and_then(v),
+        psi: psi(s.stats.pressure.cpu),
     })
 }
 
@@ -27,6 +42,7 @@ fn memory(s: &Sample) -> Option<cri::MemoryUsage> {
         rss_bytes: v(m.rss_bytes),
         page_faults: v(m.page_faults),
         major_page_faults: v(m.major_page_faults),
+        psi: psi(s.stats.pressure.memory),
     })
 }
 
@@ -58,6 +74,7 @@ pub fn container_stats(c: &ContainerSample) -> cri::ContainerStats {
             inodes_used: v(inodes),
         }),
         swap: swap(&c.sample),
+        io: io(&c.sample),
     }
 }
 
@@ -76,6 +93,7 @@ pub fn pod_stats(p: &PodSample) -> cri::PodSandboxStats {
             network: None,
             process: None,
             containers: p.containers.iter().map(container_stats).collect(),
+            io: io(&p.sample),
         }),
         windows: None,
     }

@@ -2,14 +2,15 @@
 
 use std::sync::Arc;
 
-use k8s_cri::v1 as cri;
-use k8s_cri::v1::image_service_server::ImageService as CriImageService;
+use crate::cri;
+use crate::cri::image_service_server::ImageService as CriImageService;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
 use crate::service::ImageService;
 
 use super::convert;
+use super::stream::{batched, ListStream};
 
 pub struct ImageApi {
     images: Arc<ImageService>,
@@ -35,6 +36,19 @@ impl CriImageService for ImageApi {
         }
         .instrument(tracing::debug_span!("rpc", method = "ListImages"))
         .await
+    }
+
+    type StreamImagesStream = ListStream<cri::StreamImagesResponse>;
+
+    async fn stream_images(
+        &self,
+        request: Request<cri::StreamImagesRequest>,
+    ) -> Result<Response<Self::StreamImagesStream>, Status> {
+        let req = request.into_inner();
+        let filter = req.filter.and_then(|f| f.image).map(|s| s.image).filter(|s| !s.is_empty());
+        let images = self.images.list(filter.as_deref()).await?;
+        let images = images.into_iter().map(convert::image).collect();
+        Ok(Response::new(batched(images, |images| cri::StreamImagesResponse { images })))
     }
 
     async fn image_status(

@@ -5,6 +5,7 @@ pub mod convert_pods;
 pub mod convert_stats;
 mod image;
 mod runtime;
+mod stream;
 
 pub use image::ImageApi;
 pub use runtime::RuntimeApi;

@@ -2,14 +2,15 @@
 
 use std::sync::Arc;
 
-use k8s_cri::v1 as cri;
-use k8s_cri::v1::runtime_service_server::RuntimeService as CriRuntimeService;
+use crate::cri;
+use crate::cri::runtime_service_server::RuntimeService as CriRuntimeService;
 use tonic::{Request, Response, Status};
 
 use crate::config::CgroupDriver;
 use crate::error::Error;
 use crate::service::{PodService, RuntimeService, StreamWants, StreamingService};
 
+use super::stream::{batched, ListStream};
 use super::{convert, convert_pods, convert_stats};
 use tracing::Instrument;
 
@@ -137,6 +138,17 @@ impl CriRuntimeService for RuntimeApi {
         Ok(Response::new(cri::ListPodSandboxResponse { items }))
     }
 
+    type StreamPodSandboxesStream = ListStream<cri::StreamPodSandboxesResponse>;
+
+    async fn stream_pod_sandboxes(
+        &self,
+        request: Request<cri::StreamPodSandboxesRequest>,
+    ) -> Result<Response<Self::StreamPodSandboxesStream>, Status> {
+        let req = request.into_inner();
+        let items = self.pods.list_sandboxes(req.filter.as_ref()).iter().map(convert_pods::sandbox).collect();
+        Ok(Response::new(batched(items, |pod_sandboxes| cri::StreamPodSandboxesResponse { pod_sandboxes })))
+    }
+
     async fn create_container(
         &self,
         request: Request<cri::CreateContainerRequest>,
@@ -204,6 +216,17 @@ impl CriRuntimeService for RuntimeApi {
         let req = request.into_inner();
         let containers = self.pods.list_containers(req.filter.as_ref()).iter().map(convert_pods::container).collect();
         Ok(Response::new(cri::ListContainersResponse { containers }))
+    }
+
+    type StreamContainersStream = ListStream<cri::StreamContainersResponse>;
+
+    async fn stream_containers(
+        &self,
+        request: Request<cri::StreamContainersRequest>,
+    ) -> Result<Response<Self::StreamContainersStream>, Status> {
+        let req = request.into_inner();
+        let items = self.pods.list_containers(req.filter.as_ref()).iter().map(convert_pods::container).collect();
+        Ok(Response::new(batched(items, |containers| cri::StreamContainersResponse { containers })))
     }
 
     async fn container_status(
@@ -306,6 +329,19 @@ impl CriRuntimeService for RuntimeApi {
         }))
     }
 
+    type StreamContainerStatsStream = ListStream<cri::StreamContainerStatsResponse>;
+
+    async fn stream_container_stats(
+        &self,
+        request: Request<cri::StreamContainerStatsRequest>,
+    ) -> Result<Response<Self::StreamContainerStatsStream>, Status> {
+        let filter = request.into_inner().filter;
+        let pods = self.pods.clone();
+        let samples = blocking(move || pods.list_container_stats(filter.as_ref())).await?;
+        let stats = samples.iter().map(convert_stats::container_stats).collect();
+        Ok(Response::new(batched(stats, |container_stats| cri::StreamContainerStatsResponse { container_stats })))
+    }
+
     async fn pod_sandbox_stats(
         &self,
         request: Request<cri::PodSandboxStatsRequest>,
@@ -326,6 +362,19 @@ impl CriRuntimeService for RuntimeApi {
         Ok(Response::new(cri::ListPodSandboxStatsResponse {
             stats: samples.iter().map(convert_stats::pod_stats).collect(),
         }))
+    }
+
+    type StreamPodSandboxStatsStream = ListStream<cri::StreamPodSandboxStatsResponse>;
+
+    async fn stream_pod_sandbox_stats(
+        &self,
+        request: Request<cri::StreamPodSandboxStatsRequest>,
+    ) -> Result<Response<Self::StreamPodSandboxStatsStream>, Status> {
+        let filter = request.into_inner().filter;
+        let pods = self.pods.clone();
+        let samples = blocking(move || pods.list_pod_stats(filter.as_ref())).await?;
+        let stats = samples.iter().map(convert_stats::pod_stats).collect();
+        Ok(Response::new(batched(stats, |pod_sandbox_stats| cri::StreamPodSandboxStatsResponse { pod_sandbox_stats })))
     }
 
     async fn update_runtime_config(
@@ -353,6 +402,9 @@ impl CriRuntimeService for RuntimeApi {
         Err(unimplemented("GetContainerEvents"))
     }
 
+    // CRI metrics: kubelet asks for them only under PodAndContainerStatsFromCRI and then
+    // expects cadvisor's full set of names; until swapcri serves that set, it answers
+    // Unimplemented and kubelet keeps its own cadvisor metrics.
     async fn list_metric_descriptors(
         &self,
         _request: Request<cri::ListMetricDescriptorsRequest>,
@@ -365,5 +417,29 @@ impl CriRuntimeService for RuntimeApi {
         _request: Request<cri::ListPodSandboxMetricsRequest>,
     ) -> Result<Response<cri::ListPodSandboxMetricsResponse>, Status> {
         Err(unimplemented("ListPodSandboxMetrics"))
+    }
+
+    type StreamPodSandboxMetricsStream = ListStream<cri::StreamPodSandboxMetricsResponse>;
+
+    async fn stream_pod_sandbox_metrics(
+        &self,
+        _request: Request<cri::StreamPodSandboxMetricsRequest>,
+    ) -> Result<Response<Self::StreamPodSandboxMetricsStream>, Status> {
+        Err(unimplemented("StreamPodSandboxMetrics"))
+    }
+
+    async fn update_pod_sandbox_resources(
+        &self,
+        request: Request<cri::UpdatePodSandboxResourcesRequest>,
+    ) -> Result<Response<cri::UpdatePodSandboxResourcesResponse>, Status> {
+        let req = request.into_inner();
+        let span = tracing::info_span!("rpc", method = "UpdatePodSandboxResources", id = %req.pod_sandbox_id);
+        async {
+            let id = required(&req.pod_sandbox_id, "pod_sandbox_id")?;
+            self.pods.update_sandbox_resources(&id, req.overhead, req.resources).await?;
+            Ok(Response::new(cri::UpdatePodSandboxResourcesResponse {}))
+        }
+        .instrument(span)
+        .await
     }
 }

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_cri::v1 as cri;
+use crate::cri;
 use serde::{Deserialize, Serialize};
 
 use super::ids::{ContainerId, SandboxId};
@@ -57,8 +57,12 @@ pub struct ContainerMeta {
     /// Absolute log path, empty when kubelet gave none.
     pub log_path: String,
     pub created_at: i64,
-    /// Signal sent first by StopContainer (the image's StopSignal, else SIGTERM).
+    /// Signal sent first by StopContainer: the request's stop_signal, else the image's
+    /// StopSignal, else SIGTERM.
     pub stop_signal: String,
+    /// The uid, gid and groups the first process started with (ContainerStatus.user).
+    #[serde(default)]
+    pub user: Option<crate::policy::user::ResolvedUser>,
     /// Notes about what could not be applied as asked (shown in verbose status).
     pub warnings: Vec<String>,
 }
@@ -151,5 +155,66 @@ mod tests {
         assert_eq!(exit(0, false).reason(), "Completed");
         assert_eq!(exit(1, false).reason(), "Error");
         assert_eq!(exit(137, true).reason(), "OOMKilled");
+    }
+}
+
+/// The name a CRI signal is sent by: `SIGKILL`; the real-time ones as numbers
+/// (SIGRTMIN is 34 and SIGRTMAX 64 on Linux), which every runtime's `kill` accepts.
+pub fn signal_name(signal: cri::Signal) -> String {
+    let name = signal.as_str_name();
+    if let Some(n) = name.strip_prefix("SIGRTMINPLUS") {
+        return (34 + n.parse::<i32>().unwrap_or(0)).to_string();
+    }
+    if let Some(n) = name.strip_prefix("SIGRTMAXMINUS") {
+        return (64 - n.parse::<i32>().unwrap_or(0)).to_string();
+    }
+    match signal {
+        cri::Signal::Sigrtmin => "34".into(),
+        cri::Signal::Sigrtmax => "64".into(),
+        _ => name.to_string(),
+    }
+}
+
+/// The CRI signal a stop signal name stands for (ContainerStatus.stop_signal); the
+/// runtime default when the name is not one the CRI lists.
+pub fn cri_signal(name: &str) -> cri::Signal {
+    let upper = name.to_ascii_uppercase();
+    let full = if upper.starts_with("SIG") { upper } else { format!("SIG{upper}") };
+    if let Some(s) = cri::Signal::from_str_name(&full) {
+        return s;
+    }
+    match name.parse::<i32>() {
+        Ok(34) => cri::Signal::Sigrtmin,
+        Ok(64) => cri::Signal::Sigrtmax,
+        Ok(n @ 35..=49) => cri::Signal::from_str_name(&format!("SIGRTMINPLUS{}", n - 34)).unwrap_or_default(),
+        Ok(n @ 50..=63) => cri::Signal::from_str_name(&format!("SIGRTMAXMINUS{}", 64 - n)).unwrap_or_default(),
+        Ok(n) => nix::sys::signal::Signal::try_from(n)
+            .ok()
+            .and_then(|s| cri::Signal::from_str_name(s.as_str()))
+            .unwrap_or_default(),
+        Err(_) => cri::Signal::RuntimeDefault,
+    }
+}
+
+#[cfg(test)]
+mod signal_tests {
+    use super::*;
+
+    #[test]
+    fn signal_names_round_trip() {
+        for (signal, name) in [
+            (cri::Signal::Sigkill, "SIGKILL"),
+            (cri::Signal::Sigusr1, "SIGUSR1"),
+            (cri::Signal::Sigrtmin, "34"),
+            (cri::Signal::Sigrtminplus3, "37"),
+            (cri::Signal::Sigrtmaxminus2, "62"),
+            (cri::Signal::Sigrtmax, "64"),
+        ] {
+            assert_eq!(signal_name(signal), name);
+            assert_eq!(cri_signal(name), signal, "{name}");
+        }
+        assert_eq!(cri_signal("TERM"), cri::Signal::Sigterm);
+        assert_eq!(cri_signal("15"), cri::Signal::Sigterm);
+        assert_eq!(cri_signal("bogus"), cri::Signal::RuntimeDefault);
     }
 }

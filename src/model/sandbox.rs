@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use k8s_cri::v1 as cri;
+use crate::cri;
 use serde::{Deserialize, Serialize};
 
 use super::ids::SandboxId;
@@ -46,6 +46,18 @@ pub struct SandboxStatus {
     /// The pod's addresses from CNI; none for host-network pods and before networking.
     #[serde(default)]
     pub addresses: Option<PodAddresses>,
+    /// Pod-level resources from the latest UpdatePodSandboxResources (in-place pod resize).
+    #[serde(default)]
+    pub resized: Option<PodResources>,
+}
+
+/// The pod-level resources kubelet reported after resizing the pod cgroup.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PodResources {
+    pub overhead: Option<cri::LinuxContainerResources>,
+    pub resources: Option<cri::LinuxContainerResources>,
+    /// When kubelet reported them (nanoseconds since the epoch).
+    pub updated_at: i64,
 }
 
 /// A process identified by pid and start time (clock ticks since boot), so a recycled

@@ -10,6 +10,9 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use super::cli::{read_pid, PID_FILE};
 use super::{kill_tree, ExecOutput, OciError, OciRuntime};
 
+/// How long the runtime's exec process gets to reap a process killed at a timeout.
+const REAP_GRACE: Duration = Duration::from_secs(2);
+
 pub async fn run(
     runtime: &dyn OciRuntime,
     id: &str,
@@ -35,6 +38,10 @@ pub async fn run(
             Err(_) => {
                 if let Some(pid) = read_pid(&dir.path().join(PID_FILE)) {
                     kill_tree(pid);
+                    // The runtime's exec process is the killed process's parent: let it reap
+                    // it, or it lingers as a zombie under the container's init (which may
+                    // never reap) and still shows in the container's process list.
+                    let _ = tokio::time::timeout(REAP_GRACE, child.wait()).await;
                 }
                 let _ = child.kill().await;
                 return Err(OciError::Timeout(t));

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use k8s_cri::v1 as cri;
+use crate::cri;
 use oci_spec::runtime::Mount;
 
 /// Options of a tmpfs swapcri mounts itself or puts in a spec; `noswap` (when the kernel
@@ -59,8 +59,9 @@ pub fn standard(privileged: bool, noswap: bool) -> Vec<Mount> {
     ]
 }
 
-/// The request's mounts as OCI bind mounts.
-pub fn from_request(mounts: &[cri::Mount]) -> Result<Vec<Mount>, String> {
+/// The request's mounts as OCI bind mounts. A recursive read-only mount needs `readonly`,
+/// private propagation (the CRI's rules) and a handler with `rro` (`rro_supported`).
+pub fn from_request(mounts: &[cri::Mount], rro_supported: bool) -> Result<Vec<Mount>, String> {
     mounts
         .iter()
         .map(|m| {
@@ -76,7 +77,27 @@ pub fn from_request(mounts: &[cri::Mount]) -> Result<Vec<Mount>, String> {
                 Ok(cri::MountPropagation::PropagationBidirectional) => "rshared",
                 Err(_) => return Err(format!("unknown mount propagation {}", m.propagation)),
             };
-            Ok(bind(Path::new(&m.host_path), &m.container_path, m.readonly, propagation))
+            let mut mount = bind(Path::new(&m.host_path), &m.container_path, m.readonly, propagation);
+            if m.recursive_read_only {
+                let at = &m.container_path;
+                if !m.readonly {
+                    return Err(format!("recursive read-only mount {at:?} must also be read-only"));
+                }
+                if propagation != "rprivate" {
+                    return Err(format!(
+                        "recursive read-only mount {at:?} needs private propagation, not {propagation}"
+                    ));
+                }
+                if !rro_supported {
+                    return Err(format!(
+                        "recursive read-only mount {at:?}: the runtime handler or the kernel (5.12+) lacks support"
+                    ));
+                }
+                let mut options = mount.options().clone().unwrap_or_default();
+                options.push("rro".into());
+                mount.set_options(Some(options));
+            }
+            Ok(mount)
         })
         .collect()
 }
@@ -104,15 +125,43 @@ mod tests {
             propagation: cri::MountPropagation::PropagationHostToContainer as i32,
             ..Default::default()
         }];
-        let m = &from_request(&request).unwrap()[0];
+        let m = &from_request(&request, false).unwrap()[0];
         assert_eq!(m.options().as_ref().unwrap(), &vec!["rbind".to_string(), "rslave".into(), "ro".into()]);
         let relative = [cri::Mount { container_path: "data".into(), host_path: "/x".into(), ..Default::default() }];
-        assert!(from_request(&relative).is_err());
+        assert!(from_request(&relative, false).is_err());
         assert!(
             standard(false, false)
                 .iter()
                 .any(|m| m.destination() == Path::new("/sys")
                     && m.options().as_ref().unwrap().contains(&"ro".to_string()))
         );
+    }
+
+    #[test]
+    fn recursive_read_only_rules() {
+        let rro = |readonly, propagation: cri::MountPropagation| cri::Mount {
+            container_path: "/m".into(),
+            host_path: "/h".into(),
+            readonly,
+            propagation: propagation as i32,
+            recursive_read_only: true,
+            ..Default::default()
+        };
+        use cri::MountPropagation::*;
+        let cases = [
+            (rro(true, PropagationPrivate), true, Ok(vec!["rbind", "rprivate", "ro", "rro"])),
+            (rro(true, PropagationPrivate), false, Err("lacks support")),
+            (rro(false, PropagationPrivate), true, Err("must also be read-only")),
+            (rro(true, PropagationHostToContainer), true, Err("needs private propagation")),
+            (rro(true, PropagationBidirectional), true, Err("needs private propagation")),
+        ];
+        for (mount, supported, want) in cases {
+            let got = from_request(std::slice::from_ref(&mount), supported);
+            match (got, want) {
+                (Ok(m), Ok(options)) => assert_eq!(m[0].options().as_ref().unwrap(), &options),
+                (Err(e), Err(part)) => assert!(e.contains(part), "{e}"),
+                (got, want) => panic!("{mount:?} supported={supported}: got {got:?}, want {want:?}"),
+            }
+        }
     }
 }

@@ -1,11 +1,14 @@
 //! Which uid, gid and supplementary groups a container runs as, from the request, the
 //! image's `User`, and the image's /etc/passwd and /etc/group (passed in as text).
 
-use k8s_cri::v1 as cri;
+use crate::cri;
 
 use super::PolicyError;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The identities the container's first process starts with. `additional_gids` lists the
+/// primary gid first, then the other groups in ascending order (what `process.user`
+/// carries and ContainerStatus reports).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ResolvedUser {
     pub uid: u32,
     pub gid: u32,
@@ -54,8 +57,9 @@ impl UserDb {
 }
 
 /// Resolves the container's user: `run_as_user`/`run_as_username` override the image's
-/// `User`; `run_as_group` overrides the group; supplementary groups are the user's
-/// memberships plus the request's.
+/// `User`; `run_as_group` overrides the group (and needs one of those two, as the CRI says);
+/// supplementary groups are the request's plus, under the Merge policy (the default), the
+/// user's memberships in the image's /etc/group; under Strict, the request's alone.
 pub fn resolve(
     security: Option<&cri::LinuxContainerSecurityContext>,
     image_user: &str,
@@ -67,6 +71,10 @@ pub fn resolve(
     };
     let requested_uid = security.and_then(|s| s.run_as_user.as_ref()).map(|v| v.value);
     let requested_name = security.map(|s| s.run_as_username.as_str()).filter(|s| !s.is_empty());
+    if security.is_some_and(|s| s.run_as_group.is_some()) && requested_uid.is_none() && requested_name.is_none() {
+        return Err(PolicyError::Invalid("run_as_group needs run_as_user or run_as_username".into()));
+    }
+    let strict = security.is_some_and(|s| s.supplemental_groups_policy == cri::SupplementalGroupsPolicy::Strict as i32);
     let (uid, mut gid, name) = if let Some(uid) = requested_uid {
         let uid = u32::try_from(uid).map_err(|_| PolicyError::Invalid(format!("run_as_user {uid} is out of range")))?;
         let (name, gid) = db.user_by_uid(uid).map(|(n, g)| (Some(n), g)).unwrap_or((None, 0));
@@ -100,7 +108,10 @@ pub fn resolve(
         gid = u32::try_from(g.value)
             .map_err(|_| PolicyError::Invalid(format!("run_as_group {} is out of range", g.value)))?;
     }
-    let mut additional_gids = name.as_deref().map(|n| db.member_of(n)).unwrap_or_default();
+    let mut additional_gids = match name.as_deref() {
+        Some(n) if !strict => db.member_of(n),
+        _ => Vec::new(),
+    };
     for g in security.map(|s| s.supplemental_groups.as_slice()).unwrap_or(&[]) {
         additional_gids.push(
             u32::try_from(*g).map_err(|_| PolicyError::Invalid(format!("supplemental group {g} is out of range")))?,
@@ -109,6 +120,7 @@ pub fn resolve(
     additional_gids.retain(|g| *g != gid);
     additional_gids.sort_unstable();
     additional_gids.dedup();
+    additional_gids.insert(0, gid);
     Ok(ResolvedUser { uid, gid, additional_gids })
 }
 
@@ -133,9 +145,17 @@ mod tests {
         }
     }
 
+    fn strict(mut c: cri::LinuxContainerSecurityContext) -> cri::LinuxContainerSecurityContext {
+        c.supplemental_groups_policy = cri::SupplementalGroupsPolicy::Strict as i32;
+        c
+    }
+
     #[test]
     fn resolution_table() {
-        let u = |uid, gid, extra: &[u32]| Ok::<_, ()>(ResolvedUser { uid, gid, additional_gids: extra.to_vec() });
+        let u = |uid, gid, extra: &[u32]| {
+            let additional_gids = [&[gid][..], extra].concat();
+            Ok::<_, ()>(ResolvedUser { uid, gid, additional_gids })
+        };
         let cases: Vec<(Option<cri::LinuxContainerSecurityContext>, &str, Result<ResolvedUser, ()>)> = vec![
             (None, "", u(0, 0, &[10])),
             (None, "app", u(1000, 1001, &[10, 29])),
@@ -148,6 +168,11 @@ mod tests {
             (Some(ctx(None, "app", Some(5), &[7])), "", u(1000, 5, &[7, 10, 29])),
             (Some(ctx(Some(1000), "", None, &[1001])), "", u(1000, 1001, &[10, 29])),
             (Some(ctx(Some(-1), "", None, &[])), "", Err(())),
+            // run_as_group alone is refused.
+            (Some(ctx(None, "", Some(5), &[])), "app", Err(())),
+            // Strict: the request's groups only, none from the image's /etc/group.
+            (Some(strict(ctx(Some(1000), "", None, &[1234]))), "", u(1000, 1001, &[1234])),
+            (Some(strict(ctx(None, "app", None, &[]))), "", u(1000, 1001, &[])),
         ];
         for (security, image_user, expected) in cases {
             let got = resolve(security.as_ref(), image_user, &db()).map_err(|_| ());

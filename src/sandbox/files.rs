@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use k8s_cri::v1 as cri;
+use crate::cri;
 
 const HOSTS: &str = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\nfe00::0\tip6-localnet\nff00::0\tip6-mcastprefix\nff02::1\tip6-allnodes\nff02::2\tip6-allrouters\n";
 

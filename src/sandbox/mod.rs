@@ -1,11 +1,13 @@
 //! What a pod sandbox is made of on the host: namespaces pinned by bind mounts (no pause
 //! image), a PID-namespace holder when the pod shares one, the pod's /dev/shm tmpfs, and
-//! its hostname, hosts and resolv.conf files.
+//! its hostname, hosts and resolv.conf files; and the host side of volumes that propagate.
 
 mod files;
 mod namespaces;
+mod propagation;
 mod tmpfs;
 
 pub use files::write_pod_files;
 pub use namespaces::{create, helper_main, release, NsRequest};
+pub use propagation::ensure_shared;
 pub use tmpfs::{mount_tmpfs, unmount};

@@ -4,7 +4,7 @@
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
-use k8s_cri::v1 as cri;
+use crate::cri;
 use oci_spec::image::ImageConfiguration;
 
 use crate::error::Error;
@@ -25,6 +25,7 @@ pub(super) struct Bundle {
     pub dir: PathBuf,
     pub defaults: ImageDefaults,
     pub warnings: Vec<String>,
+    pub user: crate::policy::user::ResolvedUser,
 }
 
 impl PodService {
@@ -54,6 +55,7 @@ impl PodService {
         rollback.push("unmount rootfs", move || {
             let _ = sandbox::unmount(&unmount_path);
         });
+        share_propagating_sources(id, &config.mounts)?;
         let defaults = self.image_defaults(image)?;
         let built = self.build_spec(id, sandbox, config, &defaults, rootfs, plan)?;
         for warning in &built.warnings {
@@ -62,7 +64,7 @@ impl PodService {
         let dir = run_dir.join("bundle");
         std::fs::create_dir_all(&dir).map_err(|e| Error::Internal(format!("{}: {e}", dir.display())))?;
         built.spec.save(dir.join("config.json")).map_err(|e| Error::Internal(format!("writing the OCI spec: {e}")))?;
-        Ok(Bundle { run_dir, dir, defaults, warnings: built.warnings })
+        Ok(Bundle { run_dir, dir, defaults, warnings: built.warnings, user: built.user })
     }
 
     /// The OCI spec: what the policy makes of the request, with what only I/O can tell
@@ -93,6 +95,11 @@ impl PodService {
             localhost_seccomp,
             target_pid_ns,
             memory_unified: plan.unified(),
+            recursive_read_only: self
+                .runtimes
+                .get(&sandbox.meta.runtime_handler)?
+                .capabilities(&self.node)
+                .recursive_read_only,
         };
         Ok(spec::build(&input, &self.node)?)
     }
@@ -230,4 +237,26 @@ fn load_localhost_seccomp(
     serde_json::from_slice(&bytes)
         .map(Some)
         .map_err(|e| Error::InvalidArgument(format!("seccomp profile {path:?}: {e}")))
+}
+
+/// Host paths mounted with propagation must sit on shared mounts (see `sandbox::ensure_shared`).
+fn share_propagating_sources(id: &ContainerId, mounts: &[cri::Mount]) -> Result<(), Error> {
+    let propagating = |m: &&cri::Mount| {
+        m.propagation == cri::MountPropagation::PropagationBidirectional as i32
+            || m.propagation == cri::MountPropagation::PropagationHostToContainer as i32
+    };
+    for m in mounts.iter().filter(propagating).filter(|m| !m.host_path.is_empty()) {
+        let source = Path::new(&m.host_path);
+        match sandbox::ensure_shared(source) {
+            Ok(true) => tracing::info!(container = %id, source = %m.host_path, "volume source made a shared mount"),
+            Ok(false) => {}
+            Err(e) => {
+                return Err(Error::FailedPrecondition(format!(
+                    "volume {}: cannot make its source {} a shared mount: {e}",
+                    m.container_path, m.host_path
+                )))
+            }
+        }
+    }
+    Ok(())
 }

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use k8s_cri::v1 as cri;
+use crate::cri;
 
 use crate::error::Error;
 use crate::image::ImageLookup;
@@ -51,9 +51,8 @@ impl PodService {
             image_id: image.id.clone(),
             log_path,
             created_at: now_nanos(),
-            stop_signal: Some(bundle.defaults.stop_signal.clone())
-                .filter(|s| !s.is_empty())
-                .unwrap_or_else(|| "SIGTERM".into()),
+            stop_signal: stop_signal(&config, &bundle.defaults.stop_signal),
+            user: Some(bundle.user),
             warnings: bundle.warnings,
             config: config.clone(),
         };
@@ -154,5 +153,14 @@ fn log_path(sandbox: &Sandbox, config: &cri::ContainerConfig) -> String {
         (_, true) => String::new(),
         (true, false) => config.log_path.clone(),
         (false, false) => Path::new(dir).join(&config.log_path).display().to_string(),
+    }
+}
+
+/// The request's stop signal wins over the image's `StopSignal`; SIGTERM when neither names one.
+fn stop_signal(config: &cri::ContainerConfig, image: &str) -> String {
+    match cri::Signal::try_from(config.stop_signal) {
+        Ok(cri::Signal::RuntimeDefault) | Err(_) if !image.is_empty() => image.to_string(),
+        Ok(cri::Signal::RuntimeDefault) | Err(_) => "SIGTERM".into(),
+        Ok(signal) => crate::model::container::signal_name(signal),
     }
 }

@@ -1,4 +1,4 @@
-use k8s_cri::v1 as cri;
+use crate::cri;
 
 use super::pods::{labels_match, Container, PodService};
 

@@ -1,4 +1,4 @@
-use k8s_cri::v1 as cri;
+use crate::cri;
 
 use crate::error::Error;
 use crate::policy::spec;

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_cri::v1 as cri;
+use crate::cri;
 
 use crate::config::Config;
 use crate::error::{Error, ErrorKind};
@@ -70,7 +70,7 @@ fn fixture_with(
             created_at: 0,
             dir: dir.path().join("pod"),
         }),
-        status: SandboxStatus { state: SandboxState::Ready, holder: None, addresses: None },
+        status: SandboxStatus { state: SandboxState::Ready, holder: None, addresses: None, resized: None },
     };
     // The test process stands in for a live monitor.
     let me = ProcessRef::of(std::process::id() as i32).unwrap();
@@ -87,6 +87,7 @@ fn fixture_with(
             log_path: String::new(),
             created_at: 0,
             stop_signal: stop_signal.into(),
+            user: None,
             warnings: vec![],
         }),
         status,

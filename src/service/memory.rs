@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use k8s_cri::v1 as cri;
+use crate::cri;
 
 use std::path::PathBuf;
 

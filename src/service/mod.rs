@@ -33,6 +33,7 @@ mod sandbox_remove;
 mod sandbox_run;
 mod sandbox_status;
 mod sandbox_stop;
+mod sandbox_update;
 mod stats;
 mod streaming;
 
@@ -47,7 +48,7 @@ use crate::model::image::ImageRecord;
 pub use pods::{Container, PodService, Sandbox};
 pub use runtime_status::{Condition, RuntimeStatus};
 pub use runtime_version::VersionInfo;
-pub use runtimes::{RuntimeHandler, Runtimes};
+pub use runtimes::{HandlerCapabilities, RuntimeHandler, Runtimes};
 pub use sandbox_status::SandboxStatusView;
 pub use streaming::{StreamWants, StreamingService};
 

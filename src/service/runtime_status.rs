@@ -1,6 +1,7 @@
 use serde_json::json;
 
 use super::pods::PodService;
+use super::runtimes::HandlerCapabilities;
 use super::RuntimeService;
 use crate::network::NetworkError;
 
@@ -17,7 +18,8 @@ pub struct Condition {
 #[derive(Debug, Clone)]
 pub struct RuntimeStatus {
     pub conditions: Vec<Condition>,
-    pub handlers: Vec<String>,
+    /// Usable handlers ("" first, for the default) with what each offers.
+    pub handlers: Vec<(String, HandlerCapabilities)>,
     pub info: Option<serde_json::Value>,
 }
 
@@ -66,10 +68,15 @@ impl RuntimeService {
             },
         };
         let mut handlers = Vec::new();
-        if default_probe.is_some_and(|h| h.features.usable) {
-            handlers.push(String::new());
+        if let Some(h) = default_probe.filter(|h| h.features.usable) {
+            handlers.push((String::new(), h.capabilities(&self.node)));
         }
-        handlers.extend(self.runtimes.all().filter(|h| h.features.usable).map(|h| h.spec.name.clone()));
+        handlers.extend(
+            self.runtimes
+                .all()
+                .filter(|h| h.features.usable)
+                .map(|h| (h.spec.name.clone(), h.capabilities(&self.node))),
+        );
         let info = verbose.then(|| {
             json!({
                 "config": &*self.config,

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::config::Config;
 use crate::error::Error;
+use crate::model::node::NodeFacts;
 use crate::oci::{Features, HandlerSpec, OciRuntime};
 
 /// One handler: what it is, its runtime, and what it supports.
@@ -13,6 +14,26 @@ pub struct RuntimeHandler {
     pub spec: HandlerSpec,
     pub runtime: Arc<dyn OciRuntime>,
     pub features: Features,
+}
+
+/// What a handler offers a pod on this node, as the CRI's RuntimeHandlerFeatures say it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HandlerCapabilities {
+    /// The runtime has the `rro` mount option and the kernel has mount_setattr (5.12).
+    pub recursive_read_only: bool,
+    /// User namespaces with id-mapped mounts. swapcri does not create user namespaces
+    /// yet, so this is false whatever the runtime and kernel support.
+    pub user_namespaces: bool,
+}
+
+impl RuntimeHandler {
+    pub fn capabilities(&self, node: &NodeFacts) -> HandlerCapabilities {
+        let kernel = |major, minor| node.memory.kernel.is_some_and(|k| k.at_least(major, minor));
+        HandlerCapabilities {
+            recursive_read_only: self.features.usable && self.features.recursive_read_only && kernel(5, 12),
+            user_namespaces: false,
+        }
+    }
 }
 
 pub struct Runtimes {

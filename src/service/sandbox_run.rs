@@ -1,4 +1,4 @@
-use k8s_cri::v1 as cri;
+use crate::cri;
 
 use crate::error::Error;
 use crate::model::ids::SandboxId;
@@ -148,7 +148,7 @@ impl PodService {
             created_at: now_nanos(),
             dir,
         };
-        let status = SandboxStatus { state: SandboxState::Ready, holder, addresses };
+        let status = SandboxStatus { state: SandboxState::Ready, holder, addresses, resized: None };
         self.registry.add_sandbox(meta, status)
     }
 }

@@ -37,6 +37,7 @@ impl PodService {
                 "pidNamespaceHolder": sandbox.status.holder,
                 "runDir": sandbox.meta.dir,
                 "config": sandbox.meta.config,
+                "resized": sandbox.status.resized,
             })
             .to_string()
         });

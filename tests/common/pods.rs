@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use k8s_cri::v1 as cri;
+use swapcri::cri;
 
 use super::images::{busybox, Compress, LayerTar, TestImage};
 use super::Daemon;
@@ -201,6 +201,7 @@ pub async fn exec_url(daemon: &Daemon, id: &str, cmd: &[&str], tty: bool, stdin:
         stdin,
         stdout: true,
         stderr,
+        ..Default::default()
     };
     rt.exec(req).await.expect("Exec").into_inner().url
 }

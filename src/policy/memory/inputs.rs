@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use k8s_cri::v1 as cri;
+use crate::cri;
 use serde::Serialize;
 
 use super::quantity::parse_bytes;
@@ -81,7 +81,27 @@ pub fn qos_from_cgroup_parent(parent: &str) -> Option<QosClass> {
     (words.next() == Some("kubepods")).then(|| classify(words.next()))
 }
 
-fn parse_unified(unified: &HashMap<String, String>) -> Result<KubeletMemory, PolicyError> {
+/// `memory_swap_limit_in_bytes` is memory + swap (the cgroup v1 `memsw` figure kubelets
+/// before 1.28 send): −1 is unlimited swap, N is N − memory limit of swap. 0 is unset.
+/// `unified["memory.swap.max"]`, when sent too, wins (the caller asks this only without it).
+fn swap_from_combined(resources: &cri::LinuxContainerResources) -> Result<Option<CgroupValue>, PolicyError> {
+    let (combined, limit) = (resources.memory_swap_limit_in_bytes, resources.memory_limit_in_bytes);
+    match combined {
+        0 => Ok(None),
+        -1 => Ok(Some(CgroupValue::Max)),
+        n if n < -1 => Err(PolicyError::Invalid(format!("memory_swap_limit_in_bytes {n} is negative"))),
+        _ if limit <= 0 => {
+            Err(PolicyError::Invalid("memory_swap_limit_in_bytes (memory + swap) needs memory_limit_in_bytes".into()))
+        }
+        n if n < limit => Err(PolicyError::Invalid(format!(
+            "memory_swap_limit_in_bytes {n} (memory + swap) is below memory_limit_in_bytes {limit}"
+        ))),
+        n => Ok(Some(CgroupValue::Bytes((n - limit) as u64))),
+    }
+}
+
+fn parse_unified(resources: &cri::LinuxContainerResources) -> Result<KubeletMemory, PolicyError> {
+    let unified = &resources.unified;
     let value = |key: &str| -> Result<Option<CgroupValue>, PolicyError> {
         unified
             .get(key)
@@ -96,7 +116,7 @@ fn parse_unified(unified: &HashMap<String, String>) -> Result<KubeletMemory, Pol
         v.map(|v| if v == CgroupValue::Bytes(0) { KubeletValue::Reset } else { KubeletValue::Set(v) })
     };
     Ok(KubeletMemory {
-        swap_max: value("memory.swap.max")?,
+        swap_max: value("memory.swap.max")?.map_or_else(|| swap_from_combined(resources), |v| Ok(Some(v)))?,
         min: reset_aware(value("memory.min")?),
         low: reset_aware(value("memory.low")?),
         high: reset_aware(value("memory.high")?),
@@ -151,7 +171,7 @@ pub fn gather(
     facts: &MemoryFacts,
 ) -> Result<MemoryInputs, PolicyError> {
     let mut notes = Vec::new();
-    let kubelet = parse_unified(&resources.unified)?;
+    let kubelet = parse_unified(resources)?;
     let parent_qos = qos_from_cgroup_parent(pod.requested_cgroup_parent);
     let has_label = |labels: Option<&HashMap<String, String>>, key: &str| labels.is_some_and(|l| l.contains_key(key));
     let kubelet_managed = parent_qos.is_some()
@@ -269,4 +289,36 @@ fn request_of(
         .or_else(|| {
             (qos_class == QosClass::Burstable).then(|| request_from_oom_score_adj(adj, facts.mem_total)).flatten()
         }))
+}
+
+#[cfg(test)]
+mod combined_swap_tests {
+    use super::*;
+
+    #[test]
+    fn memory_plus_swap_table() {
+        let r = |limit, combined, unified: Option<&str>| cri::LinuxContainerResources {
+            memory_limit_in_bytes: limit,
+            memory_swap_limit_in_bytes: combined,
+            unified: unified.map(|v| [("memory.swap.max".to_string(), v.to_string())].into()).unwrap_or_default(),
+            ..Default::default()
+        };
+        let cases: &[(cri::LinuxContainerResources, Result<Option<CgroupValue>, ()>)] = &[
+            (r(0, 0, None), Ok(None)),
+            (r(100, -1, None), Ok(Some(CgroupValue::Max))),
+            (r(0, -1, None), Ok(Some(CgroupValue::Max))),
+            (r(100, 150, None), Ok(Some(CgroupValue::Bytes(50)))),
+            (r(100, 100, None), Ok(Some(CgroupValue::Bytes(0)))),
+            (r(100, 50, None), Err(())),
+            (r(0, 50, None), Err(())),
+            (r(100, -2, None), Err(())),
+            // unified wins when both are sent.
+            (r(100, -1, Some("4096")), Ok(Some(CgroupValue::Bytes(4096)))),
+            (r(100, 150, Some("max")), Ok(Some(CgroupValue::Max))),
+        ];
+        for (resources, want) in cases {
+            let got = parse_unified(resources).map(|k| k.swap_max).map_err(|_| ());
+            assert_eq!(&got, want, "{resources:?}");
+        }
+    }
 }

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use k8s_cri::v1 as cri;
+use crate::cri;
 
 use super::decide::{kubelet_limited_swap, throttle_high};
 use super::*;

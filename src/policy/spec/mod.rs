@@ -14,7 +14,7 @@ pub use resources::{linux_resources, update_document};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
-use k8s_cri::v1 as cri;
+use crate::cri;
 use oci_spec::runtime::{LinuxBuilder, LinuxSeccomp, Root, Spec};
 
 use super::user::ResolvedUser;
@@ -74,6 +74,8 @@ pub struct ContainerInput<'a> {
     pub target_pid_ns: Option<PathBuf>,
     /// The memory plan's cgroup v2 files (`MemoryPlan::unified`).
     pub memory_unified: BTreeMap<String, String>,
+    /// The pod's runtime handler can make mounts recursively read-only.
+    pub recursive_read_only: bool,
 }
 
 #[derive(Debug)]
@@ -81,6 +83,8 @@ pub struct BuiltSpec {
     pub spec: Spec,
     /// What was asked for and could not be applied as asked.
     pub warnings: Vec<String>,
+    /// The identities `process.user` starts the container with.
+    pub user: ResolvedUser,
 }
 
 /// Kubernetes' rules: `command` replaces the entrypoint, `args` the image's cmd.
@@ -140,6 +144,7 @@ pub fn build(input: &ContainerInput, node: &NodeFacts) -> Result<BuiltSpec, Poli
         .build()
         .map_err(|e| PolicyError::Invalid(format!("linux section: {e}")))?;
     linux.set_seccomp(confinement.seccomp);
+    linux.set_rootfs_propagation(rootfs_propagation(&input.config.mounts));
 
     let mut root = Root::default();
     root.set_path(input.rootfs.clone());
@@ -152,7 +157,20 @@ pub fn build(input: &ContainerInput, node: &NodeFacts) -> Result<BuiltSpec, Poli
     spec.set_linux(Some(linux));
     let annotations: HashMap<String, String> = input.config.annotations.clone().into_iter().collect();
     spec.set_annotations(Some(annotations));
-    Ok(BuiltSpec { spec, warnings })
+    Ok(BuiltSpec { spec, warnings, user: input.user.clone() })
+}
+
+/// A bidirectional mount needs the container's root to be a shared mount, and a
+/// host-to-container one a slave, or propagation stops at the root.
+fn rootfs_propagation(mounts: &[cri::Mount]) -> Option<String> {
+    let has = |p: cri::MountPropagation| mounts.iter().any(|m| m.propagation == p as i32);
+    if has(cri::MountPropagation::PropagationBidirectional) {
+        Some("rshared".into())
+    } else if has(cri::MountPropagation::PropagationHostToContainer) {
+        Some("rslave".into())
+    } else {
+        None
+    }
 }
 
 /// Standard mounts, the pod's files, then the request's (the request wins for the same
@@ -162,7 +180,8 @@ fn with_mounts(
     security: &cri::LinuxContainerSecurityContext,
     node: &NodeFacts,
 ) -> Result<Vec<oci_spec::runtime::Mount>, PolicyError> {
-    let requested = super::mounts::from_request(&input.config.mounts).map_err(PolicyError::Invalid)?;
+    let requested =
+        super::mounts::from_request(&input.config.mounts, input.recursive_read_only).map_err(PolicyError::Invalid)?;
     let taken = |dest: &str| requested.iter().any(|m| m.destination() == Path::new(dest));
     let mut all = super::mounts::standard(security.privileged, node.noswap.supported());
     let shm = input.pod.shm.clone().unwrap_or_else(|| PathBuf::from("/dev/shm"));

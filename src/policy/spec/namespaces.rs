@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use k8s_cri::v1 as cri;
+use crate::cri;
 use oci_spec::runtime::{LinuxNamespace, LinuxNamespaceType};
 
 use super::ContainerInput;

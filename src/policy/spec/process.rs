@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::path::PathBuf;
 
-use k8s_cri::v1 as cri;
+use crate::cri;
 use oci_spec::runtime::{Capability, LinuxCapabilities, Process, User};
 
 use super::{command_line, environment, ContainerInput};

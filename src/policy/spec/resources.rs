@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use k8s_cri::v1 as cri;
+use crate::cri;
 use oci_spec::runtime::{LinuxCpu, LinuxHugepageLimit, LinuxMemory, LinuxResources};
 
 use crate::model::memory::PLAN_FILES;

@@ -1,7 +1,7 @@
 //! The security step: seccomp, masked and read-only paths (none of them for a privileged
 //! container).
 
-use k8s_cri::v1 as cri;
+use crate::cri;
 use oci_spec::runtime::LinuxSeccomp;
 
 use crate::policy::{seccomp, PolicyError};

@@ -71,6 +71,7 @@ fn build_with_plan(
         localhost_seccomp: None,
         target_pid_ns: None,
         memory_unified,
+        recursive_read_only: true,
     };
     build(&input, &node(mode))
 }

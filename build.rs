@@ -1,0 +1,10 @@
+//! Compiles the CRI v1 contract in `proto/` into the `swapcri::cri` module.
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    println!("cargo:rerun-if-changed=proto");
+    tonic_prost_build::configure()
+        // Records on disk keep the CRI configs a pod or container was created with.
+        .type_attribute(".", "#[derive(serde::Serialize, serde::Deserialize)]")
+        .compile_protos(&["proto/runtime/v1/api.proto"], &["proto"])?;
+    Ok(())
+}

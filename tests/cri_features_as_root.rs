@@ -1,0 +1,220 @@
+//! CRI additions a current kubelet uses, over the socket on real runc: supplemental groups
+//! policies and ContainerStatus.user, RunAsGroup without a user, stop signals, the
+//! `Stream*` list RPCs, UpdatePodSandboxResources, recursive read-only mounts as the
+//! handler reports them, and mount propagation from container to host.
+
+mod common;
+
+use common::pods::*;
+use common::{require_root, Daemon};
+use futures::StreamExt;
+use swapcri::cri;
+
+fn stdout(r: &cri::ExecSyncResponse) -> String {
+    String::from_utf8_lossy(&r.stdout).trim().to_string()
+}
+
+fn security(c: &mut cri::ContainerConfig) -> &mut cri::LinuxContainerSecurityContext {
+    c.linux.get_or_insert_with(Default::default).security_context.get_or_insert_with(Default::default)
+}
+
+const FOREVER: [&str; 3] = ["sh", "-c", "while true; do sleep 1; done"];
+
+#[tokio::test(flavor = "multi_thread")]
+async fn groups_policies_users_and_stop_signals() {
+    require_root();
+    let daemon = Daemon::start("");
+    import_busybox(&daemon);
+    let pod_config = sandbox_config("groups", &daemon.dir.path().join("logs"));
+    let pod = run_sandbox(&daemon, pod_config.clone()).await;
+
+    let runtime = daemon.runtime().await.status(cri::StatusRequest { verbose: false }).await.unwrap().into_inner();
+    assert!(runtime.features.unwrap().supplemental_groups_policy);
+
+    // Merge (default): the image's membership of "app" in wheel (10) joins the request's 1234.
+    let mut merge = container_config("merge", &FOREVER);
+    security(&mut merge).run_as_user = Some(cri::Int64Value { value: 1000 });
+    security(&mut merge).supplemental_groups = vec![1234];
+    merge.stop_signal = cri::Signal::Sigusr1 as i32;
+    let merge = start(&daemon, &pod, &pod_config, merge).await;
+    assert_eq!(stdout(&exec(&daemon, &merge, &["id", "-G"], 10).await.unwrap()), "1000 10 1234");
+    let s = status(&daemon, &merge).await;
+    let user = s.user.unwrap().linux.unwrap();
+    assert_eq!((user.uid, user.gid, user.supplemental_groups), (1000, 1000, vec![1000, 10, 1234]));
+    assert_eq!(s.stop_signal, cri::Signal::Sigusr1 as i32, "the request's stop signal wins");
+
+    // Strict: the request's groups only.
+    let mut strict = container_config("strict", &FOREVER);
+    security(&mut strict).run_as_user = Some(cri::Int64Value { value: 1000 });
+    security(&mut strict).supplemental_groups = vec![1234];
+    security(&mut strict).supplemental_groups_policy = cri::SupplementalGroupsPolicy::Strict as i32;
+    let strict = start(&daemon, &pod, &pod_config, strict).await;
+    assert_eq!(stdout(&exec(&daemon, &strict, &["id", "-G"], 10).await.unwrap()), "1000 1234");
+    let user = status(&daemon, &strict).await.user.unwrap().linux.unwrap();
+    assert_eq!(user.supplemental_groups, vec![1000, 1234]);
+    assert_eq!(status(&daemon, &strict).await.stop_signal, cri::Signal::Sigterm as i32, "the default");
+
+    // RunAsGroup without a user is refused, and nothing is created.
+    let mut group_only = container_config("group-only", &FOREVER);
+    security(&mut group_only).run_as_group = Some(cri::Int64Value { value: 5 });
+    let err = daemon
+        .runtime()
+        .await
+        .create_container(cri::CreateContainerRequest {
+            pod_sandbox_id: pod.clone(),
+            config: Some(group_only),
+            sandbox_config: Some(pod_config.clone()),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
+    let listed = daemon.runtime().await.list_containers(cri::ListContainersRequest { filter: None }).await.unwrap();
+    assert_eq!(listed.into_inner().containers.len(), 2);
+
+    // The Stream* RPCs send what the List* ones answer.
+    let mut rt = daemon.runtime().await;
+    let mut stream = rt.stream_containers(cri::StreamContainersRequest { filter: None }).await.unwrap().into_inner();
+    let mut streamed = Vec::new();
+    while let Some(batch) = stream.next().await {
+        let batch = batch.unwrap();
+        assert!(!batch.containers.is_empty(), "no empty batches");
+        streamed.extend(batch.containers.into_iter().map(|c| c.id));
+    }
+    streamed.sort();
+    let mut want = vec![merge.clone(), strict.clone()];
+    want.sort();
+    assert_eq!(streamed, want);
+    let pods: Vec<_> = rt
+        .stream_pod_sandboxes(cri::StreamPodSandboxesRequest { filter: None })
+        .await
+        .unwrap()
+        .into_inner()
+        .collect()
+        .await;
+    assert_eq!(pods.len(), 1);
+    assert_eq!(pods[0].as_ref().unwrap().pod_sandboxes[0].id, pod);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn pod_resize_is_recorded() {
+    require_root();
+    let daemon = Daemon::start("");
+    let pod_config = sandbox_config("resize", &daemon.dir.path().join("logs"));
+    let pod = run_sandbox(&daemon, pod_config).await;
+    let mut rt = daemon.runtime().await;
+    let resources =
+        cri::LinuxContainerResources { memory_limit_in_bytes: 256 << 20, cpu_shares: 512, ..Default::default() };
+    rt.update_pod_sandbox_resources(cri::UpdatePodSandboxResourcesRequest {
+        pod_sandbox_id: pod.clone(),
+        overhead: None,
+        resources: Some(resources),
+    })
+    .await
+    .expect("UpdatePodSandboxResources");
+    let status = rt
+        .pod_sandbox_status(cri::PodSandboxStatusRequest { pod_sandbox_id: pod.clone(), verbose: true })
+        .await
+        .unwrap()
+        .into_inner();
+    let info: serde_json::Value = serde_json::from_str(&status.info["info"]).unwrap();
+    assert_eq!(info["resized"]["resources"]["memory_limit_in_bytes"], 256 << 20, "{info}");
+    assert!(status.timestamp > 0);
+    let missing = rt
+        .update_pod_sandbox_resources(cri::UpdatePodSandboxResourcesRequest {
+            pod_sandbox_id: "nope".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(missing.code(), tonic::Code::NotFound);
+}
+
+/// The handler's report decides: with `rro` a recursive read-only volume keeps a mount
+/// below it read-only; without, the request is refused. Refusals apply either way.
+#[tokio::test(flavor = "multi_thread")]
+async fn recursive_read_only_follows_the_handler() {
+    require_root();
+    let daemon = Daemon::start("");
+    import_busybox(&daemon);
+    let status = daemon.runtime().await.status(cri::StatusRequest { verbose: false }).await.unwrap().into_inner();
+    let rro = status
+        .runtime_handlers
+        .iter()
+        .find(|h| h.name.is_empty())
+        .unwrap()
+        .features
+        .unwrap()
+        .recursive_read_only_mounts;
+    let pod_config = sandbox_config("rro", &daemon.dir.path().join("logs"));
+    let pod = run_sandbox(&daemon, pod_config.clone()).await;
+
+    // A host directory with a tmpfs mounted inside it.
+    let host = daemon.dir.path().join("volume");
+    let inner = host.join("inner");
+    std::fs::create_dir_all(&inner).unwrap();
+    nix::mount::mount(Some("tmpfs"), &inner, Some("tmpfs"), nix::mount::MsFlags::empty(), None::<&str>).unwrap();
+    let volume = |readonly, propagation: cri::MountPropagation| cri::Mount {
+        container_path: "/vol".into(),
+        host_path: host.display().to_string(),
+        readonly,
+        recursive_read_only: true,
+        propagation: propagation as i32,
+        ..Default::default()
+    };
+    let create = |name: &str, mount: cri::Mount| {
+        let mut c = container_config(name, &FOREVER);
+        c.mounts = vec![mount];
+        cri::CreateContainerRequest {
+            pod_sandbox_id: pod.clone(),
+            config: Some(c),
+            sandbox_config: Some(pod_config.clone()),
+        }
+    };
+    let mut rt = daemon.runtime().await;
+    for (name, mount) in [
+        ("not-ro", volume(false, cri::MountPropagation::PropagationPrivate)),
+        ("slave", volume(true, cri::MountPropagation::PropagationHostToContainer)),
+        ("shared", volume(true, cri::MountPropagation::PropagationBidirectional)),
+    ] {
+        let err = rt.create_container(create(name, mount)).await.unwrap_err();
+        assert_eq!(err.code(), tonic::Code::InvalidArgument, "{name}: {err:?}");
+    }
+    let made = rt.create_container(create("rro", volume(true, cri::MountPropagation::PropagationPrivate))).await;
+    if rro {
+        let id = made.expect("rro supported").into_inner().container_id;
+        rt.start_container(cri::StartContainerRequest { container_id: id.clone() }).await.unwrap();
+        let touch = exec(&daemon, &id, &["touch", "/vol/inner/file"], 10).await.unwrap();
+        assert_ne!(touch.exit_code, 0, "the mount below the volume is read-only too");
+    } else {
+        assert_eq!(made.unwrap_err().code(), tonic::Code::InvalidArgument);
+    }
+    let _ = nix::mount::umount2(&inner, nix::mount::MntFlags::MNT_DETACH);
+}
+
+/// A bidirectional volume: what the container mounts inside it appears on the host.
+#[tokio::test(flavor = "multi_thread")]
+async fn bidirectional_propagation_reaches_the_host() {
+    require_root();
+    let daemon = Daemon::start("");
+    import_busybox(&daemon);
+    let pod_config = sandbox_config("propagation", &daemon.dir.path().join("logs"));
+    let pod = run_sandbox(&daemon, pod_config.clone()).await;
+    let host = daemon.dir.path().join("shared-volume");
+    std::fs::create_dir_all(host.join("target")).unwrap();
+    let mut c = container_config("mounter", &FOREVER);
+    security(&mut c).privileged = true;
+    c.mounts = vec![cri::Mount {
+        container_path: "/vol".into(),
+        host_path: host.display().to_string(),
+        propagation: cri::MountPropagation::PropagationBidirectional as i32,
+        ..Default::default()
+    }];
+    let id = start(&daemon, &pod, &pod_config, c).await;
+    let mounted = exec(&daemon, &id, &["mount", "-t", "tmpfs", "tmpfs", "/vol/target"], 10).await.unwrap();
+    assert_eq!(mounted.exit_code, 0, "{}", String::from_utf8_lossy(&mounted.stderr));
+    exec(&daemon, &id, &["sh", "-c", "echo from-container > /vol/target/note"], 10).await.unwrap();
+    let seen = std::fs::read_to_string(host.join("target/note"));
+    let _ = nix::mount::umount2(&host.join("target"), nix::mount::MntFlags::MNT_DETACH);
+    let _ = nix::mount::umount2(&host, nix::mount::MntFlags::MNT_DETACH);
+    assert_eq!(seen.expect("the container's mount is visible on the host").trim(), "from-container");
+}
