@@ -215,6 +215,111 @@ async fn bidirectional_propagation_reaches_the_host() {
     exec(&daemon, &id, &["sh", "-c", "echo from-container > /vol/target/note"], 10).await.unwrap();
     let seen = std::fs::read_to_string(host.join("target/note"));
     let _ = nix::mount::umount2(&host.join("target"), nix::mount::MntFlags::MNT_DETACH);
-    let _ = nix::mount::umount2(&host, nix::mount::MntFlags::MNT_DETACH);
     assert_eq!(seen.expect("the container's mount is visible on the host").trim(), "from-container");
+    // The bind mount that made the source shared goes with the container.
+    let host_text = host.canonicalize().unwrap().display().to_string();
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let made = mounts.lines().any(|l| l.split(' ').nth(4) == Some(host_text.as_str()));
+    let mut rt = daemon.runtime().await;
+    rt.stop_container(cri::StopContainerRequest { container_id: id.clone(), timeout: 0 }).await.unwrap();
+    rt.remove_container(cri::RemoveContainerRequest { container_id: id }).await.unwrap();
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let left = mounts.lines().any(|l| l.split(' ').nth(4) == Some(host_text.as_str()));
+    let _ = nix::mount::umount2(&host, nix::mount::MntFlags::MNT_DETACH);
+    assert!(!left, "made a bind mount: {made}; it must not outlive the container");
+}
+
+/// Image volumes: an image from the store mounted read-only, whole or a sub path, its
+/// digest in ContainerStatus, the image kept while a container uses it, and the refusals.
+#[tokio::test(flavor = "multi_thread")]
+async fn image_volumes() {
+    require_root();
+    let daemon = Daemon::start("");
+    import_busybox(&daemon);
+    let archive = daemon.dir.path().join("multi.tar");
+    common::images::multi_layer_image().write_layout_archive(&archive, "localhost/test/multi:v1");
+    let out = daemon.command().args(["image", "import"]).arg(&archive).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut images = daemon.images().await;
+    let multi_id = images
+        .image_status(cri::ImageStatusRequest {
+            image: Some(cri::ImageSpec { image: "localhost/test/multi:v1".into(), ..Default::default() }),
+            verbose: false,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .image
+        .unwrap()
+        .id;
+
+    let pod_config = sandbox_config("image-volumes", &daemon.dir.path().join("logs"));
+    let pod = run_sandbox(&daemon, pod_config.clone()).await;
+    let volume = |path: &str, image: &str, sub: &str, readonly: bool| cri::Mount {
+        container_path: path.into(),
+        readonly,
+        image: Some(cri::ImageSpec { image: image.into(), ..Default::default() }),
+        image_sub_path: sub.into(),
+        ..Default::default()
+    };
+    let mut c = container_config("uses-volumes", &FOREVER);
+    c.mounts = vec![
+        volume("/multi", "localhost/test/multi:v1", "", true),
+        volume("/one", IMAGE, "", true),
+        volume("/etc-of-multi", &multi_id, "etc", true),
+    ];
+    let id = start(&daemon, &pod, &pod_config, c).await;
+    let out = |cmd: &[&str]| {
+        let (daemon, id) = (&daemon, id.clone());
+        let cmd: Vec<String> = cmd.iter().map(|s| s.to_string()).collect();
+        async move {
+            let refs: Vec<&str> = cmd.iter().map(String::as_str).collect();
+            exec(daemon, &id, &refs, 10).await.unwrap()
+        }
+    };
+    // Three layers stacked: whiteouts and opaque directories apply.
+    assert_eq!(stdout(&out(&["cat", "/multi/etc/motd"]).await), "layer 3");
+    assert_eq!(stdout(&out(&["ls", "/multi/data/old"]).await), "b");
+    assert_ne!(out(&["cat", "/multi/etc/removed"]).await.exit_code, 0);
+    // One layer, bound as it is; binaries in a volume run.
+    assert_eq!(out(&["/one/bin/busybox", "true"]).await.exit_code, 0);
+    // A sub path.
+    assert_eq!(stdout(&out(&["cat", "/etc-of-multi/kept"]).await), "kept");
+    // Read-only, all of them.
+    for path in ["/multi/new", "/one/new", "/etc-of-multi/new"] {
+        assert_ne!(out(&["touch", path]).await.exit_code, 0, "{path} is writable");
+    }
+    let s = status(&daemon, &id).await;
+    let multi = s.mounts.iter().find(|m| m.container_path == "/multi").unwrap();
+    assert_eq!(multi.image.as_ref().unwrap().image_ref, multi_id, "the digest of the image in use");
+
+    // In use as a volume: not removable until the container is gone.
+    let spec = cri::ImageSpec { image: "localhost/test/multi:v1".into(), ..Default::default() };
+    let err = images.remove_image(cri::RemoveImageRequest { image: Some(spec.clone()) }).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::FailedPrecondition, "{err:?}");
+
+    // Refusals: writable, a missing or escaping sub path, a host path beside the image.
+    let mut rt = daemon.runtime().await;
+    let mut host_too = volume("/v", IMAGE, "", true);
+    host_too.host_path = "/tmp".into();
+    for (name, mount) in [
+        ("writable", volume("/v", IMAGE, "", false)),
+        ("missing-sub", volume("/v", IMAGE, "nope", true)),
+        ("escaping-sub", volume("/v", IMAGE, "../..", true)),
+        ("host-and-image", host_too),
+    ] {
+        let mut c = container_config(name, &FOREVER);
+        c.mounts = vec![mount];
+        let req = cri::CreateContainerRequest {
+            pod_sandbox_id: pod.clone(),
+            config: Some(c),
+            sandbox_config: Some(pod_config.clone()),
+        };
+        let err = rt.create_container(req).await.unwrap_err();
+        assert_eq!(err.code(), tonic::Code::InvalidArgument, "{name}: {err:?}");
+    }
+
+    rt.stop_container(cri::StopContainerRequest { container_id: id.clone(), timeout: 0 }).await.unwrap();
+    rt.remove_container(cri::RemoveContainerRequest { container_id: id }).await.unwrap();
+    images.remove_image(cri::RemoveImageRequest { image: Some(spec) }).await.expect("removable once unused");
 }

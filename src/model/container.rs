@@ -63,6 +63,10 @@ pub struct ContainerMeta {
     /// The uid, gid and groups the first process started with (ContainerStatus.user).
     #[serde(default)]
     pub user: Option<crate::policy::user::ResolvedUser>,
+    /// Bind mounts made so volume sources propagate; unmounted with the last container
+    /// that needs them.
+    #[serde(default)]
+    pub shared_binds: Vec<std::path::PathBuf>,
     /// Notes about what could not be applied as asked (shown in verbose status).
     pub warnings: Vec<String>,
 }

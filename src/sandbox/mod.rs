@@ -9,5 +9,5 @@ mod tmpfs;
 
 pub use files::write_pod_files;
 pub use namespaces::{create, helper_main, release, NsRequest};
-pub use propagation::ensure_shared;
+pub use propagation::{ensure_shared, Shared};
 pub use tmpfs::{mount_tmpfs, unmount};

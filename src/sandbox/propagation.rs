@@ -36,20 +36,32 @@ fn containing_mount(mountinfo: &str, path: &Path) -> Option<MountInfo> {
     )
 }
 
-/// Makes `path` a shared mount unless the mount it lives on already is. Returns whether
-/// anything was changed.
-pub fn ensure_shared(path: &Path) -> std::io::Result<bool> {
+/// What `ensure_shared` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Shared {
+    /// The path already sat on a shared mount.
+    Already,
+    /// The mount point at the path was marked shared.
+    Marked,
+    /// A bind mount of the path onto itself was made and marked shared; it is the caller's
+    /// to unmount when no container needs it any more.
+    Bound(PathBuf),
+}
+
+/// Makes `path` a shared mount unless the mount it lives on already is.
+pub fn ensure_shared(path: &Path) -> std::io::Result<Shared> {
     let path = path.canonicalize()?;
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")?;
     let containing = containing_mount(&mountinfo, &path);
     if containing.as_ref().is_some_and(|m| m.shared) {
-        return Ok(false);
+        return Ok(Shared::Already);
     }
-    if containing.is_none_or(|m| m.mount_point != path) {
+    let bound = containing.is_none_or(|m| m.mount_point != path);
+    if bound {
         mount(Some(&path), &path, None::<&str>, MsFlags::MS_BIND | MsFlags::MS_REC, None::<&str>)?;
     }
     mount(None::<&str>, &path, None::<&str>, MsFlags::MS_SHARED | MsFlags::MS_REC, None::<&str>)?;
-    Ok(true)
+    Ok(if bound { Shared::Bound(path) } else { Shared::Marked })
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ use crate::policy::spec::{self, ContainerInput, Device, ImageDefaults, PodContex
 use crate::policy::user::{self, UserDb};
 use crate::sandbox;
 
+use super::image_volumes::{unmount_container, ImageVolume};
 use super::pods::{PodService, Sandbox};
 use super::rollback::Rollback;
 use super::sandbox_run::ns_modes;
@@ -26,6 +27,8 @@ pub(super) struct Bundle {
     pub defaults: ImageDefaults,
     pub warnings: Vec<String>,
     pub user: crate::policy::user::ResolvedUser,
+    /// Bind mounts made to share volume sources (see `share_propagating_sources`).
+    pub shared_binds: Vec<PathBuf>,
 }
 
 impl PodService {
@@ -37,6 +40,7 @@ impl PodService {
         sandbox: &Sandbox,
         config: &cri::ContainerConfig,
         image: &ImageRecord,
+        volumes: &[ImageVolume],
         plan: &MemoryPlan,
         rollback: &mut Rollback,
     ) -> Result<Bundle, Error> {
@@ -50,21 +54,23 @@ impl PodService {
             });
         }
         let rootfs = run_dir.join("rootfs");
-        self.mount_rootfs(image, &rootfs, &state_dir)?;
-        let unmount_path = rootfs.clone();
-        rollback.push("unmount rootfs", move || {
-            let _ = sandbox::unmount(&unmount_path);
+        let unmount_dir = run_dir.clone();
+        rollback.push("unmount rootfs and image volumes", move || {
+            let _ = unmount_container(&unmount_dir);
         });
-        share_propagating_sources(id, &config.mounts)?;
+        self.mount_rootfs(image, &rootfs, &state_dir)?;
+        let config = &self.mount_image_volumes(config, volumes, &run_dir)?;
         let defaults = self.image_defaults(image)?;
         let built = self.build_spec(id, sandbox, config, &defaults, rootfs, plan)?;
+        // Only once the request has passed every check does the host change.
+        let shared_binds = share_propagating_sources(id, &config.mounts, rollback)?;
         for warning in &built.warnings {
             tracing::warn!(container = %id, "{warning}");
         }
         let dir = run_dir.join("bundle");
         std::fs::create_dir_all(&dir).map_err(|e| Error::Internal(format!("{}: {e}", dir.display())))?;
         built.spec.save(dir.join("config.json")).map_err(|e| Error::Internal(format!("writing the OCI spec: {e}")))?;
-        Ok(Bundle { run_dir, dir, defaults, warnings: built.warnings, user: built.user })
+        Ok(Bundle { run_dir, dir, defaults, warnings: built.warnings, user: built.user, shared_binds })
     }
 
     /// The OCI spec: what the policy makes of the request, with what only I/O can tell
@@ -239,17 +245,32 @@ fn load_localhost_seccomp(
         .map_err(|e| Error::InvalidArgument(format!("seccomp profile {path:?}: {e}")))
 }
 
-/// Host paths mounted with propagation must sit on shared mounts (see `sandbox::ensure_shared`).
-fn share_propagating_sources(id: &ContainerId, mounts: &[cri::Mount]) -> Result<(), Error> {
+/// Host paths mounted with propagation must sit on shared mounts (see
+/// `sandbox::ensure_shared`). Returns the bind mounts made for that, which the container
+/// owns; a failed creation takes them back.
+fn share_propagating_sources(
+    id: &ContainerId,
+    mounts: &[cri::Mount],
+    rollback: &mut Rollback,
+) -> Result<Vec<PathBuf>, Error> {
     let propagating = |m: &&cri::Mount| {
         m.propagation == cri::MountPropagation::PropagationBidirectional as i32
             || m.propagation == cri::MountPropagation::PropagationHostToContainer as i32
     };
+    let mut bound = Vec::new();
     for m in mounts.iter().filter(propagating).filter(|m| !m.host_path.is_empty()) {
-        let source = Path::new(&m.host_path);
-        match sandbox::ensure_shared(source) {
-            Ok(true) => tracing::info!(container = %id, source = %m.host_path, "volume source made a shared mount"),
-            Ok(false) => {}
+        match sandbox::ensure_shared(Path::new(&m.host_path)) {
+            Ok(sandbox::Shared::Already) => {}
+            Ok(done) => {
+                tracing::info!(container = %id, source = %m.host_path, "volume source made a shared mount");
+                if let sandbox::Shared::Bound(path) = done {
+                    let undo = path.clone();
+                    rollback.push("unmount a shared volume source", move || {
+                        let _ = sandbox::unmount(&undo);
+                    });
+                    bound.push(path);
+                }
+            }
             Err(e) => {
                 return Err(Error::FailedPrecondition(format!(
                     "volume {}: cannot make its source {} a shared mount: {e}",
@@ -258,5 +279,5 @@ fn share_propagating_sources(id: &ContainerId, mounts: &[cri::Mount]) -> Result<
             }
         }
     }
-    Ok(())
+    Ok(bound)
 }

@@ -14,6 +14,7 @@ use crate::model::sandbox::ProcessRef;
 use crate::monitor::{self, MonitorConfig};
 
 use super::container_bundle::Bundle;
+use super::image_volumes::record_image_refs;
 use super::pods::{now_nanos, PodService, Sandbox};
 use super::rollback::Rollback;
 
@@ -34,10 +35,11 @@ impl PodService {
         let resources = config.linux.as_ref().and_then(|l| l.resources.clone()).unwrap_or_default();
         let memory_plan = self.memory.plan(&sandbox, &config, &resources)?;
         let image = self.find_image(&image_name).await?;
+        let volumes = self.find_image_volumes(&config).await?;
 
         let id = ContainerId::generate();
         let mut rollback = Rollback::new();
-        let bundle = self.prepare_bundle(&id, &sandbox, &config, &image, &memory_plan, &mut rollback)?;
+        let bundle = self.prepare_bundle(&id, &sandbox, &config, &image, &volumes, &memory_plan, &mut rollback)?;
         let reserved = self.registry.owned_pod_reservations();
         self.memory.apply_pod_reservations(&sandbox, &reserved, Some(&memory_plan))?;
         let log_path = log_path(&sandbox, &config);
@@ -53,8 +55,13 @@ impl PodService {
             created_at: now_nanos(),
             stop_signal: stop_signal(&config, &bundle.defaults.stop_signal),
             user: Some(bundle.user),
+            shared_binds: bundle.shared_binds,
             warnings: bundle.warnings,
-            config: config.clone(),
+            config: {
+                let mut recorded = config.clone();
+                record_image_refs(&mut recorded, &volumes);
+                recorded
+            },
         };
         let requested = config.linux.as_ref().and_then(|l| l.resources.clone());
         let mut status = ContainerStatus::created(monitor, pid, requested);
@@ -78,7 +85,7 @@ impl PodService {
         }
     }
 
-    async fn find_image(&self, name: &str) -> Result<ImageRecord, Error> {
+    pub(super) async fn find_image(&self, name: &str) -> Result<ImageRecord, Error> {
         let lookup = ImageLookup::parse(name)?;
         let store = self.images.clone();
         tokio::task::spawn_blocking(move || store.find(&lookup))

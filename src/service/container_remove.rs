@@ -1,8 +1,8 @@
 use std::time::Duration;
 
 use crate::error::Error;
-use crate::sandbox;
 
+use super::image_volumes::unmount_container;
 use super::pods::PodService;
 
 impl PodService {
@@ -28,13 +28,14 @@ impl PodService {
             let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(monitor.pid), nix::sys::signal::Signal::SIGKILL);
         }
         let run_dir = self.registry.container_run_dir(&cid);
-        sandbox::unmount(&run_dir.join("rootfs"))
-            .map_err(|e| Error::Internal(format!("unmounting the root filesystem: {e}")))?;
+        unmount_container(&run_dir)
+            .map_err(|e| Error::Internal(format!("unmounting the root filesystem and image volumes: {e}")))?;
         let _ = std::fs::remove_dir_all(&run_dir);
         for kind in ["ctl", "console", "attach"] {
             let _ = std::fs::remove_file(self.registry.socket_path(&cid, kind));
         }
         self.registry.remove_container(&cid)?;
+        self.release_shared_binds(&container.meta.shared_binds);
         if let Ok(sandbox) = self.registry.find_sandbox(container.meta.sandbox_id.as_str()) {
             if let Err(e) = self.memory.apply_pod_reservations(&sandbox, &self.registry.owned_pod_reservations(), None)
             {
@@ -43,5 +44,20 @@ impl PodService {
         }
         tracing::info!(container = %cid, "container removed");
         Ok(())
+    }
+}
+
+impl PodService {
+    /// Unmounts the shared volume sources a removed container made, unless another
+    /// container still relies on them.
+    fn release_shared_binds(&self, binds: &[std::path::PathBuf]) {
+        for path in binds {
+            let in_use = self.registry.read().containers.values().any(|c| c.meta.shared_binds.contains(path));
+            if !in_use {
+                if let Err(e) = crate::sandbox::unmount(path) {
+                    tracing::warn!(path = %path.display(), error = %e, "cannot unmount a shared volume source");
+                }
+            }
+        }
     }
 }

@@ -88,6 +88,7 @@ fn fixture_with(
             created_at: 0,
             stop_signal: stop_signal.into(),
             user: None,
+            shared_binds: vec![],
             warnings: vec![],
         }),
         status,

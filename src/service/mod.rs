@@ -18,6 +18,7 @@ mod image_list;
 mod image_pull;
 mod image_remove;
 mod image_status;
+mod image_volumes;
 mod memory;
 mod metrics_source;
 mod pods;

@@ -7,6 +7,7 @@ use crate::model::container::{ContainerMeta, ContainerStatus};
 use crate::model::sandbox::{SandboxMeta, SandboxState, SandboxStatus};
 use crate::sandbox;
 
+use super::image_volumes::unmount_container;
 use super::pods::{Container, PodService, Sandbox};
 
 /// statfs magic of the nsfs filesystem (a pinned namespace file).
@@ -69,7 +70,7 @@ impl PodService {
                 }
             }
             let run_dir = self.config.run_root.join("containers").join(id);
-            let _ = sandbox::unmount(&run_dir.join("rootfs"));
+            let _ = unmount_container(&run_dir);
             let _ = std::fs::remove_dir_all(&run_dir);
             self.registry.container_records.remove(id)?;
         }
@@ -106,7 +107,7 @@ impl PodService {
                 if is_sandbox {
                     cleanup_sandbox_dir(&entry.path());
                 } else {
-                    let _ = sandbox::unmount(&entry.path().join("rootfs"));
+                    let _ = unmount_container(&entry.path());
                     let _ = std::fs::remove_dir_all(entry.path());
                 }
             }

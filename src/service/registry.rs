@@ -222,9 +222,18 @@ impl Registry {
             .collect()
     }
 
-    /// Containers that use an image (RemoveImage refuses while there are any).
+    /// Containers that use an image, as their root filesystem or as an image volume
+    /// (RemoveImage refuses while there are any).
     pub fn containers_using(&self, image: &crate::model::image::ImageId) -> Vec<String> {
-        self.read().containers.values().filter(|c| &c.meta.image_id == image).map(|c| c.meta.id.to_string()).collect()
+        let id = image.to_string();
+        let as_volume =
+            |c: &Container| c.meta.config.mounts.iter().any(|m| m.image.as_ref().is_some_and(|i| i.image_ref == id));
+        self.read()
+            .containers
+            .values()
+            .filter(|c| &c.meta.image_id == image || as_volume(c))
+            .map(|c| c.meta.id.to_string())
+            .collect()
     }
 }
 

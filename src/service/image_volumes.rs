@@ -1,0 +1,159 @@
+//! Image volumes (`Mount.image`, the ImageVolume feature): an image from the store mounted
+//! read-only into a container. Several layers are stacked with overlayfs (lower layers
+//! only, so read-only); a single layer is bind-mounted as it is, since overlayfs needs two
+//! lower layers when it has no upper one. `image_sub_path` picks a directory inside.
+
+use std::path::{Component, Path, PathBuf};
+
+use crate::cri;
+
+use crate::error::Error;
+use crate::model::image::ImageRecord;
+use crate::sandbox;
+
+use super::pods::PodService;
+
+/// Where a container's image volumes are mounted, under its run directory.
+const DIR: &str = "image-volumes";
+
+/// An image mount of the request, with the image it names.
+pub(super) struct ImageVolume {
+    /// Index in `ContainerConfig.mounts`.
+    pub index: usize,
+    pub image: ImageRecord,
+}
+
+impl PodService {
+    /// Checks the request's image mounts and finds their images: an image mount has no host
+    /// path and is read-only, and its image is in the store.
+    pub(super) async fn find_image_volumes(&self, config: &cri::ContainerConfig) -> Result<Vec<ImageVolume>, Error> {
+        let mut found = Vec::new();
+        for (index, m) in config.mounts.iter().enumerate() {
+            let Some(spec) = m.image.as_ref().filter(|i| !i.image.is_empty()) else { continue };
+            let at = &m.container_path;
+            if !m.host_path.is_empty() {
+                return Err(Error::InvalidArgument(format!("mount {at:?} names both a host path and an image")));
+            }
+            if !m.readonly {
+                return Err(Error::InvalidArgument(format!("image volume {at:?} must be read-only")));
+            }
+            found.push(ImageVolume { index, image: self.find_image(&spec.image).await? });
+        }
+        Ok(found)
+    }
+
+    /// Mounts each image volume under `run_dir` and returns the config the OCI spec is built
+    /// from, whose image mounts are read-only binds of those mounts.
+    pub(super) fn mount_image_volumes(
+        &self,
+        config: &cri::ContainerConfig,
+        volumes: &[ImageVolume],
+        run_dir: &Path,
+    ) -> Result<cri::ContainerConfig, Error> {
+        let mut for_spec = config.clone();
+        for v in volumes {
+            let target = run_dir.join(DIR).join(v.index.to_string());
+            let root = self.mount_image(&v.image, &target)?;
+            let m = &mut for_spec.mounts[v.index];
+            let source = sub_path(&root, &m.image_sub_path)
+                .map_err(|why| Error::InvalidArgument(format!("image volume {:?}: {why}", m.container_path)))?;
+            m.host_path = source.display().to_string();
+            m.image = None;
+            m.image_sub_path.clear();
+        }
+        Ok(for_spec)
+    }
+
+    fn mount_image(&self, image: &ImageRecord, target: &Path) -> Result<PathBuf, Error> {
+        let io = |e: std::io::Error| Error::Internal(format!("image volume of {}: {e}", image.id));
+        match image.layers.as_slice() {
+            [] => {
+                std::fs::create_dir_all(target).map_err(io)?;
+                Ok(target.to_path_buf())
+            }
+            [only] => Ok(self.images.layer_path(only)),
+            layers => {
+                std::fs::create_dir_all(target).map_err(io)?;
+                let lower: Vec<String> =
+                    layers.iter().rev().map(|l| self.images.layer_path(l).display().to_string()).collect();
+                let data = format!("lowerdir={}", lower.join(":"));
+                nix::mount::mount(
+                    Some("overlay"),
+                    target,
+                    Some("overlay"),
+                    nix::mount::MsFlags::MS_RDONLY,
+                    Some(data.as_str()),
+                )
+                .map_err(|e| io(e.into()))?;
+                Ok(target.to_path_buf())
+            }
+        }
+    }
+}
+
+/// The fully qualified image references recorded for the container: each image mount's
+/// `image_ref` is its image's id (ContainerStatus reports it).
+pub(super) fn record_image_refs(config: &mut cri::ContainerConfig, volumes: &[ImageVolume]) {
+    for v in volumes {
+        if let Some(spec) = config.mounts[v.index].image.as_mut() {
+            spec.image_ref = v.image.id.to_string();
+        }
+    }
+}
+
+/// `sub` inside `root`: relative, without `..`, existing, and still inside `root` once
+/// symbolic links are followed (an image's link must not lead to the host's files).
+fn sub_path(root: &Path, sub: &str) -> Result<PathBuf, String> {
+    if sub.is_empty() {
+        return Ok(root.to_path_buf());
+    }
+    let relative = Path::new(sub);
+    if !relative.components().all(|c| matches!(c, Component::Normal(_) | Component::CurDir)) {
+        return Err(format!("sub path {sub:?} must be relative and stay inside the image"));
+    }
+    let base = root.canonicalize().map_err(|e| format!("{}: {e}", root.display()))?;
+    let resolved =
+        root.join(relative).canonicalize().map_err(|_| format!("sub path {sub:?} does not exist in the image"))?;
+    if !resolved.starts_with(&base) {
+        return Err(format!("sub path {sub:?} leads outside the image"));
+    }
+    Ok(resolved)
+}
+
+/// Unmounts a container's image volumes and root filesystem (removal, recovery).
+pub(super) fn unmount_container(run_dir: &Path) -> std::io::Result<()> {
+    if let Ok(entries) = std::fs::read_dir(run_dir.join(DIR)) {
+        for entry in entries.flatten() {
+            sandbox::unmount(&entry.path())?;
+        }
+    }
+    sandbox::unmount(&run_dir.join("rootfs"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sub_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("image");
+        std::fs::create_dir_all(root.join("etc/conf")).unwrap();
+        std::os::unix::fs::symlink("/etc", root.join("hostlink")).unwrap();
+        std::os::unix::fs::symlink("etc/conf", root.join("inner")).unwrap();
+        let base = root.canonicalize().unwrap();
+        assert_eq!(sub_path(&root, "").unwrap(), root);
+        assert_eq!(sub_path(&root, "etc/conf").unwrap(), base.join("etc/conf"));
+        assert_eq!(sub_path(&root, "inner").unwrap(), base.join("etc/conf"), "a link inside the image is followed");
+        for (sub, why) in [
+            ("missing", "does not exist"),
+            ("../outside", "stay inside"),
+            ("etc/../../x", "stay inside"),
+            ("/etc", "stay inside"),
+            ("hostlink", "leads outside"),
+        ] {
+            let err = sub_path(&root, sub).unwrap_err();
+            assert!(err.contains(why), "{sub}: {err}");
+        }
+    }
+}
