@@ -74,6 +74,7 @@ pub async fn run(config: Config) -> Result<(), DaemonError> {
     let config = Arc::new(config);
     let (runtime, images, pods) = build(config.clone())?;
     pods.recover_network().await;
+    tokio::spawn(pods.clone().watch_exits());
     let listener = bind_socket(&config.socket, config.socket_gid)?;
     tracing::info!(socket = %config.socket.display(), version = env!("CARGO_PKG_VERSION"), "swapcri serving the CRI");
     let stopping = Arc::new(tokio::sync::Notify::new());

@@ -323,3 +323,50 @@ async fn image_volumes() {
     rt.remove_container(cri::RemoveContainerRequest { container_id: id }).await.unwrap();
     images.remove_image(cri::RemoveImageRequest { image: Some(spec) }).await.expect("removable once unused");
 }
+
+/// GetContainerEvents: each step of a pod's and a container's life, including an exit
+/// nobody asked for, with the pod's status in every event.
+#[tokio::test(flavor = "multi_thread")]
+async fn container_events() {
+    require_root();
+    let daemon = Daemon::start("");
+    import_busybox(&daemon);
+    let mut events = daemon.runtime().await.get_container_events(cri::GetEventsRequest {}).await.unwrap().into_inner();
+    let pod_config = sandbox_config("events", &daemon.dir.path().join("logs"));
+    let pod = run_sandbox(&daemon, pod_config.clone()).await;
+    let id = start(&daemon, &pod, &pod_config, container_config("short", &["sh", "-c", "sleep 1"])).await;
+    let mut rt = daemon.runtime().await;
+    let mut seen = Vec::new();
+    use cri::ContainerEventType::*;
+    let mut next = async || {
+        let e = tokio::time::timeout(std::time::Duration::from_secs(20), events.next())
+            .await
+            .expect("an event in time")
+            .expect("stream open")
+            .expect("no error");
+        assert!(e.created_at > 0);
+        (e.container_id.clone(), cri::ContainerEventType::try_from(e.container_event_type).unwrap(), e)
+    };
+    for _ in 0..5 {
+        let (who, kind, e) = next().await;
+        assert_eq!(e.pod_sandbox_status.as_ref().unwrap().id, pod, "the pod's status rides along");
+        seen.push((who, kind));
+    }
+    let want = vec![
+        (pod.clone(), ContainerCreatedEvent),
+        (pod.clone(), ContainerStartedEvent),
+        (id.clone(), ContainerCreatedEvent),
+        (id.clone(), ContainerStartedEvent),
+        (id.clone(), ContainerStoppedEvent),
+    ];
+    assert_eq!(seen, want, "the exit is reported without anyone asking for the container");
+    rt.remove_container(cri::RemoveContainerRequest { container_id: id.clone() }).await.unwrap();
+    let (who, kind, e) = next().await;
+    assert_eq!((who, kind), (id.clone(), ContainerDeletedEvent));
+    assert!(e.containers_statuses.is_empty(), "the container is gone from the pod's statuses");
+    rt.stop_pod_sandbox(cri::StopPodSandboxRequest { pod_sandbox_id: pod.clone() }).await.unwrap();
+    assert_eq!(next().await.1, ContainerStoppedEvent);
+    rt.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: pod.clone() }).await.unwrap();
+    let (who, kind, _) = next().await;
+    assert_eq!((who, kind), (pod, ContainerDeletedEvent));
+}

@@ -96,3 +96,20 @@ pub fn container_status(c: &Container) -> cri::ContainerStatus {
         stop_signal: crate::model::container::cri_signal(&c.meta.stop_signal) as i32,
     }
 }
+
+pub fn event(e: &crate::service::Event) -> cri::ContainerEventResponse {
+    use crate::service::EventKind;
+    let kind = match e.kind {
+        EventKind::Created => cri::ContainerEventType::ContainerCreatedEvent,
+        EventKind::Started => cri::ContainerEventType::ContainerStartedEvent,
+        EventKind::Stopped => cri::ContainerEventType::ContainerStoppedEvent,
+        EventKind::Deleted => cri::ContainerEventType::ContainerDeletedEvent,
+    };
+    cri::ContainerEventResponse {
+        container_id: e.id.clone(),
+        container_event_type: kind as i32,
+        created_at: e.created_at,
+        pod_sandbox_status: e.sandbox.as_ref().map(sandbox_status),
+        containers_statuses: e.containers.iter().map(container_status).collect(),
+    }
+}

@@ -395,11 +395,27 @@ impl CriRuntimeService for RuntimeApi {
 
     type GetContainerEventsStream = futures::stream::BoxStream<'static, Result<cri::ContainerEventResponse, Status>>;
 
+    /// Lifecycle events until the client goes away; a client that falls more than the
+    /// buffer behind is dropped with ResourceExhausted (and may subscribe again).
     async fn get_container_events(
         &self,
         _request: Request<cri::GetEventsRequest>,
     ) -> Result<Response<Self::GetContainerEventsStream>, Status> {
-        Err(unimplemented("GetContainerEvents"))
+        let receiver = self.pods.subscribe_events();
+        tracing::info!("container events subscriber connected");
+        let stream = futures::stream::unfold(Some(receiver), |receiver| async move {
+            let mut receiver = receiver?;
+            match receiver.recv().await {
+                Ok(event) => Some((Ok(convert_pods::event(&event)), Some(receiver))),
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => {
+                    tracing::warn!(missed, "container events subscriber too slow: dropped");
+                    let status = Status::resource_exhausted(format!("fell {missed} events behind; subscribe again"));
+                    Some((Err(status), None))
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => None,
+            }
+        });
+        Ok(Response::new(Box::pin(stream)))
     }
 
     // CRI metrics: kubelet asks for them only under PodAndContainerStatsFromCRI and then

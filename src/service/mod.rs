@@ -11,6 +11,7 @@ mod container_start;
 mod container_status;
 mod container_stop;
 mod container_update;
+mod events;
 #[cfg(test)]
 mod fake_runtime_tests;
 mod image_fs_info;
@@ -46,6 +47,7 @@ use crate::config::Config;
 use crate::image::{ImageLookup, ImageStore, Puller};
 use crate::model::image::ImageRecord;
 
+pub use events::{Event, EventKind};
 pub use pods::{Container, PodService, Sandbox};
 pub use runtime_status::{Condition, RuntimeStatus};
 pub use runtime_version::VersionInfo;

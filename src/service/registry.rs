@@ -11,7 +11,8 @@ use crate::model::ids::{ContainerId, SandboxId};
 use crate::model::sandbox::{SandboxMeta, SandboxStatus};
 use crate::store::Records;
 
-use super::pods::{Container, Sandbox};
+use super::events::{Event, EventKind, Events};
+use super::pods::{now_nanos, Container, Sandbox};
 
 #[derive(Default)]
 pub(super) struct State {
@@ -41,6 +42,7 @@ pub struct Registry {
     state: RwLock<State>,
     pub(super) locks: ObjectLocks,
     run_root: PathBuf,
+    pub(super) events: Events,
 }
 
 impl Registry {
@@ -53,6 +55,7 @@ impl Registry {
             state: RwLock::new(State::default()),
             locks: ObjectLocks::default(),
             run_root: run_root.to_path_buf(),
+            events: Events::default(),
         })
     }
 
@@ -137,24 +140,53 @@ impl Registry {
         if let Err(e) = self.container_records.write_status(id.as_str(), &status) {
             tracing::error!(container = %id, error = %e, "cannot persist container status");
         }
-        let mut state = self.write();
-        let entry = state.containers.get_mut(id)?;
-        entry.status = status;
-        Some(entry.clone())
+        let updated = {
+            let mut state = self.write();
+            let entry = state.containers.get_mut(id)?;
+            entry.status = status;
+            entry.clone()
+        };
+        self.emit(EventKind::Stopped, id.as_str(), &updated.meta.sandbox_id);
+        Some(updated)
+    }
+
+    /// Sends an event with the pod's current records, when anyone listens.
+    fn emit(&self, kind: EventKind, id: &str, sandbox_id: &SandboxId) {
+        if !self.events.wanted() {
+            return;
+        }
+        let (sandbox, containers) = {
+            let state = self.read();
+            let sandbox = state.sandboxes.get(sandbox_id).cloned();
+            let containers = state.containers.values().filter(|c| &c.meta.sandbox_id == sandbox_id).cloned().collect();
+            (sandbox, containers)
+        };
+        self.events.send(Event { kind, id: id.to_string(), created_at: now_nanos(), sandbox, containers });
     }
 
     pub(super) fn save_container_status(&self, id: &ContainerId, status: ContainerStatus) -> Result<(), Error> {
         self.container_records.write_status(id.as_str(), &status)?;
-        if let Some(c) = self.write().containers.get_mut(id) {
-            c.status = status;
+        let (new, changed) = (status.state, {
+            let mut state = self.write();
+            state.containers.get_mut(id).map(|c| (std::mem::replace(&mut c.status, status), c.meta.sandbox_id.clone()))
+        });
+        if let Some((old, sandbox_id)) = changed {
+            let live = |s: ContainerState| matches!(s, ContainerState::Created | ContainerState::Running);
+            if new == ContainerState::Running && old.state != ContainerState::Running {
+                self.emit(EventKind::Started, id.as_str(), &sandbox_id);
+            } else if live(old.state) && !live(new) {
+                self.emit(EventKind::Stopped, id.as_str(), &sandbox_id);
+            }
         }
         Ok(())
     }
 
     pub(super) fn save_sandbox_status(&self, id: &SandboxId, status: SandboxStatus) -> Result<(), Error> {
         self.sandbox_records.write_status(id.as_str(), &status)?;
-        if let Some(s) = self.write().sandboxes.get_mut(id) {
-            s.status = status;
+        let new = status.state;
+        let old = self.write().sandboxes.get_mut(id).map(|s| std::mem::replace(&mut s.status, status).state);
+        if old.is_some_and(|old| old != new) && new == crate::model::sandbox::SandboxState::NotReady {
+            self.emit(EventKind::Stopped, id.as_str(), id);
         }
         Ok(())
     }
@@ -175,7 +207,10 @@ impl Registry {
             let _ = std::fs::remove_dir_all(self.sandbox_records.dir(id.as_str()));
             return Err(e.into());
         }
-        self.write().sandboxes.insert(id, Sandbox { meta: Arc::new(meta), status });
+        self.write().sandboxes.insert(id.clone(), Sandbox { meta: Arc::new(meta), status });
+        // A sandbox is ready as soon as it is recorded.
+        self.emit(EventKind::Created, id.as_str(), &id);
+        self.emit(EventKind::Started, id.as_str(), &id);
         Ok(())
     }
 
@@ -183,12 +218,16 @@ impl Registry {
     pub(super) fn add_container(&self, meta: ContainerMeta, status: ContainerStatus) -> Result<(), Error> {
         self.container_records.write_meta(meta.id.as_str(), &meta)?;
         self.container_records.write_status(meta.id.as_str(), &status)?;
-        self.write().containers.insert(meta.id.clone(), Container { meta: Arc::new(meta), status });
+        let (id, sandbox_id) = (meta.id.clone(), meta.sandbox_id.clone());
+        self.write().containers.insert(id.clone(), Container { meta: Arc::new(meta), status });
+        self.emit(EventKind::Created, id.as_str(), &sandbox_id);
         Ok(())
     }
 
     /// Forgets a sandbox: its record, its entry and its lock.
     pub(super) fn remove_sandbox(&self, id: &SandboxId) -> Result<(), Error> {
+        // The event carries the pod's last record.
+        self.emit(EventKind::Deleted, id.as_str(), id);
         self.sandbox_records.remove(id.as_str())?;
         self.write().sandboxes.remove(id);
         self.locks.forget(id.as_str());
@@ -198,7 +237,10 @@ impl Registry {
     /// Forgets a container: its record (with its writable layer), its entry and its lock.
     pub(super) fn remove_container(&self, id: &ContainerId) -> Result<(), Error> {
         self.container_records.remove(id.as_str())?;
-        self.write().containers.remove(id);
+        let removed = self.write().containers.remove(id);
+        if let Some(c) = removed {
+            self.emit(EventKind::Deleted, id.as_str(), &c.meta.sandbox_id);
+        }
         self.locks.forget(id.as_str());
         Ok(())
     }
