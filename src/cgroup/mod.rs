@@ -2,6 +2,7 @@
 //! OOM kill counts, removal of cgroups swapcri created, and moving helper processes out of
 //! the daemon's cgroup.
 
+pub mod detail;
 pub mod memory_files;
 pub mod pressure;
 pub mod stats;

@@ -1,6 +1,7 @@
 //! gRPC adapters: convert, delegate to the services, convert back.
 
 pub mod convert;
+pub mod convert_metrics;
 pub mod convert_pods;
 pub mod convert_stats;
 mod image;

@@ -11,7 +11,7 @@ use crate::error::Error;
 use crate::service::{PodService, RuntimeService, StreamWants, StreamingService};
 
 use super::stream::{batched, ListStream};
-use super::{convert, convert_pods, convert_stats};
+use super::{convert, convert_metrics, convert_pods, convert_stats};
 use tracing::Instrument;
 
 pub struct RuntimeApi {
@@ -418,21 +418,22 @@ impl CriRuntimeService for RuntimeApi {
         Ok(Response::new(Box::pin(stream)))
     }
 
-    // CRI metrics: kubelet asks for them only under PodAndContainerStatsFromCRI and then
-    // expects cadvisor's full set of names; until swapcri serves that set, it answers
-    // Unimplemented and kubelet keeps its own cadvisor metrics.
     async fn list_metric_descriptors(
         &self,
         _request: Request<cri::ListMetricDescriptorsRequest>,
     ) -> Result<Response<cri::ListMetricDescriptorsResponse>, Status> {
-        Err(unimplemented("ListMetricDescriptors"))
+        Ok(Response::new(cri::ListMetricDescriptorsResponse { descriptors: convert_metrics::descriptors() }))
     }
 
     async fn list_pod_sandbox_metrics(
         &self,
         _request: Request<cri::ListPodSandboxMetricsRequest>,
     ) -> Result<Response<cri::ListPodSandboxMetricsResponse>, Status> {
-        Err(unimplemented("ListPodSandboxMetrics"))
+        let pods = self.pods.clone();
+        let samples = blocking(move || pods.pod_metrics()).await?;
+        Ok(Response::new(cri::ListPodSandboxMetricsResponse {
+            pod_metrics: samples.iter().map(convert_metrics::pod_metrics).collect(),
+        }))
     }
 
     type StreamPodSandboxMetricsStream = ListStream<cri::StreamPodSandboxMetricsResponse>;
@@ -441,7 +442,12 @@ impl CriRuntimeService for RuntimeApi {
         &self,
         _request: Request<cri::StreamPodSandboxMetricsRequest>,
     ) -> Result<Response<Self::StreamPodSandboxMetricsStream>, Status> {
-        Err(unimplemented("StreamPodSandboxMetrics"))
+        let pods = self.pods.clone();
+        let samples = blocking(move || pods.pod_metrics()).await?;
+        let metrics = samples.iter().map(convert_metrics::pod_metrics).collect();
+        Ok(Response::new(batched(metrics, |pod_sandbox_metrics| cri::StreamPodSandboxMetricsResponse {
+            pod_sandbox_metrics,
+        })))
     }
 
     async fn update_pod_sandbox_resources(

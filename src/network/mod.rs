@@ -4,6 +4,7 @@
 //! recovery can tear down: no address is leaked.
 
 pub mod conf;
+pub mod interfaces;
 pub mod invoke;
 pub mod result;
 

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use crate::cgroup::detail::{read_detail, Detail, DetailDirs};
 use crate::cgroup::stats::{read_stats, CgroupDirs, CgroupStats};
 use crate::cgroup::Hierarchy;
 
@@ -49,6 +50,13 @@ impl Cgroups {
     pub fn stats(&self, rel: &str) -> CgroupStats {
         CgroupDirs::locate(rel, self.unified_root.as_deref(), &self.hierarchies)
             .map(|d| read_stats(&d))
+            .unwrap_or_default()
+    }
+
+    /// The detailed figures of the cgroup `rel` (CRI metrics).
+    pub fn detail(&self, rel: &str) -> Detail {
+        DetailDirs::locate(rel, self.unified_root.as_deref(), &self.hierarchies)
+            .map(|d| read_detail(&d))
             .unwrap_or_default()
     }
 

@@ -11,6 +11,7 @@ mod container_start;
 mod container_status;
 mod container_stop;
 mod container_update;
+mod cri_metrics;
 mod events;
 #[cfg(test)]
 mod fake_runtime_tests;
@@ -47,6 +48,7 @@ use crate::config::Config;
 use crate::image::{ImageLookup, ImageStore, Puller};
 use crate::model::image::ImageRecord;
 
+pub use cri_metrics::{ContainerMetrics, FsCapacity, PodMetrics};
 pub use events::{Event, EventKind};
 pub use pods::{Container, PodService, Sandbox};
 pub use runtime_status::{Condition, RuntimeStatus};

@@ -36,7 +36,7 @@ pub struct PodSample {
 }
 
 /// Bytes (allocated) and inodes under `dir`, hard links counted once.
-fn disk_usage(dir: &Path) -> Option<(u64, u64)> {
+pub(super) fn disk_usage(dir: &Path) -> Option<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
     if !dir.is_dir() {
         return None;

@@ -1,0 +1,86 @@
+//! What ListPodSandboxMetrics reports: per pod, its cgroup's figures and its network
+//! interfaces; per running container, its cgroup's figures and its writable layer. Reading
+//! this leaves the CPU rate samples of the stats calls alone.
+
+use crate::cgroup::detail::Detail;
+use crate::cgroup::stats::CgroupStats;
+use crate::model::container::ContainerState;
+use crate::network::interfaces::{self, InterfaceCounters};
+
+use super::pods::{Container, PodService, Sandbox};
+use super::sandbox_run::ns_modes;
+
+/// The filesystem holding the writable layers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FsCapacity {
+    pub inodes_free: u64,
+    pub inodes_total: u64,
+    pub limit_bytes: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct ContainerMetrics {
+    pub container: Container,
+    pub stats: CgroupStats,
+    pub detail: Detail,
+    /// Bytes and inodes of the writable layer.
+    pub writable: Option<(u64, u64)>,
+}
+
+#[derive(Debug, Clone)]
+pub struct PodMetrics {
+    pub sandbox: Sandbox,
+    pub stats: CgroupStats,
+    pub detail: Detail,
+    /// None for host-network pods and pods with no running process to look through.
+    pub interfaces: Option<Vec<InterfaceCounters>>,
+    pub containers: Vec<ContainerMetrics>,
+    pub fs: Option<FsCapacity>,
+}
+
+impl PodService {
+    pub fn pod_metrics(&self) -> Vec<PodMetrics> {
+        let fs = nix::sys::statvfs::statvfs(&self.config.state_root).ok().map(|s| FsCapacity {
+            inodes_free: s.files_available() as u64,
+            inodes_total: s.files() as u64,
+            limit_bytes: s.blocks() as u64 * s.fragment_size() as u64,
+        });
+        let sandboxes: Vec<Sandbox> = self.registry.read().sandboxes.values().cloned().collect();
+        sandboxes
+            .into_iter()
+            .map(|sandbox| {
+                let containers: Vec<ContainerMetrics> = self
+                    .registry
+                    .containers_of(&sandbox.meta.id)
+                    .iter()
+                    .filter_map(|id| self.registry.refresh(id))
+                    .filter(|c| c.status.state == ContainerState::Running)
+                    .map(|container| {
+                        let cgroup = container.cgroup(&sandbox);
+                        ContainerMetrics {
+                            stats: self.cgroups.stats(&cgroup),
+                            detail: self.cgroups.detail(&cgroup),
+                            writable: super::stats::disk_usage(
+                                &self.registry.container_state_dir(&container.meta.id).join("upper"),
+                            ),
+                            container,
+                        }
+                    })
+                    .collect();
+                let interfaces = if ns_modes(&sandbox.meta.config).host_network {
+                    None
+                } else {
+                    containers.iter().find_map(|c| c.container.status.pid).and_then(interfaces::of_process)
+                };
+                PodMetrics {
+                    stats: self.cgroups.stats(&sandbox.meta.cgroup_parent),
+                    detail: self.cgroups.detail(&sandbox.meta.cgroup_parent),
+                    interfaces,
+                    containers,
+                    fs,
+                    sandbox,
+                }
+            })
+            .collect()
+    }
+}
