@@ -370,3 +370,36 @@ async fn container_events() {
     let (who, kind, _) = next().await;
     assert_eq!((who, kind), (pod, ContainerDeletedEvent));
 }
+
+/// CRI metrics: cadvisor's names with the labels their descriptors declare, and figures
+/// read from the container's cgroup.
+#[tokio::test(flavor = "multi_thread")]
+async fn cri_metrics() {
+    require_root();
+    let daemon = Daemon::start("");
+    import_busybox(&daemon);
+    let pod_config = sandbox_config("metrics", &daemon.dir.path().join("logs"));
+    let pod = run_sandbox(&daemon, pod_config.clone()).await;
+    let id = start(&daemon, &pod, &pod_config, container_config("busy", &FOREVER)).await;
+    let mut rt = daemon.runtime().await;
+    let descriptors =
+        rt.list_metric_descriptors(cri::ListMetricDescriptorsRequest {}).await.unwrap().into_inner().descriptors;
+    let keys = |name: &str| descriptors.iter().find(|d| d.name == name).map(|d| d.label_keys.len());
+    let all = rt.list_pod_sandbox_metrics(cri::ListPodSandboxMetricsRequest {}).await.unwrap().into_inner().pod_metrics;
+    let ours = all.iter().find(|p| p.pod_sandbox_id == pod).expect("the pod's metrics");
+    let container = ours.container_metrics.iter().find(|c| c.container_id == id).expect("the container's metrics");
+    for m in ours.metrics.iter().chain(&container.metrics) {
+        assert_eq!(Some(m.label_values.len()), keys(&m.name), "{} labels match its descriptor", m.name);
+    }
+    let value = |name: &str| container.metrics.iter().find(|m| m.name == name).map(|m| m.value.unwrap().value);
+    assert!(value("container_memory_usage_bytes").unwrap() > 0);
+    assert!(value("container_processes").unwrap() >= 1);
+    assert!(value("container_threads").unwrap() >= 1);
+    assert!(value("container_file_descriptors").unwrap() >= 1);
+    assert!(value("container_start_time_seconds").unwrap() > 1_700_000_000);
+    assert!(value("container_spec_cpu_shares").is_some());
+    let names: Vec<&str> = container.metrics.iter().map(|m| m.name.as_str()).collect();
+    let label = &container.metrics[0].label_values;
+    assert_eq!(label[0], "busy", "{names:?}");
+    assert_eq!(label[1], "metrics");
+}
