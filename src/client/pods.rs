@@ -207,28 +207,11 @@ pub async fn run(
             json(rt.list_container_stats(cri::ListContainerStatsRequest { filter: None }).await?)?
         }
         PodCommand::Exec { id, interactive, tty, command, .. } if interactive || tty => {
-            let req = cri::ExecRequest {
-                container_id: id,
-                cmd: command,
-                tty,
-                stdin: interactive,
-                stdout: true,
-                stderr: !tty,
-                audit_request_id: String::new(),
-            };
-            let url = rt.exec(req).await?.into_inner().url;
+            let url = rt.exec(exec_request(id, command, interactive, tty)).await?.into_inner().url;
             finish(super::stream::session(&connector, &url, interactive, tty).await?)?
         }
         PodCommand::Attach { id, interactive, tty } => {
-            let req = cri::AttachRequest {
-                container_id: id,
-                stdin: interactive,
-                tty,
-                stdout: true,
-                stderr: !tty,
-                audit_request_id: String::new(),
-            };
-            let url = rt.attach(req).await?.into_inner().url;
+            let url = rt.attach(attach_request(id, interactive, tty)).await?.into_inner().url;
             finish(super::stream::session(&connector, &url, interactive, tty).await?)?
         }
         PodCommand::PortForward { pod, ports } => port_forward(rt, connector, pod, ports).await?,
@@ -386,4 +369,13 @@ async fn logs(rt: &mut RuntimeServiceClient<Channel>, id: String) -> anyhow::Res
 
 fn json<T: serde::Serialize>(response: tonic::Response<T>) -> anyhow::Result<String> {
     Ok(super::to_json(response)?)
+}
+
+/// An interactive exec: stdout always; stderr apart unless a terminal merges them.
+fn exec_request(container_id: String, cmd: Vec<String>, stdin: bool, tty: bool) -> cri::ExecRequest {
+    cri::ExecRequest { container_id, cmd, tty, stdin, stdout: true, stderr: !tty, ..Default::default() }
+}
+
+fn attach_request(container_id: String, stdin: bool, tty: bool) -> cri::AttachRequest {
+    cri::AttachRequest { container_id, stdin, tty, stdout: true, stderr: !tty, ..Default::default() }
 }
