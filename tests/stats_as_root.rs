@@ -41,6 +41,12 @@ async fn stats_of_running_containers_and_pods() {
     };
     let b = find(&second, &busy);
     assert_eq!(b.attributes.as_ref().unwrap().metadata.as_ref().unwrap().name, "busy");
+    // Pressure stall information where the node has it (cgroup v2 with PSI), else unset
+    // rather than zero; a busy loop in its own cgroup shows CPU pressure there.
+    let psi = facts_psi();
+    assert_eq!(b.cpu.as_ref().unwrap().psi.is_some(), psi, "{:?}", b.cpu);
+    assert_eq!(b.memory.as_ref().unwrap().psi.is_some(), psi, "{:?}", b.memory);
+    assert_eq!(b.io.as_ref().is_some_and(|io| io.psi.is_some()), psi, "{:?}", b.io);
     let cpu = b.cpu.unwrap();
     let cores = cpu.usage_nano_cores.expect("rate from the previous sample").value;
     assert!(cores > 300_000_000, "a busy loop uses most of a core: {cores}");
@@ -82,4 +88,9 @@ async fn stats_of_running_containers_and_pods() {
     let pod_one = rt.pod_sandbox_stats(cri::PodSandboxStatsRequest { pod_sandbox_id: pod.clone() }).await.unwrap();
     assert_eq!(pod_one.into_inner().stats.unwrap().attributes.unwrap().id, pod);
     rt.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: pod }).await.unwrap();
+}
+
+/// The node reports pressure per cgroup: cgroup v2 with PSI enabled in the kernel.
+fn facts_psi() -> bool {
+    common::node::probe().cgroup_v2 && std::path::Path::new("/proc/pressure/cpu").exists()
 }
