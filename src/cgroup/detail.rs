@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::stats::keyed;
+use super::stats::{keyed, number, read};
 use super::Hierarchy;
 
 /// Where one cgroup's files are, per controller (all the same directory on cgroup v2).
@@ -33,12 +33,7 @@ impl DetailDirs {
                 blkio: Some(dir),
             });
         }
-        let v1 = |controller: &str| {
-            hierarchies
-                .iter()
-                .find(|h| !h.v2 && h.options.iter().any(|o| o == controller))
-                .map(|h| h.mountpoint.join(rel))
-        };
+        let v1 = |controller: &str| super::v1_dir(hierarchies, controller, rel);
         Some(DetailDirs {
             v2: false,
             memory: v1("memory")?,
@@ -94,14 +89,6 @@ pub struct Detail {
     /// cgroup v1 with swap accounting: swap in use (memsw − memory) and the swap limit
     /// (memsw limit − memory limit; None when either is unlimited).
     pub v1_swap: Option<(u64, Option<u64>)>,
-}
-
-fn read(dir: &Path, file: &str) -> Option<String> {
-    std::fs::read_to_string(dir.join(file)).ok()
-}
-
-fn number(dir: &Path, file: &str) -> Option<u64> {
-    read(dir, file)?.trim().parse().ok()
 }
 
 /// Lines in a file (cgroup.procs, tasks).

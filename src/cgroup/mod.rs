@@ -39,6 +39,14 @@ pub struct Hierarchy {
     pub options: Vec<String>,
 }
 
+/// Where cgroup `rel` sits in the cgroup v1 hierarchy of `controller`, when mounted.
+pub fn v1_dir(hierarchies: &[Hierarchy], controller: &str, rel: &str) -> Option<PathBuf> {
+    hierarchies
+        .iter()
+        .find(|h| !h.v2 && h.options.iter().any(|o| o == controller))
+        .map(|h| h.mountpoint.join(rel.trim_start_matches('/')))
+}
+
 /// The cgroup hierarchies mounted in this mount namespace.
 pub fn hierarchies() -> Vec<Hierarchy> {
     fs::read_to_string("/proc/self/mountinfo").map(|s| parse_mountinfo(&s)).unwrap_or_default()

@@ -26,12 +26,7 @@ impl CgroupDirs {
             let dir = root.join(rel);
             return Some(CgroupDirs { v2: true, memory: dir.clone(), cpu: dir });
         }
-        let v1 = |controller: &str| {
-            hierarchies
-                .iter()
-                .find(|h| !h.v2 && h.options.iter().any(|o| o == controller))
-                .map(|h| h.mountpoint.join(rel))
-        };
+        let v1 = |controller: &str| super::v1_dir(hierarchies, controller, rel);
         Some(CgroupDirs { v2: false, memory: v1("memory")?, cpu: v1("cpuacct")? })
     }
 }
@@ -87,11 +82,11 @@ pub fn keyed(text: &str, key: &str) -> Option<u64> {
     })
 }
 
-fn read(dir: &Path, file: &str) -> Option<String> {
+pub(super) fn read(dir: &Path, file: &str) -> Option<String> {
     std::fs::read_to_string(dir.join(file)).ok()
 }
 
-fn number(dir: &Path, file: &str) -> Option<u64> {
+pub(super) fn number(dir: &Path, file: &str) -> Option<u64> {
     read(dir, file)?.trim().parse().ok()
 }
 

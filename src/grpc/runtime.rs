@@ -26,6 +26,15 @@ impl RuntimeApi {
     }
 }
 
+impl RuntimeApi {
+    /// Every pod's CRI metrics (List and Stream answer the same), read off the async threads.
+    async fn pod_metrics(&self) -> Result<Vec<cri::PodSandboxMetrics>, Error> {
+        let pods = self.pods.clone();
+        let samples = blocking(move || pods.pod_metrics()).await?;
+        Ok(samples.iter().map(convert_metrics::pod_metrics).collect())
+    }
+}
+
 /// A required id field.
 fn required(value: &str, field: &str) -> Result<String, Error> {
     if value.is_empty() {
@@ -429,11 +438,7 @@ impl CriRuntimeService for RuntimeApi {
         &self,
         _request: Request<cri::ListPodSandboxMetricsRequest>,
     ) -> Result<Response<cri::ListPodSandboxMetricsResponse>, Status> {
-        let pods = self.pods.clone();
-        let samples = blocking(move || pods.pod_metrics()).await?;
-        Ok(Response::new(cri::ListPodSandboxMetricsResponse {
-            pod_metrics: samples.iter().map(convert_metrics::pod_metrics).collect(),
-        }))
+        Ok(Response::new(cri::ListPodSandboxMetricsResponse { pod_metrics: self.pod_metrics().await? }))
     }
 
     type StreamPodSandboxMetricsStream = ListStream<cri::StreamPodSandboxMetricsResponse>;
@@ -442,11 +447,8 @@ impl CriRuntimeService for RuntimeApi {
         &self,
         _request: Request<cri::StreamPodSandboxMetricsRequest>,
     ) -> Result<Response<Self::StreamPodSandboxMetricsStream>, Status> {
-        let pods = self.pods.clone();
-        let samples = blocking(move || pods.pod_metrics()).await?;
-        let metrics = samples.iter().map(convert_metrics::pod_metrics).collect();
-        Ok(Response::new(batched(metrics, |pod_sandbox_metrics| cri::StreamPodSandboxMetricsResponse {
-            pod_sandbox_metrics,
+        Ok(Response::new(batched(self.pod_metrics().await?, |pod_sandbox_metrics| {
+            cri::StreamPodSandboxMetricsResponse { pod_sandbox_metrics }
         })))
     }
 

@@ -166,17 +166,17 @@ impl Registry {
 
     pub(super) fn save_container_status(&self, id: &ContainerId, status: ContainerStatus) -> Result<(), Error> {
         self.container_records.write_status(id.as_str(), &status)?;
-        let (new, changed) = (status.state, {
-            let mut state = self.write();
-            state.containers.get_mut(id).map(|c| (std::mem::replace(&mut c.status, status), c.meta.sandbox_id.clone()))
+        let new = status.state;
+        let replaced = self.write().containers.get_mut(id).map(|c| {
+            let old = std::mem::replace(&mut c.status, status).state;
+            (old, c.meta.sandbox_id.clone())
         });
-        if let Some((old, sandbox_id)) = changed {
-            let live = |s: ContainerState| matches!(s, ContainerState::Created | ContainerState::Running);
-            if new == ContainerState::Running && old.state != ContainerState::Running {
-                self.emit(EventKind::Started, id.as_str(), &sandbox_id);
-            } else if live(old.state) && !live(new) {
-                self.emit(EventKind::Stopped, id.as_str(), &sandbox_id);
-            }
+        let Some((old, sandbox_id)) = replaced else { return Ok(()) };
+        let live = |s: ContainerState| matches!(s, ContainerState::Created | ContainerState::Running);
+        if new == ContainerState::Running && old != ContainerState::Running {
+            self.emit(EventKind::Started, id.as_str(), &sandbox_id);
+        } else if live(old) && !live(new) {
+            self.emit(EventKind::Stopped, id.as_str(), &sandbox_id);
         }
         Ok(())
     }
