@@ -102,6 +102,7 @@ pub fn status(s: RuntimeStatus) -> cri::StatusResponse {
             message: c.message,
         })
         .collect();
+    let host_network = s.handlers.iter().any(|(_, caps)| caps.user_namespaces_host_network);
     let runtime_handlers = s
         .handlers
         .into_iter()
@@ -117,8 +118,12 @@ pub fn status(s: RuntimeStatus) -> cri::StatusResponse {
         status: Some(cri::RuntimeStatus { conditions }),
         info: s.info.map(|i| HashMap::from([("info".to_string(), i.to_string())])).unwrap_or_default(),
         runtime_handlers,
-        // Merge and Strict are applied and ContainerStatus.user reported; no user namespaces yet.
-        features: Some(cri::RuntimeFeatures { supplemental_groups_policy: true, user_namespaces_host_network: false }),
+        // Merge and Strict are applied and ContainerStatus.user reported. A handler that runs
+        // user-namespaced pods also runs them on the host's network.
+        features: Some(cri::RuntimeFeatures {
+            supplemental_groups_policy: true,
+            user_namespaces_host_network: host_network,
+        }),
     }
 }
 

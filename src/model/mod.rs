@@ -6,3 +6,4 @@ pub mod image;
 pub mod memory;
 pub mod node;
 pub mod sandbox;
+pub mod userns;

@@ -134,6 +134,20 @@ pub struct ProtectionReport {
     pub notes: Vec<String>,
 }
 
+/// Whether pods may have their own user namespace (with id-mapped image layers).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UsernsSupport {
+    pub supported: bool,
+    /// What decided it.
+    pub detail: String,
+}
+
+impl UsernsSupport {
+    pub fn unsupported() -> Self {
+        UsernsSupport { supported: false, detail: "not probed".into() }
+    }
+}
+
 /// Facts about the node, probed once at start-up and passed to the policy.
 #[derive(Debug, Clone, Serialize)]
 pub struct NodeFacts {
@@ -148,6 +162,8 @@ pub struct NodeFacts {
     /// Lowest oom_score_adj the daemon may give (its own when it lacks CAP_SYS_RESOURCE).
     pub min_oom_score_adj: i32,
     pub apparmor_enabled: bool,
+    /// User namespaces for pods (with the kernel's id-mapped mounts).
+    pub userns: UsernsSupport,
 }
 
 impl NodeFacts {

@@ -9,6 +9,7 @@ pub mod block;
 pub mod memory;
 pub mod noswap;
 pub mod system;
+pub mod userns;
 
 pub fn probe(config: &crate::config::Config) -> NodeFacts {
     let cgroup_root = config.cgroup_root.as_path();
@@ -28,6 +29,7 @@ pub fn probe(config: &crate::config::Config) -> NodeFacts {
     let page_size = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE).ok().flatten().unwrap_or(4096) as u64;
     let memory = memory::probe(Path::new("/proc"), cgroup_root, cgroup_mode, page_size, allocatable_override);
     let noswap = noswap::probe(config.runtime.tmpfs_noswap, &memory.kernel_release, &config.run_root);
+    let kernel = memory.kernel;
     let facts = NodeFacts {
         cgroup_mode,
         memory,
@@ -36,6 +38,7 @@ pub fn probe(config: &crate::config::Config) -> NodeFacts {
         held_capabilities: names_in_mask(bounding),
         min_oom_score_adj,
         apparmor_enabled,
+        userns: userns::probe(kernel, &config.image_root().join("layers"), &config.run_root),
     };
     if facts.min_oom_score_adj > -1000 {
         tracing::warn!(
@@ -53,6 +56,7 @@ pub fn probe(config: &crate::config::Config) -> NodeFacts {
         allocatable = m.allocatable,
         "node memory"
     );
-    tracing::info!(cgroup_mode = ?facts.cgroup_mode, capabilities = facts.held_capabilities.len(), apparmor = facts.apparmor_enabled, "node facts");
+    tracing::info!(cgroup_mode = ?facts.cgroup_mode, capabilities = facts.held_capabilities.len(), apparmor = facts.apparmor_enabled,
+        userns = facts.userns.supported, userns_detail = %facts.userns.detail, "node facts");
     facts
 }

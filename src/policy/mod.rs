@@ -6,6 +6,7 @@ pub mod mounts;
 pub mod seccomp;
 pub mod spec;
 pub mod user;
+pub mod userns;
 
 pub use crate::model::node::NodeFacts;
 

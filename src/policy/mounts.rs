@@ -60,8 +60,10 @@ pub fn standard(privileged: bool, noswap: bool) -> Vec<Mount> {
 }
 
 /// The request's mounts as OCI bind mounts. A recursive read-only mount needs `readonly`,
-/// private propagation (the CRI's rules) and a handler with `rro` (`rro_supported`).
-pub fn from_request(mounts: &[cri::Mount], rro_supported: bool) -> Result<Vec<Mount>, String> {
+/// private propagation (the CRI's rules) and a handler with `rro` (`rro_supported`); an
+/// id-mapped one (kubelet maps a user-namespaced pod's volumes) one uid and one gid range
+/// and a handler that maps mounts (`idmap_supported`).
+pub fn from_request(mounts: &[cri::Mount], rro_supported: bool, idmap_supported: bool) -> Result<Vec<Mount>, String> {
     mounts
         .iter()
         .map(|m| {
@@ -97,9 +99,30 @@ pub fn from_request(mounts: &[cri::Mount], rro_supported: bool) -> Result<Vec<Mo
                 options.push("rro".into());
                 mount.set_options(Some(options));
             }
+            if !m.uid_mappings.is_empty() || !m.gid_mappings.is_empty() {
+                id_map(&mut mount, m, idmap_supported)?;
+            }
             Ok(mount)
         })
         .collect()
+}
+
+fn id_map(mount: &mut Mount, m: &cri::Mount, supported: bool) -> Result<(), String> {
+    let at = &m.container_path;
+    if !supported {
+        return Err(format!("id-mapped mount {at:?}: the runtime handler cannot map mounts"));
+    }
+    let one = |kind: &str, list: &[cri::IdMapping]| match list {
+        [only] if only.length > 0 => Ok(crate::policy::spec::oci_mapping(&crate::model::userns::IdRange {
+            container_id: only.container_id,
+            host_id: only.host_id,
+            length: only.length,
+        })),
+        _ => Err(format!("id-mapped mount {at:?} needs exactly one non-empty {kind} mapping")),
+    };
+    mount.set_uid_mappings(Some(vec![one("uid", &m.uid_mappings)?]));
+    mount.set_gid_mappings(Some(vec![one("gid", &m.gid_mappings)?]));
+    Ok(())
 }
 
 #[cfg(test)]
@@ -125,10 +148,10 @@ mod tests {
             propagation: cri::MountPropagation::PropagationHostToContainer as i32,
             ..Default::default()
         }];
-        let m = &from_request(&request, false).unwrap()[0];
+        let m = &from_request(&request, false, false).unwrap()[0];
         assert_eq!(m.options().as_ref().unwrap(), &vec!["rbind".to_string(), "rslave".into(), "ro".into()]);
         let relative = [cri::Mount { container_path: "data".into(), host_path: "/x".into(), ..Default::default() }];
-        assert!(from_request(&relative, false).is_err());
+        assert!(from_request(&relative, false, false).is_err());
         assert!(
             standard(false, false)
                 .iter()
@@ -155,8 +178,18 @@ mod tests {
             (rro(true, PropagationHostToContainer), true, Err("needs private propagation")),
             (rro(true, PropagationBidirectional), true, Err("needs private propagation")),
         ];
+        let mapped = cri::Mount {
+            container_path: "/m".into(),
+            host_path: "/h".into(),
+            uid_mappings: vec![cri::IdMapping { container_id: 0, host_id: 1000, length: 10 }],
+            gid_mappings: vec![cri::IdMapping { container_id: 0, host_id: 1000, length: 10 }],
+            ..Default::default()
+        };
+        let err = from_request(std::slice::from_ref(&mapped), false, false).unwrap_err();
+        assert!(err.contains("cannot map mounts"), "{err}");
+        assert!(from_request(std::slice::from_ref(&mapped), false, true).is_ok());
         for (mount, supported, want) in cases {
-            let got = from_request(std::slice::from_ref(&mount), supported);
+            let got = from_request(std::slice::from_ref(&mount), supported, false);
             match (got, want) {
                 (Ok(m), Ok(options)) => assert_eq!(m[0].options().as_ref().unwrap(), &options),
                 (Err(e), Err(part)) => assert!(e.contains(part), "{e}"),

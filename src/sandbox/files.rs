@@ -26,11 +26,25 @@ pub fn resolv_conf(dns: Option<&cri::DnsConfig>, host: &str) -> String {
     }
 }
 
-pub fn write_pod_files(dir: &Path, hostname: &str, dns: Option<&cri::DnsConfig>) -> std::io::Result<()> {
-    std::fs::write(dir.join("hostname"), format!("{hostname}\n"))?;
-    std::fs::write(dir.join("hosts"), HOSTS)?;
+/// Writes the pod's files; `owner` (a user-namespaced pod's root, as host ids) gets them so
+/// the container's root may edit them as it could on a pod without one.
+pub fn write_pod_files(
+    dir: &Path,
+    hostname: &str,
+    dns: Option<&cri::DnsConfig>,
+    owner: Option<(u32, u32)>,
+) -> std::io::Result<()> {
     let host = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
-    std::fs::write(dir.join("resolv.conf"), resolv_conf(dns, &host))
+    for (name, content) in
+        [("hostname", format!("{hostname}\n")), ("hosts", HOSTS.to_string()), ("resolv.conf", resolv_conf(dns, &host))]
+    {
+        let path = dir.join(name);
+        std::fs::write(&path, content)?;
+        if let Some((uid, gid)) = owner {
+            std::os::unix::fs::chown(&path, Some(uid), Some(gid))?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -3,11 +3,13 @@
 //! its hostname, hosts and resolv.conf files; and the host side of volumes that propagate.
 
 mod files;
+mod idmap;
 mod namespaces;
 mod propagation;
 mod tmpfs;
 
 pub use files::write_pod_files;
-pub use namespaces::{create, helper_main, release, NsRequest};
+pub use idmap::{bind_mapped, check as check_idmap};
+pub use namespaces::{create, helper_main, release, NsRequest, UserNsRequest};
 pub use propagation::{ensure_shared, Shared};
 pub use tmpfs::{mount_tmpfs, unmount};

@@ -2,6 +2,11 @@
 //! (`swapcri sandbox-ns`): it unshares, sets the hostname, brings loopback up and
 //! bind-mounts its namespace files where the sandbox keeps them. For a pod-shared PID
 //! namespace it leaves a holder behind as that namespace's PID 1, reaping zombies.
+//!
+//! A pod with its own user namespace gets it first: a child of the helper enters a new user
+//! namespace, the helper (still in the host's) writes its id maps, and the child makes the
+//! other namespaces there, so they belong to the pod's user namespace (the container's root
+//! may then mount /proc, sysfs and mqueue). The helper pins the child's namespaces.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
@@ -16,9 +21,18 @@ use nix::unistd::{fork, ForkResult};
 use serde::{Deserialize, Serialize};
 
 use crate::model::sandbox::ProcessRef;
+use crate::model::userns::PodUserns;
+
+/// A user namespace to create and where to pin it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct UserNsRequest {
+    pub path: PathBuf,
+    pub map: PodUserns,
+}
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct NsRequest {
+    pub user: Option<UserNsRequest>,
     pub net: Option<PathBuf>,
     pub ipc: Option<PathBuf>,
     pub uts: Option<PathBuf>,
@@ -62,7 +76,8 @@ pub fn create(request: &NsRequest, work_dir: &Path) -> Result<Option<ProcessRef>
 
 /// Unpins the namespaces and stops the holder. Idempotent.
 pub fn release(request: &NsRequest, holder: Option<ProcessRef>) {
-    for path in [&request.net, &request.ipc, &request.uts].into_iter().flatten() {
+    let user = request.user.as_ref().map(|u| &u.path);
+    for path in [&request.net, &request.ipc, &request.uts, &user.cloned()].into_iter().flatten() {
         if let Err(e) = super::unmount(path) {
             tracing::warn!(path = %path.display(), error = %e, "cannot unmount namespace");
         }
@@ -99,6 +114,23 @@ pub fn helper_main(request_path: &Path) -> ! {
 }
 
 fn make(request: &NsRequest) -> Result<Option<i32>, String> {
+    if let (true, Some(rel)) = (request.pid_holder, &request.cgroup) {
+        // While still the host's root: the holder, forked later, inherits the cgroup.
+        let _ = crate::cgroup::move_to(rel, std::process::id(), &crate::cgroup::hierarchies());
+    }
+    match &request.user {
+        None => {
+            let holder = enter(request)?;
+            pin(request, "self")?;
+            Ok(holder)
+        }
+        Some(user) => make_in_userns(request, user),
+    }
+}
+
+/// Unshares the pod's namespaces in this process, names the host, brings loopback up, and
+/// starts the PID-namespace holder when asked (returning its PID).
+fn enter(request: &NsRequest) -> Result<Option<i32>, String> {
     let mut flags = CloneFlags::empty();
     for (wanted, flag) in [
         (request.net.is_some(), CloneFlags::CLONE_NEWNET),
@@ -118,14 +150,6 @@ fn make(request: &NsRequest) -> Result<Option<i32>, String> {
     if request.net.is_some() {
         loopback_up().map_err(|e| format!("bringing loopback up: {e}"))?;
     }
-    for (path, kind) in [(&request.net, "net"), (&request.ipc, "ipc"), (&request.uts, "uts")] {
-        if let Some(path) = path {
-            std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            let source = format!("/proc/self/ns/{kind}");
-            mount(Some(source.as_str()), path, None::<&str>, MsFlags::MS_BIND, None::<&str>)
-                .map_err(|e| format!("pinning the {kind} namespace at {}: {e}", path.display()))?;
-        }
-    }
     if !request.pid_holder {
         return Ok(None);
     }
@@ -133,16 +157,110 @@ fn make(request: &NsRequest) -> Result<Option<i32>, String> {
     // SAFETY: single-threaded process.
     match unsafe { fork() }.map_err(|e| format!("fork: {e}"))? {
         ForkResult::Parent { child } => Ok(Some(child.as_raw())),
-        ForkResult::Child => hold(request.cgroup.as_deref()),
+        ForkResult::Child => hold(),
     }
 }
 
-/// PID 1 of the pod's PID namespace: reaps orphans until killed.
-fn hold(cgroup: Option<&str>) -> ! {
-    let _ = nix::unistd::setsid();
-    if let Some(rel) = cgroup {
-        let _ = crate::cgroup::move_to(rel, std::process::id(), &crate::cgroup::hierarchies());
+/// Bind-mounts the namespaces of `/proc/<pid>` onto the request's files.
+fn pin(request: &NsRequest, pid: &str) -> Result<(), String> {
+    let user = request.user.as_ref().map(|u| u.path.clone());
+    for (path, kind) in [(&user, "user"), (&request.net, "net"), (&request.ipc, "ipc"), (&request.uts, "uts")] {
+        if let Some(path) = path {
+            std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let source = format!("/proc/{pid}/ns/{kind}");
+            mount(Some(source.as_str()), path, None::<&str>, MsFlags::MS_BIND, None::<&str>)
+                .map_err(|e| format!("pinning the {kind} namespace at {}: {e}", path.display()))?;
+        }
     }
+    Ok(())
+}
+
+/// A child enters a new user namespace and makes the others there; this process maps it
+/// and pins its namespaces. The pipes carry one step each way.
+fn make_in_userns(request: &NsRequest, user: &UserNsRequest) -> Result<Option<i32>, String> {
+    let (to_child_r, to_child_w) = nix::unistd::pipe().map_err(|e| format!("pipe: {e}"))?;
+    let (to_parent_r, to_parent_w) = nix::unistd::pipe().map_err(|e| format!("pipe: {e}"))?;
+    let mut to_child = std::fs::File::from(to_child_w);
+    let mut from_child = BufReader::new(std::fs::File::from(to_parent_r));
+    // SAFETY: single-threaded process.
+    let child = match unsafe { fork() }.map_err(|e| format!("fork: {e}"))? {
+        ForkResult::Child => {
+            drop(to_child);
+            drop(from_child);
+            userns_child(request, std::fs::File::from(to_child_r), std::fs::File::from(to_parent_w))
+        }
+        ForkResult::Parent { child } => child,
+    };
+    drop(to_child_r);
+    drop(to_parent_w);
+    let mut step = |line: &mut String| -> Result<(), String> {
+        line.clear();
+        from_child.read_line(line).map_err(|e| e.to_string())?;
+        match line.trim().strip_prefix("error ") {
+            Some(why) => Err(why.to_string()),
+            None if line.is_empty() => Err("the user namespace child exited".into()),
+            None => Ok(()),
+        }
+    };
+    let mut line = String::new();
+    let result = step(&mut line)
+        .and_then(|()| write_maps(child.as_raw(), &user.map))
+        .and_then(|()| writeln!(to_child, "mapped").map_err(|e| e.to_string()))
+        .and_then(|()| step(&mut line))
+        .and_then(|()| {
+            let holder = line.trim().strip_prefix("ready ").and_then(|p| p.parse::<i32>().ok()).filter(|&p| p > 0);
+            pin(request, &child.as_raw().to_string()).map(|()| holder)
+        });
+    // Whatever happened, the child's work is over: closing its pipe lets it exit.
+    drop(to_child);
+    let _ = waitpid(child, None);
+    result
+}
+
+/// Takes the namespace's root ids (host ids of the pod's range), so the PID-namespace
+/// holder runs as the pod's root rather than the host's.
+fn become_root() -> Result<(), String> {
+    let root_gid = nix::unistd::Gid::from_raw(0);
+    let root_uid = nix::unistd::Uid::from_raw(0);
+    nix::unistd::setgroups(&[]).map_err(|e| format!("setgroups: {e}"))?;
+    nix::unistd::setresgid(root_gid, root_gid, root_gid).map_err(|e| format!("setresgid: {e}"))?;
+    nix::unistd::setresuid(root_uid, root_uid, root_uid).map_err(|e| format!("setresuid: {e}"))
+}
+
+/// The host's side of a new user namespace: the id maps of the process that entered it.
+fn write_maps(pid: i32, map: &PodUserns) -> Result<(), String> {
+    for (file, range) in [("uid_map", &map.uids), ("gid_map", &map.gids)] {
+        let path = format!("/proc/{pid}/{file}");
+        std::fs::write(&path, range.map_line()).map_err(|e| format!("writing {path}: {e}"))?;
+    }
+    Ok(())
+}
+
+fn userns_child(request: &NsRequest, from_parent: std::fs::File, mut to_parent: std::fs::File) -> ! {
+    let mut from_parent = BufReader::new(from_parent);
+    let mut line = String::new();
+    let outcome = unshare(CloneFlags::CLONE_NEWUSER)
+        .map_err(|e| format!("unshare user: {e}"))
+        .and_then(|()| writeln!(to_parent, "entered").map_err(|e| e.to_string()))
+        .and_then(|()| match from_parent.read_line(&mut line) {
+            Ok(n) if n > 0 => Ok(()),
+            _ => Err("the helper did not map the user namespace".to_string()),
+        })
+        .and_then(|()| become_root())
+        .and_then(|()| enter(request));
+    let _ = match &outcome {
+        Ok(holder) => writeln!(to_parent, "ready {}", holder.unwrap_or(0)),
+        Err(why) => writeln!(to_parent, "error {}", why.replace('\n', " ")),
+    };
+    // Stay until the helper has pinned the namespaces (it closes the pipe).
+    line.clear();
+    let _ = from_parent.read_line(&mut line);
+    std::process::exit(if outcome.is_ok() { 0 } else { 1 })
+}
+
+/// PID 1 of the pod's PID namespace: reaps orphans until killed.
+fn hold() -> ! {
+    let _ = nix::unistd::setsid();
     if let Ok(null) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null") {
         let _ = nix::unistd::dup2_stdin(&null);
         let _ = nix::unistd::dup2_stdout(&null);

@@ -16,6 +16,7 @@ use crate::policy::user::{self, UserDb};
 use crate::sandbox;
 
 use super::image_volumes::{unmount_container, ImageVolume};
+use super::layers::MappedLayers;
 use super::pods::{PodService, Sandbox};
 use super::rollback::Rollback;
 use super::sandbox_run::ns_modes;
@@ -58,8 +59,9 @@ impl PodService {
         rollback.push("unmount rootfs and image volumes", move || {
             let _ = unmount_container(&unmount_dir);
         });
-        self.mount_rootfs(image, &rootfs, &state_dir)?;
-        let config = &self.mount_image_volumes(config, volumes, &run_dir)?;
+        let mapped = self.mapped_layers(sandbox, &run_dir)?;
+        self.mount_rootfs(image, &rootfs, &state_dir, mapped.as_ref())?;
+        let config = &self.mount_image_volumes(config, volumes, &run_dir, mapped.as_ref())?;
         let defaults = self.image_defaults(image)?;
         let built = self.build_spec(id, sandbox, config, &defaults, rootfs, plan)?;
         // Only once the request has passed every check does the host change.
@@ -90,6 +92,7 @@ impl PodService {
         let localhost_seccomp = load_localhost_seccomp(security.as_ref())?;
         let target_pid_ns = self.target_pid_ns(security.as_ref())?;
         let pod = self.pod_context(sandbox);
+        let handler = self.runtimes.get(&sandbox.meta.runtime_handler)?;
         let input = ContainerInput {
             id: id.as_str(),
             config,
@@ -101,29 +104,39 @@ impl PodService {
             localhost_seccomp,
             target_pid_ns,
             memory_unified: plan.unified(),
-            recursive_read_only: self
-                .runtimes
-                .get(&sandbox.meta.runtime_handler)?
-                .capabilities(&self.node)
-                .recursive_read_only,
+            recursive_read_only: handler.capabilities(&self.node).recursive_read_only,
+            idmap_mounts: handler.features.idmap_mounts,
         };
         Ok(spec::build(&input, &self.node)?)
     }
 
-    /// overlayfs over the image's layers with the container's own upper directory.
-    fn mount_rootfs(&self, image: &ImageRecord, rootfs: &Path, state_dir: &Path) -> Result<(), Error> {
+    /// overlayfs over the image's layers with the container's own upper directory. In a pod
+    /// with its own user namespace the layers are id-mapped through it and the upper
+    /// directory belongs to the container's root, so the image's files keep their owners.
+    fn mount_rootfs(
+        &self,
+        image: &ImageRecord,
+        rootfs: &Path,
+        state_dir: &Path,
+        userns: Option<&MappedLayers>,
+    ) -> Result<(), Error> {
         let upper = state_dir.join("upper");
         let work = state_dir.join("work");
         for d in [&upper, &work, &rootfs.to_path_buf()] {
             std::fs::create_dir_all(d).map_err(|e| Error::Internal(format!("{}: {e}", d.display())))?;
         }
-        let mut lower: Vec<String> =
-            image.layers.iter().rev().map(|l| self.images.layer_path(l).display().to_string()).collect();
+        let mut lower = self.lower_dirs(image, userns, "rootfs")?;
         if lower.is_empty() {
             let empty = state_dir.join("empty");
             std::fs::create_dir_all(&empty).map_err(|e| Error::Internal(e.to_string()))?;
-            lower.push(empty.display().to_string());
+            lower.push(empty);
         }
+        if let Some(mapped) = userns {
+            let (uid, gid) = mapped.map.root();
+            std::os::unix::fs::chown(&upper, Some(uid), Some(gid))
+                .map_err(|e| Error::Internal(format!("{}: {e}", upper.display())))?;
+        }
+        let lower: Vec<String> = lower.iter().map(|p| p.display().to_string()).collect();
         let data = format!("lowerdir={},upperdir={},workdir={}", lower.join(":"), upper.display(), work.display());
         nix::mount::mount(Some("overlay"), rootfs, Some("overlay"), nix::mount::MsFlags::empty(), Some(data.as_str()))
             .map_err(|e| Error::Internal(format!("mounting the root filesystem ({} layers): {e}", image.layers.len())))
@@ -174,6 +187,7 @@ impl PodService {
             resolv_file: dir.join("resolv.conf"),
             cgroup_parent: sandbox.meta.cgroup_parent.clone(),
             sysctls: sandbox.meta.config.linux.as_ref().map(|l| l.sysctls.clone()).unwrap_or_default(),
+            userns: request.user.map(|u| (u.path, u.map)),
         }
     }
 }

@@ -51,6 +51,7 @@ fn fixture_with(
         held_capabilities: vec![],
         min_oom_score_adj: -1000,
         apparmor_enabled: false,
+        userns: crate::model::node::UsernsSupport::unsupported(),
     };
     let config = Arc::new(config);
     let runtimes = Arc::new(super::runtimes::Runtimes::probe(&config));

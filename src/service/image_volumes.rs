@@ -11,6 +11,7 @@ use crate::error::Error;
 use crate::model::image::ImageRecord;
 use crate::sandbox;
 
+use super::layers::MappedLayers;
 use super::pods::PodService;
 
 /// Where a container's image volumes are mounted, under its run directory.
@@ -49,33 +50,43 @@ impl PodService {
         config: &cri::ContainerConfig,
         volumes: &[ImageVolume],
         run_dir: &Path,
+        userns: Option<&MappedLayers>,
     ) -> Result<cri::ContainerConfig, Error> {
         let mut for_spec = config.clone();
         for v in volumes {
             let target = run_dir.join(DIR).join(v.index.to_string());
-            let root = self.mount_image(&v.image, &target)?;
+            let root = self.mount_image(&v.image, &target, userns, v.index)?;
             let m = &mut for_spec.mounts[v.index];
             let source = sub_path(&root, &m.image_sub_path)
                 .map_err(|why| Error::InvalidArgument(format!("image volume {:?}: {why}", m.container_path)))?;
             m.host_path = source.display().to_string();
             m.image = None;
             m.image_sub_path.clear();
+            // The layers are already mapped; overlayfs itself cannot be.
+            m.uid_mappings.clear();
+            m.gid_mappings.clear();
         }
         Ok(for_spec)
     }
 
-    fn mount_image(&self, image: &ImageRecord, target: &Path) -> Result<PathBuf, Error> {
+    fn mount_image(
+        &self,
+        image: &ImageRecord,
+        target: &Path,
+        userns: Option<&MappedLayers>,
+        index: usize,
+    ) -> Result<PathBuf, Error> {
         let io = |e: std::io::Error| Error::Internal(format!("image volume of {}: {e}", image.id));
-        match image.layers.as_slice() {
-            [] => {
-                std::fs::create_dir_all(target).map_err(io)?;
-                Ok(target.to_path_buf())
-            }
-            [only] => Ok(self.images.layer_path(only)),
+        if image.layers.is_empty() {
+            std::fs::create_dir_all(target).map_err(io)?;
+            return Ok(target.to_path_buf());
+        }
+        let lower = self.lower_dirs(image, userns, &format!("volume{index}"))?;
+        match lower.as_slice() {
+            [only] => Ok(only.clone()),
             layers => {
                 std::fs::create_dir_all(target).map_err(io)?;
-                let lower: Vec<String> =
-                    layers.iter().rev().map(|l| self.images.layer_path(l).display().to_string()).collect();
+                let lower: Vec<String> = layers.iter().map(|l| l.display().to_string()).collect();
                 let data = format!("lowerdir={}", lower.join(":"));
                 nix::mount::mount(
                     Some("overlay"),
@@ -120,14 +131,16 @@ fn sub_path(root: &Path, sub: &str) -> Result<PathBuf, String> {
     Ok(resolved)
 }
 
-/// Unmounts a container's image volumes and root filesystem (removal, recovery).
+/// Unmounts a container's image volumes, root filesystem and id-mapped layers (removal,
+/// recovery).
 pub(super) fn unmount_container(run_dir: &Path) -> std::io::Result<()> {
     if let Ok(entries) = std::fs::read_dir(run_dir.join(DIR)) {
         for entry in entries.flatten() {
             sandbox::unmount(&entry.path())?;
         }
     }
-    sandbox::unmount(&run_dir.join("rootfs"))
+    sandbox::unmount(&run_dir.join("rootfs"))?;
+    super::layers::unmount_mapped(run_dir)
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ mod image_pull;
 mod image_remove;
 mod image_status;
 mod image_volumes;
+mod layers;
 mod memory;
 mod metrics_source;
 mod pods;

@@ -21,17 +21,36 @@ pub struct RuntimeHandler {
 pub struct HandlerCapabilities {
     /// The runtime has the `rro` mount option and the kernel has mount_setattr (5.12).
     pub recursive_read_only: bool,
-    /// User namespaces with id-mapped mounts. swapcri does not create user namespaces
-    /// yet, so this is false whatever the runtime and kernel support.
+    /// User namespaces with id-mapped mounts: the runtime maps mounts (`idmap`) and the node
+    /// can give pods user namespaces (see `node::userns`).
     pub user_namespaces: bool,
+    /// A user-namespaced pod may use the host's network namespace: whenever user namespaces
+    /// work, as the container gets the host's /sys bound instead of a sysfs of its own.
+    pub user_namespaces_host_network: bool,
 }
 
 impl RuntimeHandler {
     pub fn capabilities(&self, node: &NodeFacts) -> HandlerCapabilities {
         let kernel = |major, minor| node.memory.kernel.is_some_and(|k| k.at_least(major, minor));
+        let user_namespaces = self.userns_unsupported_reason(node).is_empty();
         HandlerCapabilities {
             recursive_read_only: self.features.usable && self.features.recursive_read_only && kernel(5, 12),
-            user_namespaces: false,
+            user_namespaces,
+            // The host's /sys is bind-mounted where sysfs cannot be mounted (policy::spec).
+            user_namespaces_host_network: user_namespaces,
+        }
+    }
+
+    /// Why pods of this handler cannot have user namespaces ("" when they can).
+    pub fn userns_unsupported_reason(&self, node: &NodeFacts) -> String {
+        if !self.features.usable {
+            "the runtime is unusable".into()
+        } else if !self.features.idmap_mounts {
+            format!("{} has no id-mapped mounts", self.features.version)
+        } else if !node.userns.supported {
+            node.userns.detail.clone()
+        } else {
+            String::new()
         }
     }
 }

@@ -3,8 +3,10 @@ use crate::cri;
 use crate::error::Error;
 use crate::model::ids::SandboxId;
 use crate::model::sandbox::{sandbox_name, SandboxMeta, SandboxState, SandboxStatus};
+use crate::model::userns::PodUserns;
 use crate::policy::mounts::tmpfs_options;
-use crate::sandbox::{self, NsRequest};
+use crate::policy::userns;
+use crate::sandbox::{self, NsRequest, UserNsRequest};
 
 use super::pods::{now_nanos, PodService};
 use super::rollback::Rollback;
@@ -14,6 +16,8 @@ pub(super) struct NsModes {
     pub host_network: bool,
     pub host_ipc: bool,
     pub shared_pid: bool,
+    /// The pod's own user namespace (checked when the pod was created).
+    pub userns: Option<PodUserns>,
 }
 
 pub(super) fn ns_modes(config: &cri::PodSandboxConfig) -> NsModes {
@@ -27,6 +31,7 @@ pub(super) fn ns_modes(config: &cri::PodSandboxConfig) -> NsModes {
         host_network: options.network == cri::NamespaceMode::Node as i32,
         host_ipc: options.ipc == cri::NamespaceMode::Node as i32,
         shared_pid: options.pid == cri::NamespaceMode::Pod as i32,
+        userns: userns::for_pod(options.userns_options.as_ref()).ok().flatten(),
     }
 }
 
@@ -36,6 +41,7 @@ impl PodService {
         let dir = self.registry.sandbox_run_dir(id).join("ns");
         let modes = ns_modes(config);
         NsRequest {
+            user: modes.userns.map(|map| UserNsRequest { path: dir.join("user"), map }),
             net: (!modes.host_network).then(|| dir.join("net")),
             ipc: (!modes.host_ipc).then(|| dir.join("ipc")),
             uts: (!modes.host_network).then(|| dir.join("uts")),
@@ -52,6 +58,7 @@ impl PodService {
             return Err(Error::InvalidArgument("sandbox metadata needs name, namespace and uid".into()));
         }
         let handler = self.runtimes.resolve(runtime_handler)?;
+        self.check_userns(&config, &handler)?;
         let name = sandbox_name(&metadata);
         let _guard = self.registry.locks.lock(&format!("sandbox-name/{name}")).await;
         if let Some(existing) = self.registry.read().sandboxes.values().find(|s| s.meta.name == name) {
@@ -80,11 +87,14 @@ impl PodService {
 
         if !modes.host_ipc {
             let shm = dir.join("shm");
-            sandbox::mount_tmpfs(
-                &shm,
-                &tmpfs_options(0o1777, Some(self.config.runtime.shm_size_bytes), self.node.noswap.supported()),
-            )
-            .map_err(|e| Error::Internal(format!("mounting {}: {e}", shm.display())))?;
+            let mut options =
+                tmpfs_options(0o1777, Some(self.config.runtime.shm_size_bytes), self.node.noswap.supported());
+            if let Some(userns) = &modes.userns {
+                let (uid, gid) = userns.root();
+                options.extend([format!("uid={uid}"), format!("gid={gid}")]);
+            }
+            sandbox::mount_tmpfs(&shm, &options)
+                .map_err(|e| Error::Internal(format!("mounting {}: {e}", shm.display())))?;
             rollback.push("unmount shm", move || {
                 let _ = sandbox::unmount(&shm);
             });
@@ -94,7 +104,7 @@ impl PodService {
         } else {
             config.hostname.clone()
         };
-        sandbox::write_pod_files(&dir, &hostname, config.dns_config.as_ref())
+        sandbox::write_pod_files(&dir, &hostname, config.dns_config.as_ref(), modes.userns.map(|u| u.root()))
             .map_err(|e| Error::Internal(format!("writing pod files: {e}")))?;
 
         // Networking last: its failure path and a crash after it are covered by its own record.
@@ -117,6 +127,39 @@ impl PodService {
                 Err(e)
             }
         }
+    }
+
+    /// A pod's own user namespace must be well formed, fit its other namespaces, and have a
+    /// handler and node that can run it.
+    fn check_userns(&self, config: &cri::PodSandboxConfig, handler: &str) -> Result<(), Error> {
+        let options = config
+            .linux
+            .as_ref()
+            .and_then(|l| l.security_context.as_ref())
+            .and_then(|s| s.namespace_options.clone())
+            .unwrap_or_default();
+        if userns::for_pod(options.userns_options.as_ref())?.is_none() {
+            return Ok(());
+        }
+        let node = cri::NamespaceMode::Node as i32;
+        if options.ipc == node || options.pid == node {
+            return Err(Error::InvalidArgument(
+                "a pod with its own user namespace cannot share the host's IPC or PID namespace".into(),
+            ));
+        }
+        let capabilities = self.runtimes.get(handler)?.capabilities(&self.node);
+        if !capabilities.user_namespaces {
+            return Err(Error::FailedPrecondition(format!(
+                "runtime handler {handler:?} cannot run pods in user namespaces here: {}",
+                self.runtimes.get(handler)?.userns_unsupported_reason(&self.node)
+            )));
+        }
+        if options.network == node && !capabilities.user_namespaces_host_network {
+            return Err(Error::FailedPrecondition(format!(
+                "runtime handler {handler:?} cannot run a pod in a user namespace on the host's network"
+            )));
+        }
+        Ok(())
     }
 
     /// Writes the sandbox's records and makes it visible.

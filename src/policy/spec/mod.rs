@@ -19,6 +19,7 @@ use oci_spec::runtime::{LinuxBuilder, LinuxSeccomp, Root, Spec};
 
 use super::user::ResolvedUser;
 use super::{NodeFacts, PolicyError};
+use crate::model::userns::{IdRange, PodUserns};
 
 /// What the image says about running it.
 #[derive(Debug, Clone, Default)]
@@ -47,6 +48,8 @@ pub struct PodContext {
     pub resolv_file: PathBuf,
     pub cgroup_parent: String,
     pub sysctls: HashMap<String, String>,
+    /// The pod's own user namespace: where it is pinned and what it maps.
+    pub userns: Option<(PathBuf, PodUserns)>,
 }
 
 /// A host device resolved for the container.
@@ -76,6 +79,8 @@ pub struct ContainerInput<'a> {
     pub memory_unified: BTreeMap<String, String>,
     /// The pod's runtime handler can make mounts recursively read-only.
     pub recursive_read_only: bool,
+    /// The pod's runtime handler can id-map mounts (the request's `uidMappings`).
+    pub idmap_mounts: bool,
 }
 
 #[derive(Debug)]
@@ -144,6 +149,10 @@ pub fn build(input: &ContainerInput, node: &NodeFacts) -> Result<BuiltSpec, Poli
         .build()
         .map_err(|e| PolicyError::Invalid(format!("linux section: {e}")))?;
     linux.set_seccomp(confinement.seccomp);
+    if let Some((_, map)) = &input.pod.userns {
+        linux.set_uid_mappings(Some(vec![oci_mapping(&map.uids)]));
+        linux.set_gid_mappings(Some(vec![oci_mapping(&map.gids)]));
+    }
     linux.set_rootfs_propagation(rootfs_propagation(&input.config.mounts));
 
     let mut root = Root::default();
@@ -158,6 +167,15 @@ pub fn build(input: &ContainerInput, node: &NodeFacts) -> Result<BuiltSpec, Poli
     let annotations: HashMap<String, String> = input.config.annotations.clone().into_iter().collect();
     spec.set_annotations(Some(annotations));
     Ok(BuiltSpec { spec, warnings, user: input.user.clone() })
+}
+
+pub(crate) fn oci_mapping(range: &IdRange) -> oci_spec::runtime::LinuxIdMapping {
+    oci_spec::runtime::LinuxIdMappingBuilder::default()
+        .container_id(range.container_id)
+        .host_id(range.host_id)
+        .size(range.length)
+        .build()
+        .unwrap_or_default()
 }
 
 /// A bidirectional mount needs the container's root to be a shared mount, and a
@@ -180,10 +198,23 @@ fn with_mounts(
     security: &cri::LinuxContainerSecurityContext,
     node: &NodeFacts,
 ) -> Result<Vec<oci_spec::runtime::Mount>, PolicyError> {
-    let requested =
-        super::mounts::from_request(&input.config.mounts, input.recursive_read_only).map_err(PolicyError::Invalid)?;
+    let requested = super::mounts::from_request(&input.config.mounts, input.recursive_read_only, input.idmap_mounts)
+        .map_err(PolicyError::Invalid)?;
     let taken = |dest: &str| requested.iter().any(|m| m.destination() == Path::new(dest));
-    let mut all = super::mounts::standard(security.privileged, node.noswap.supported());
+    // The kernel takes `noswap` only from the initial user namespace; the runtime mounts the
+    // container's /dev inside the pod's.
+    let noswap = node.noswap.supported() && input.pod.userns.is_none();
+    let mut all = super::mounts::standard(security.privileged, noswap);
+    if input.pod.userns.is_some() && input.pod.net_ns.is_none() {
+        // sysfs belongs to a network namespace; the host's is not the pod user namespace's to
+        // mount, so the container sees the host's /sys through a bind mount.
+        for m in all.iter_mut().filter(|m| m.destination() == Path::new("/sys")) {
+            *m = super::mounts::bind(Path::new("/sys"), "/sys", !security.privileged, "rprivate");
+            let mut options = m.options().clone().unwrap_or_default();
+            options.extend(["nosuid".into(), "noexec".into(), "nodev".into()]);
+            m.set_options(Some(options));
+        }
+    }
     let shm = input.pod.shm.clone().unwrap_or_else(|| PathBuf::from("/dev/shm"));
     for (source, destination) in [
         (shm.as_path(), "/dev/shm"),

@@ -1,5 +1,6 @@
 //! The namespaces step: a mount namespace of its own, the pod's network, IPC and UTS, the
-//! PID namespace the request asks for, and a cgroup namespace on cgroup v2.
+//! PID namespace the request asks for, the pod's user namespace when it has one, and a
+//! cgroup namespace on cgroup v2.
 
 use std::path::Path;
 
@@ -22,7 +23,14 @@ pub fn with_namespaces(
     node: &NodeFacts,
 ) -> Result<Vec<LinuxNamespace>, PolicyError> {
     let options = security.namespace_options.clone().unwrap_or_default();
+    crate::policy::userns::check_container(
+        input.pod.userns.as_ref().map(|(_, map)| map),
+        options.userns_options.as_ref(),
+    )?;
     let mut namespaces = vec![namespace(LinuxNamespaceType::Mount, None)];
+    if let Some((path, _)) = &input.pod.userns {
+        namespaces.push(namespace(LinuxNamespaceType::User, Some(path)));
+    }
     match cri::NamespaceMode::try_from(options.pid) {
         Ok(cri::NamespaceMode::Pod) => match &input.pod.pid_ns {
             Some(path) => namespaces.push(namespace(LinuxNamespaceType::Pid, Some(path))),

@@ -15,6 +15,7 @@ fn node(mode: CgroupMode) -> NodeFacts {
         held_capabilities: caps::names_in_mask(0x1fffeffffff),
         min_oom_score_adj: 0,
         apparmor_enabled: false,
+        userns: crate::model::node::UsernsSupport::unsupported(),
     }
 }
 
@@ -31,6 +32,7 @@ fn pod() -> PodContext {
         resolv_file: "/run/swapcri/sandboxes/s/resolv.conf".into(),
         cgroup_parent: "/kubepods/burstable/pod123".into(),
         sysctls: HashMap::from([("net.ipv4.ip_forward".to_string(), "1".to_string())]),
+        userns: None,
     }
 }
 
@@ -72,8 +74,15 @@ fn build_with_plan(
         target_pid_ns: None,
         memory_unified,
         recursive_read_only: true,
+        idmap_mounts: true,
     };
-    build(&input, &node(mode))
+    let mut facts = node(mode);
+    facts.noswap = crate::model::node::NoswapSupport {
+        state: crate::model::node::NoswapState::Supported,
+        decided_by: crate::model::node::DecidedBy::Config,
+        detail: String::new(),
+    };
+    build(&input, &facts)
 }
 
 fn with_security(f: impl FnOnce(&mut cri::LinuxContainerSecurityContext)) -> cri::ContainerConfig {
@@ -269,4 +278,90 @@ fn oom_score_adj_is_clamped_to_what_the_daemon_may_set() {
     let built = build_with(config, CgroupMode::Hybrid).unwrap();
     assert_eq!(built.spec.process().as_ref().unwrap().oom_score_adj(), Some(0));
     assert!(built.warnings.iter().any(|w| w.contains("-997")));
+}
+
+fn userns_pod(host_network: bool) -> PodContext {
+    let range = IdRange { container_id: 0, host_id: 65536, length: 65536 };
+    let mut p = pod();
+    p.userns = Some(("/run/swapcri/sandboxes/s/ns/user".into(), PodUserns { uids: range, gids: range }));
+    if host_network {
+        p.net_ns = None;
+        p.uts_ns = None;
+    }
+    p
+}
+
+fn mount_at<'a>(spec: &'a Spec, at: &str) -> &'a oci_spec::runtime::Mount {
+    spec.mounts().as_ref().unwrap().iter().find(|m| m.destination() == Path::new(at)).unwrap()
+}
+
+#[test]
+fn a_pod_user_namespace_is_joined_and_mapped() {
+    let built = build_in(cri::ContainerConfig::default(), CgroupMode::Unified, userns_pod(false)).unwrap();
+    let linux = built.spec.linux().as_ref().unwrap();
+    let user = linux.namespaces().as_ref().unwrap().iter().find(|n| n.typ() == LinuxNamespaceType::User).unwrap();
+    assert_eq!(user.path().as_deref(), Some(Path::new("/run/swapcri/sandboxes/s/ns/user")));
+    let uids = linux.uid_mappings().as_ref().unwrap();
+    assert_eq!((uids[0].container_id(), uids[0].host_id(), uids[0].size()), (0, 65536, 65536));
+    assert_eq!(linux.gid_mappings().as_ref().unwrap().len(), 1);
+    // The kernel refuses noswap outside the initial user namespace.
+    let dev = mount_at(&built.spec, "/dev").options().clone().unwrap();
+    assert!(!dev.contains(&"noswap".to_string()), "{dev:?}");
+    assert_eq!(mount_at(&built.spec, "/sys").typ().as_deref(), Some("sysfs"));
+
+    // Without one: no user namespace, no mappings, noswap where the node has it.
+    let plain = build_in(cri::ContainerConfig::default(), CgroupMode::Unified, pod()).unwrap();
+    let linux = plain.spec.linux().as_ref().unwrap();
+    assert!(!linux.namespaces().as_ref().unwrap().iter().any(|n| n.typ() == LinuxNamespaceType::User));
+    assert!(linux.uid_mappings().is_none());
+    assert!(mount_at(&plain.spec, "/dev").options().as_ref().unwrap().contains(&"noswap".to_string()));
+}
+
+#[test]
+fn a_user_namespace_on_the_host_network_binds_the_hosts_sys() {
+    let built = build_in(cri::ContainerConfig::default(), CgroupMode::Unified, userns_pod(true)).unwrap();
+    let sys = mount_at(&built.spec, "/sys");
+    assert_eq!(sys.source().as_deref(), Some(Path::new("/sys")));
+    let options = sys.options().clone().unwrap();
+    for o in ["rbind", "ro", "nosuid", "noexec", "nodev"] {
+        assert!(options.contains(&o.to_string()), "{o} in {options:?}");
+    }
+    let linux = built.spec.linux().as_ref().unwrap();
+    assert!(!linux.namespaces().as_ref().unwrap().iter().any(|n| n.typ() == LinuxNamespaceType::Network));
+}
+
+#[test]
+fn a_container_cannot_leave_its_pods_user_namespace() {
+    let mut config = with_security(|s| {
+        s.namespace_options = Some(cri::NamespaceOption {
+            userns_options: Some(cri::UserNamespace { mode: cri::NamespaceMode::Node as i32, ..Default::default() }),
+            ..Default::default()
+        })
+    });
+    let err = build_in(config.clone(), CgroupMode::Unified, userns_pod(false)).unwrap_err();
+    assert!(err.to_string().contains("differs from its pod's"), "{err}");
+    config.linux = None;
+    assert!(build_in(config, CgroupMode::Unified, userns_pod(false)).is_ok());
+}
+
+#[test]
+fn id_mapped_volumes_carry_their_mappings() {
+    let map = |host_id| vec![cri::IdMapping { container_id: 0, host_id, length: 65536 }];
+    let mut config = cri::ContainerConfig {
+        mounts: vec![cri::Mount {
+            container_path: "/data".into(),
+            host_path: "/srv/data".into(),
+            uid_mappings: map(65536),
+            gid_mappings: map(65536),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let built = build_in(config.clone(), CgroupMode::Unified, userns_pod(false)).unwrap();
+    let data = mount_at(&built.spec, "/data");
+    assert_eq!(data.uid_mappings().as_ref().unwrap()[0].host_id(), 65536);
+    assert_eq!(data.gid_mappings().as_ref().unwrap()[0].size(), 65536);
+    config.mounts[0].gid_mappings.clear();
+    let err = build_in(config, CgroupMode::Unified, userns_pod(false)).unwrap_err();
+    assert!(err.to_string().contains("exactly one non-empty gid mapping"), "{err}");
 }
