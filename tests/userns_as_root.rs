@@ -1,8 +1,8 @@
 //! User namespaces over the socket with real runc: Debian's runc (no id-mapped mounts) and
 //! runc 1.4.3 side by side. Each handler's report follows what it and the node can do; a
 //! handler that can runs a pod in its own user namespace (mapped ids, the image's files
-//! owned by the container's root, id-mapped volumes, the host's network), one that cannot
-//! refuses it; malformed requests are refused by both and create nothing.
+//! owned by the container's root, id-mapped volumes and image volumes, the host's network),
+//! one that cannot refuses it; malformed requests are refused by both and create nothing.
 
 mod common;
 
@@ -124,6 +124,14 @@ async fn user_namespaces_follow_the_handler_and_the_node() {
             ..Default::default()
         },
         cri::Mount { container_path: "/plain".into(), host_path: volume.display().to_string(), ..Default::default() },
+        cri::Mount {
+            container_path: "/image".into(),
+            image: Some(cri::ImageSpec { image: IMAGE.into(), ..Default::default() }),
+            readonly: true,
+            uid_mappings: vec![mapping(0, BASE, LENGTH)],
+            gid_mappings: vec![mapping(0, BASE, LENGTH)],
+            ..Default::default()
+        },
     ];
     let id = start(&daemon, &pod, &config, c).await;
 
@@ -139,6 +147,7 @@ async fn user_namespaces_follow_the_handler_and_the_node() {
     let denied = exec(&daemon, &id, &["sh", "-c", "echo y > /plain/other"], 20).await.unwrap();
     assert_ne!(denied.exit_code, 0, "the container's root is not the host's");
     assert!(sh(&daemon, &id, "mount").await.contains(" /sys type sysfs"), "a sysfs of its own");
+    assert_eq!(sh(&daemon, &id, "stat -c '%u %g' /image/etc/passwd").await, "0 0", "an image volume is mapped too");
 
     // On the host the container runs as the pod's range.
     let pid = status_pid(&daemon, &id).await;

@@ -11,7 +11,7 @@ source hack/lib.sh
 
 kernels="6.1 6.12"
 # Integration test binaries (tests/*.rs) also run inside the VM.
-ITESTS=${SWAPCRI_VM_ITESTS:-memory_plan_as_root metrics_as_root stats_as_root pod_lifecycle_as_root}
+ITESTS=${SWAPCRI_VM_ITESTS:-memory_plan_as_root metrics_as_root stats_as_root pod_lifecycle_as_root userns_as_root}
 while [ $# -gt 0 ]; do
   case $1 in
     --kernel) kernels=$2; [ "$kernels" = all ] && kernels="6.1 6.12"; shift 2 ;;
@@ -119,6 +119,9 @@ copy_with_libs() { # copy_with_libs BINARY DEST
 copy_with_libs /usr/sbin/runc /usr/sbin/runc
 # A second runtime handler, configured in phase D (crun refuses hybrid hosts; here it runs).
 copy_with_libs /usr/bin/crun /usr/bin/crun
+# runc 1.4.3 (id-mapped mounts) for the user-namespace tests.
+../shared/runc/build.sh /var/cache/swapcri-runc >/dev/null
+copy_with_libs /var/cache/swapcri-runc/runc /usr/local/bin/runc-new
 copy_with_libs target/release/swapcri /usr/local/bin/swapcri
 # Pods get a loopback-only CNI network (the VM has no other network).
 mkdir -p "$base/usr/lib/cni" "$base/etc/cni/net.d"

@@ -1,6 +1,8 @@
 #!/bin/sh
 # Inside the VM: the repository's root integration tests (built on the host, copied in by
 # e2e.sh) on this cgroup v2 node with swap. One E2E-RESULT line per test binary.
+# runc 1.4.3, copied in by e2e.sh, for the tests that compare handlers.
+[ -x /usr/local/bin/runc-new ] && export SWAPCRI_TEST_RUNC_NEW=/usr/local/bin/runc-new
 for t in /e2e/itests/*; do
   [ -x "$t" ] || continue
   name=$(basename "$t")
