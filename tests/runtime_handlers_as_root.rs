@@ -5,25 +5,11 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::pods::*;
-use common::{require_root, Daemon};
+use common::{newer_runc, require_root, Daemon};
 use swapcri::cri;
-
-/// runc 1.4.3: `SWAPCRI_TEST_RUNC_NEW`, else built with the kit beside the repository
-/// (cached in /var/cache/swapcri-runc; hack/test.sh builds it first).
-fn newer_runc() -> PathBuf {
-    if let Some(path) = std::env::var_os("SWAPCRI_TEST_RUNC_NEW") {
-        return PathBuf::from(path);
-    }
-    let kit = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/runc/build.sh");
-    assert!(kit.exists(), "no runc 1.4.3: set SWAPCRI_TEST_RUNC_NEW or provide {}", kit.display());
-    let out = std::process::Command::new(&kit).arg("/var/cache/swapcri-runc").output().unwrap();
-    assert!(out.status.success(), "building runc 1.4.3: {}", String::from_utf8_lossy(&out.stderr));
-    PathBuf::from("/var/cache/swapcri-runc/runc")
-}
 
 async fn run_pod(daemon: &Daemon, name: &str, handler: &str) -> Result<(String, cri::PodSandboxConfig), tonic::Status> {
     let config = sandbox_config(name, &daemon.dir.path().join("logs").join(name));

@@ -7,26 +7,14 @@
 mod common;
 
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
 
 use common::pods::*;
-use common::{require_root, Daemon};
+use common::{newer_runc, require_root, Daemon};
 use swapcri::cri;
 
 const BASE: u32 = 300_000;
 const LENGTH: u32 = 65536;
 const FOREVER: [&str; 3] = ["sh", "-c", "while true; do sleep 1; done"];
-
-fn newer_runc() -> PathBuf {
-    if let Some(path) = std::env::var_os("SWAPCRI_TEST_RUNC_NEW") {
-        return PathBuf::from(path);
-    }
-    let kit = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/runc/build.sh");
-    assert!(kit.exists(), "no runc 1.4.3: set SWAPCRI_TEST_RUNC_NEW or provide {}", kit.display());
-    let out = std::process::Command::new(&kit).arg("/var/cache/swapcri-runc").output().unwrap();
-    assert!(out.status.success(), "building runc 1.4.3: {}", String::from_utf8_lossy(&out.stderr));
-    PathBuf::from("/var/cache/swapcri-runc/runc")
-}
 
 fn mapping(container_id: u32, host_id: u32, length: u32) -> cri::IdMapping {
     cri::IdMapping { container_id, host_id, length }
