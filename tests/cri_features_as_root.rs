@@ -399,6 +399,11 @@ async fn cri_metrics() {
     assert!(value("container_start_time_seconds").unwrap() > 1_700_000_000);
     assert!(value("container_spec_cpu_shares").is_some());
     let names: Vec<&str> = container.metrics.iter().map(|m| m.name.as_str()).collect();
+    if common::node::probe().swap_accounting {
+        // cgroup v2 with swap accounting: swap in use and the limit (0: unlimited) are known.
+        assert!(value("container_memory_swap").is_some(), "{names:?}");
+        assert!(value("container_spec_memory_swap_limit_bytes").is_some(), "{names:?}");
+    }
     let label = &container.metrics[0].label_values;
     assert_eq!(label[0], "busy", "{names:?}");
     assert_eq!(label[1], "metrics");

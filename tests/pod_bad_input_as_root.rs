@@ -1,4 +1,5 @@
-//! Requests that must be refused with the right code and change nothing.
+//! Requests that must be refused with the right code and change nothing (log paths that
+//! would leave the pod's log directory among them).
 
 mod common;
 
@@ -41,6 +42,25 @@ async fn bad_requests_are_refused() {
     bad_cap.linux.as_mut().unwrap().security_context.as_mut().unwrap().capabilities =
         Some(cri::Capability { add_capabilities: vec!["NOT_A_CAP".into()], ..Default::default() });
     assert_eq!(rt.create_container(create(&pod, bad_cap)).await.unwrap_err().code(), tonic::Code::InvalidArgument);
+    // A log path stays in the pod's log directory: by name, and through links inside it.
+    std::fs::create_dir_all(&logs).unwrap();
+    let outside = daemon.dir.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, logs.join("link-dir")).unwrap();
+    std::os::unix::fs::symlink(outside.join("file.log"), logs.join("link.log")).unwrap();
+    let evil = daemon.dir.path().join("evil.log").display().to_string();
+    for path in [evil.as_str(), "../../evil.log", "c/../../evil.log", "link-dir/c.log", "link.log"] {
+        let mut c = container_config("c", &["true"]);
+        c.log_path = path.into();
+        let err = rt.create_container(create(&pod, c)).await.unwrap_err();
+        assert_eq!(err.code(), tonic::Code::InvalidArgument, "{path}: {}", err.message());
+    }
+    assert!(std::fs::read_dir(&outside).unwrap().next().is_none(), "nothing written outside");
+    assert!(!daemon.dir.path().join("evil.log").exists());
+    let mut no_dir = sandbox_config("no-dir", &logs);
+    no_dir.log_directory = "relative/logs".into();
+    let err = rt.run_pod_sandbox(cri::RunPodSandboxRequest { config: Some(no_dir), ..Default::default() }).await;
+    assert_eq!(err.unwrap_err().code(), tonic::Code::InvalidArgument);
     assert!(
         rt.list_containers(cri::ListContainersRequest::default()).await.unwrap().into_inner().containers.is_empty(),
         "nothing created"

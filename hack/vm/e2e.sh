@@ -11,7 +11,7 @@ source hack/lib.sh
 
 kernels="6.1 6.12"
 # Integration test binaries (tests/*.rs) also run inside the VM.
-ITESTS=${SWAPCRI_VM_ITESTS:-memory_plan_as_root metrics_as_root stats_as_root pod_lifecycle_as_root userns_as_root}
+ITESTS=${SWAPCRI_VM_ITESTS:-memory_plan_as_root metrics_as_root stats_as_root pod_lifecycle_as_root userns_as_root cri_features_as_root}
 while [ $# -gt 0 ]; do
   case $1 in
     --kernel) kernels=$2; [ "$kernels" = all ] && kernels="6.1 6.12"; shift 2 ;;

@@ -4,6 +4,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,7 +103,8 @@ fn open_append(path: &Path) -> io::Result<File> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    OpenOptions::new().create(true).append(true).open(path)
+    // Never through a symbolic link: the path was checked to stay in the pod's log directory.
+    OpenOptions::new().create(true).append(true).custom_flags(nix::libc::O_NOFOLLOW).open(path)
 }
 
 pub fn timestamp() -> String {

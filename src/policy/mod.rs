@@ -3,6 +3,7 @@
 pub mod caps;
 pub mod memory;
 pub mod mounts;
+pub mod paths;
 pub mod seccomp;
 pub mod spec;
 pub mod user;

@@ -36,13 +36,13 @@ impl PodService {
         let memory_plan = self.memory.plan(&sandbox, &config, &resources)?;
         let image = self.find_image(&image_name).await?;
         let volumes = self.find_image_volumes(&config).await?;
+        let log_path = log_path(&sandbox, &config)?;
 
         let id = ContainerId::generate();
         let mut rollback = Rollback::new();
         let bundle = self.prepare_bundle(&id, &sandbox, &config, &image, &volumes, &memory_plan, &mut rollback)?;
         let reserved = self.registry.owned_pod_reservations();
         self.memory.apply_pod_reservations(&sandbox, &reserved, Some(&memory_plan))?;
-        let log_path = log_path(&sandbox, &config);
         let (monitor, pid) = self.start_monitor(&id, &sandbox, &config, &bundle, &log_path, &mut rollback).await?;
 
         let meta = ContainerMeta {
@@ -153,14 +153,26 @@ fn name_and_image(config: &cri::ContainerConfig) -> Result<(String, String), Err
     Ok((format!("{}_{}", metadata.name, metadata.attempt), image))
 }
 
-/// The log file under the pod's log directory, as kubelet names it.
-fn log_path(sandbox: &Sandbox, config: &cri::ContainerConfig) -> String {
+/// The log file under the pod's log directory, as kubelet names it ("" for none). A path
+/// that would leave the directory, by name or through a symbolic link, is refused.
+fn log_path(sandbox: &Sandbox, config: &cri::ContainerConfig) -> Result<String, Error> {
     let dir = &sandbox.meta.config.log_directory;
-    match (dir.is_empty(), config.log_path.is_empty()) {
-        (_, true) => String::new(),
-        (true, false) => config.log_path.clone(),
-        (false, false) => Path::new(dir).join(&config.log_path).display().to_string(),
+    let Some(path) = crate::policy::paths::container_log(dir, &config.log_path)? else { return Ok(String::new()) };
+    let escapes = || Error::InvalidArgument(format!("log_path {:?} leads outside {dir:?}", config.log_path));
+    if path.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(escapes());
     }
+    // What exists of the way there must resolve inside the directory (the rest is made
+    // by the monitor, as plain directories).
+    if let Ok(base) = Path::new(dir).canonicalize() {
+        if let Some(existing) = path.ancestors().skip(1).find(|a| a.exists()) {
+            let resolved = existing.canonicalize().map_err(|e| Error::InvalidArgument(format!("{dir}: {e}")))?;
+            if !resolved.starts_with(&base) {
+                return Err(escapes());
+            }
+        }
+    }
+    Ok(path.display().to_string())
 }
 
 /// The request's stop signal wins over the image's `StopSignal`; SIGTERM when neither names one.

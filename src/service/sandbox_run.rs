@@ -58,6 +58,9 @@ impl PodService {
             return Err(Error::InvalidArgument("sandbox metadata needs name, namespace and uid".into()));
         }
         let handler = self.runtimes.resolve(runtime_handler)?;
+        if !config.log_directory.is_empty() && !std::path::Path::new(&config.log_directory).is_absolute() {
+            return Err(Error::InvalidArgument(format!("log_directory {:?} is not absolute", config.log_directory)));
+        }
         self.check_userns(&config, &handler)?;
         let name = sandbox_name(&metadata);
         let _guard = self.registry.locks.lock(&format!("sandbox-name/{name}")).await;

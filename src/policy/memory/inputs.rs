@@ -100,8 +100,35 @@ fn swap_from_combined(resources: &cri::LinuxContainerResources) -> Result<Option
     }
 }
 
+/// Controllers whose cgroup v2 files a request may set through `unified`.
+const UNIFIED_CONTROLLERS: [&str; 8] = ["cpu", "cpuset", "io", "memory", "pids", "hugetlb", "rdma", "misc"];
+
+/// A `unified` key names one file of an allowed controller (`memory.high`,
+/// `hugetlb.2MB.max`): never a path.
+fn unified_key(key: &str) -> Result<(), PolicyError> {
+    let plain = |rest: &str| {
+        !rest.is_empty()
+            && !rest.starts_with('.')
+            && rest.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+    };
+    match key.split_once('.') {
+        Some((controller, rest))
+            if UNIFIED_CONTROLLERS.contains(&controller) && plain(rest) && !rest.contains("..") =>
+        {
+            Ok(())
+        }
+        _ => Err(PolicyError::Invalid(format!(
+            "unified key {key:?} is not a cgroup v2 file of the {} controllers",
+            UNIFIED_CONTROLLERS.join(", ")
+        ))),
+    }
+}
+
 fn parse_unified(resources: &cri::LinuxContainerResources) -> Result<KubeletMemory, PolicyError> {
     let unified = &resources.unified;
+    for key in unified.keys() {
+        unified_key(key)?;
+    }
     let value = |key: &str| -> Result<Option<CgroupValue>, PolicyError> {
         unified
             .get(key)
@@ -320,5 +347,21 @@ mod combined_swap_tests {
             let got = parse_unified(resources).map(|k| k.swap_max).map_err(|_| ());
             assert_eq!(&got, want, "{resources:?}");
         }
+    }
+
+    #[test]
+    fn unified_keys_are_file_names() {
+        for ok in ["memory.high", "memory.oom.group", "hugetlb.2MB.max", "cpu.weight", "io.latency", "pids.max"] {
+            assert!(unified_key(ok).is_ok(), "{ok}");
+        }
+        for bad in ["../../../etc/passwd", "memory/../x", "memory.", "memory..high", "memory.a/b", "cgroup.procs", "x"]
+        {
+            assert!(unified_key(bad).unwrap_err().to_string().contains("not a cgroup v2 file"), "{bad}");
+        }
+        let hostile = cri::LinuxContainerResources {
+            unified: [("../../../etc/passwd".to_string(), "x".to_string())].into(),
+            ..Default::default()
+        };
+        assert!(parse_unified(&hostile).is_err());
     }
 }
