@@ -56,6 +56,22 @@ async fn bad_requests_are_refused() {
         assert_eq!(err.code(), tonic::Code::InvalidArgument, "{path}: {}", err.message());
     }
     assert!(std::fs::read_dir(&outside).unwrap().next().is_none(), "nothing written outside");
+    // Resources out of their ranges, and a `unified` key that is a path.
+    let resources = [
+        cri::LinuxContainerResources { memory_limit_in_bytes: 1, ..Default::default() },
+        cri::LinuxContainerResources { memory_limit_in_bytes: -5, ..Default::default() },
+        cri::LinuxContainerResources { oom_score_adj: 5000, ..Default::default() },
+        cri::LinuxContainerResources {
+            unified: [("../../../etc/passwd".to_string(), "x".to_string())].into(),
+            ..Default::default()
+        },
+    ];
+    for r in resources {
+        let mut c = container_config("c", &["true"]);
+        c.linux.as_mut().unwrap().resources = Some(r.clone());
+        let err = rt.create_container(create(&pod, c)).await.unwrap_err();
+        assert_eq!(err.code(), tonic::Code::InvalidArgument, "{r:?}: {}", err.message());
+    }
     assert!(!daemon.dir.path().join("evil.log").exists());
     let mut no_dir = sandbox_config("no-dir", &logs);
     no_dir.log_directory = "relative/logs".into();

@@ -1,6 +1,7 @@
 //! Pure policy: CRI configuration plus node facts in, OCI spec and decisions out. No I/O.
 
 pub mod caps;
+pub mod limits;
 pub mod memory;
 pub mod mounts;
 pub mod paths;
