@@ -73,6 +73,10 @@ async fn bad_requests_are_refused() {
         assert_eq!(err.code(), tonic::Code::InvalidArgument, "{r:?}: {}", err.message());
     }
     assert!(!daemon.dir.path().join("evil.log").exists());
+    let mut node_wide = sandbox_config("node-wide", &logs);
+    node_wide.linux.as_mut().unwrap().sysctls = [("vm.swappiness".to_string(), "100".to_string())].into();
+    let err = rt.run_pod_sandbox(cri::RunPodSandboxRequest { config: Some(node_wide), ..Default::default() }).await;
+    assert_eq!(err.unwrap_err().code(), tonic::Code::InvalidArgument, "a sysctl no namespace of the pod isolates");
     let mut no_dir = sandbox_config("no-dir", &logs);
     no_dir.log_directory = "relative/logs".into();
     let err = rt.run_pod_sandbox(cri::RunPodSandboxRequest { config: Some(no_dir), ..Default::default() }).await;

@@ -7,6 +7,7 @@ pub mod mounts;
 pub mod paths;
 pub mod seccomp;
 pub mod spec;
+pub mod sysctls;
 pub mod user;
 pub mod userns;
 

@@ -62,6 +62,9 @@ impl PodService {
             return Err(Error::InvalidArgument(format!("log_directory {:?} is not absolute", config.log_directory)));
         }
         self.check_userns(&config, &handler)?;
+        let modes = ns_modes(&config);
+        let sysctls = config.linux.as_ref().map(|l| l.sysctls.clone()).unwrap_or_default();
+        crate::policy::sysctls::check(&sysctls, modes.host_network, modes.host_ipc)?;
         let name = sandbox_name(&metadata);
         let _guard = self.registry.locks.lock(&format!("sandbox-name/{name}")).await;
         if let Some(existing) = self.registry.read().sandboxes.values().find(|s| s.meta.name == name) {
@@ -79,7 +82,6 @@ impl PodService {
             let _ = std::fs::remove_dir_all(cleanup_dir);
         });
 
-        let modes = ns_modes(&config);
         let request = self.ns_request(&id, &config);
         let (req, work) = (request.clone(), dir.clone());
         let holder = tokio::task::spawn_blocking(move || sandbox::create(&req, &work))
