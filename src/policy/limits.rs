@@ -97,10 +97,7 @@ mod tests {
             (with(|r| r.cpuset_cpus = "0-3,8".into()), None),
             (with(|r| r.cpuset_cpus = "3-1".into()), Some("cpuset_cpus")),
             (with(|r| r.cpuset_mems = "0,x".into()), Some("cpuset_mems")),
-            (
-                with(|r| r.hugepage_limits = vec![cri::HugepageLimit { page_size: "2MB".into(), limit: 0 }]),
-                None,
-            ),
+            (with(|r| r.hugepage_limits = vec![cri::HugepageLimit { page_size: "2MB".into(), limit: 0 }]), None),
             (
                 with(|r| r.hugepage_limits = vec![cri::HugepageLimit { page_size: "../x".into(), limit: 0 }]),
                 Some("page_size"),
