@@ -1,5 +1,6 @@
 //! Pod + container start latency through the CRI (RunPodSandbox, CreateContainer,
 //! StartContainer) against a bare `runc run` of the same root filesystem. Needs root.
+//! SWAPCRI_BENCH_RUNC names the runc binary of both (default: runc on PATH).
 //!   sudo hack/bench.sh
 
 #[path = "../tests/common/mod.rs"]
@@ -23,10 +24,20 @@ fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1000.0)
 }
 
-/// Median pod + container start through the CRI; `host_network` pods skip CNI.
-async fn cri_start(daemon: &Daemon, tag: &str, host_network: bool) -> Duration {
+fn runc() -> String {
+    std::env::var("SWAPCRI_BENCH_RUNC").unwrap_or_else(|_| "runc".into())
+}
+
+fn handler_config() -> String {
+    format!("[runtime.handlers.runc]\nbinary = \"{}\"\n", runc())
+}
+
+/// Medians of pod + container start through the CRI, and of its CreateContainer +
+/// StartContainer part; `host_network` pods skip CNI.
+async fn cri_start(daemon: &Daemon, tag: &str, host_network: bool) -> (Duration, Duration) {
     let logs = daemon.dir.path().join("logs");
     let mut samples = Vec::new();
+    let mut container_samples = Vec::new();
     for n in 0..RUNS {
         let mut pod_config = sandbox_config(&format!("{tag}-{n}"), &logs);
         let mut ctr = container_config("c", &["sleep", "30"]);
@@ -38,11 +49,13 @@ async fn cri_start(daemon: &Daemon, tag: &str, host_network: bool) -> Duration {
         }
         let started = Instant::now();
         let pod = run_sandbox(daemon, pod_config.clone()).await;
+        let container_started = Instant::now();
         start(daemon, &pod, &pod_config, ctr).await;
+        container_samples.push(container_started.elapsed());
         samples.push(started.elapsed());
         daemon.runtime().await.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: pod }).await.unwrap();
     }
-    median(samples)
+    (median(samples), median(container_samples))
 }
 
 /// A daemon whose pods join a bridge network (bridge + host-local + portmap).
@@ -57,13 +70,13 @@ fn bridge_daemon(bridge: &str, work: &std::path::Path) -> Daemon {
         ]
     });
     std::fs::write(dir.join("10-bench.conflist"), conflist.to_string()).unwrap();
-    Daemon::start(&format!("[network]\nconfig_dir = \"{}\"\n", dir.display()))
+    Daemon::start(&format!("{}[network]\nconfig_dir = \"{}\"\n", handler_config(), dir.display()))
 }
 
 #[tokio::main]
 async fn main() {
     common::require_root();
-    let daemon = Daemon::start("");
+    let daemon = Daemon::start(&handler_config());
     import_busybox(&daemon);
     let host_network = cri_start(&daemon, "host", true).await;
     let loopback = cri_start(&daemon, "lo", false).await;
@@ -81,7 +94,7 @@ async fn main() {
     let layer = daemon.state_root().join("images/layers").join(&image.diff_ids[0]["sha256:".len()..]);
     let bundle = daemon.dir.path().join("bare");
     std::fs::create_dir_all(&bundle).unwrap();
-    let spec = Command::new("runc").arg("spec").current_dir(&bundle).status().unwrap();
+    let spec = Command::new(runc()).arg("spec").current_dir(&bundle).status().unwrap();
     assert!(spec.success());
     let mut config: serde_json::Value =
         serde_json::from_slice(&std::fs::read(bundle.join("config.json")).unwrap()).unwrap();
@@ -91,11 +104,34 @@ async fn main() {
     std::fs::write(bundle.join("config.json"), serde_json::to_vec(&config).unwrap()).unwrap();
     let root = daemon.dir.path().join("bare-runc");
     let errors = daemon.dir.path().join("bare-runc.err");
+    let runc_cmd = |args: &[&str]| {
+        let out = Command::new(runc())
+            .arg("--root")
+            .arg(&root)
+            .args(args)
+            // The container inherits runc's stdio: a pipe would stay open for its lifetime.
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&errors).unwrap())
+            .status()
+            .unwrap();
+        assert!(out.success(), "runc {args:?}: {}", std::fs::read_to_string(&errors).unwrap_or_default());
+    };
+    // The same two steps swapcri takes (CreateContainer runs `create`, StartContainer `start`).
+    let mut split_samples = Vec::new();
+    for n in 0..RUNS {
+        let id = format!("split-{n}");
+        let started = Instant::now();
+        runc_cmd(&["create", "--bundle", bundle.to_str().unwrap(), &id]);
+        runc_cmd(&["start", &id]);
+        split_samples.push(started.elapsed());
+        let _ = Command::new(runc()).arg("--root").arg(&root).args(["delete", "--force", &id]).output();
+    }
     let mut bare_samples = Vec::new();
     for n in 0..RUNS {
         let id = format!("bare-{n}");
         let started = Instant::now();
-        let out = Command::new("runc")
+        let out = Command::new(runc())
             .arg("--root")
             .arg(&root)
             .args(["run", "--detach", "--bundle"])
@@ -109,11 +145,22 @@ async fn main() {
             .unwrap();
         bare_samples.push(started.elapsed());
         assert!(out.success(), "{}", std::fs::read_to_string(&errors).unwrap_or_default());
-        let _ = Command::new("runc").arg("--root").arg(&root).args(["delete", "--force", &id]).output();
+        let _ = Command::new(runc()).arg("--root").arg(&root).args(["delete", "--force", &id]).output();
     }
-    println!("start latency, median of {RUNS} runs (RunPodSandbox + CreateContainer + StartContainer):");
-    println!("  swapcri, host network (no CNI):                  {}", ms(host_network));
-    println!("  swapcri, CNI loopback only:                      {}", ms(loopback));
-    println!("  swapcri, CNI bridge + host-local + portmap:      {}", ms(bridged));
-    println!("  bare runc run --detach (same root filesystem):   {}", ms(median(bare_samples)));
+    let bare = median(bare_samples);
+    let split = median(split_samples);
+    println!("start latency with {}, median of {RUNS} runs:", runc());
+    println!("  RunPodSandbox + CreateContainer + StartContainer:");
+    println!("    swapcri, host network (no CNI):                {}", ms(host_network.0));
+    println!("    swapcri, CNI loopback only:                    {}", ms(loopback.0));
+    println!("    swapcri, CNI bridge + host-local + portmap:    {}", ms(bridged.0));
+    println!("  CreateContainer + StartContainer (host network): {}", ms(host_network.1));
+    println!("  bare runc run --detach (same root filesystem):   {}", ms(bare));
+    println!("  bare runc create + runc start (same):            {}", ms(split));
+    let ratio = host_network.1.as_secs_f64() / bare.as_secs_f64();
+    println!(
+        "  create + start / bare runc run: {ratio:.2} (target <= 1.15: {})",
+        if ratio <= 1.15 { "ok" } else { "MISSED" }
+    );
+    println!("  create + start / bare runc create + start: {:.2}", host_network.1.as_secs_f64() / split.as_secs_f64());
 }

@@ -1,12 +1,221 @@
 #!/usr/bin/env bash
-# Benchmarks that print figures (need root): pod + container start latency, and
-# ListContainerStats with 10 and 100 running containers.
-#   sudo hack/bench.sh
+# Benchmarks that print figures (need root).
+#  1. The CRI benchmark (critest -benchmark, from the kit in ../shared/critest) against a
+#     swapcri daemon started here and, when containerd is installed, against a private
+#     containerd with the same registry mirrors, CNI plugins and runc, in the same run; then
+#     "pod + container from scratch" SCRATCH_SAMPLES times against each (critest's own spec
+#     takes one sample), the daemons' RSS idle, after the run and after IDLE seconds idle, and
+#     a side-by-side table of medians with the ratio swapcri / containerd.
+#  2. The cargo benches: start latency against a bare `runc run`, ListContainerStats.
+#   sudo hack/bench.sh [OUTDIR]          (default /tmp/swapcri-bench)
+# Environment: RUNC (default /usr/sbin/runc), PODS CONTAINERS IMAGES PARALLEL (the kit's
+# counts: 100 60 60 1), SCRATCH_SAMPLES (20), IDLE (60), RSS_RUNS (3: benchmark runs
+# against one daemon, RSS after each and IDLE seconds of rest), RUNTIMES ("swapcri containerd";
+# the table compares what OUTDIR holds), CRI_BENCH=0 or CARGO_BENCHES=0 to skip a part.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source hack/lib.sh
 require_root
 install_packages
 ensure_cargo
-cargo bench --locked --bench start_latency
-cargo bench --locked --bench list_stats
+
+OUT=$(mkdir -p "${1:-/tmp/swapcri-bench}" && cd "${1:-/tmp/swapcri-bench}" && pwd)
+KIT=$(cd "${KIT:-../shared/critest}" && pwd)
+RUNC=${RUNC:-/usr/sbin/runc}
+SCRATCH_SAMPLES=${SCRATCH_SAMPLES:-20}
+IDLE=${IDLE:-60}
+RSS_RUNS=${RSS_RUNS:-3}
+SC_WORK=/run/swapcri-bench
+CD_WORK=/run/swapcri-bench-containerd
+CD_ROOT=/var/lib/swapcri-bench-containerd
+
+rss_of() { # PID -> "VmRSS kB"
+  awk '/^VmRSS:/{print $2}' "/proc/$1/status" 2>/dev/null || echo 0
+}
+
+stop_pid() { # PIDFILE
+  if [ -s "$1" ]; then
+    kill "$(cat "$1")" 2>/dev/null || true
+    for _ in $(seq 100); do kill -0 "$(cat "$1")" 2>/dev/null || break; sleep 0.1; done
+    rm -f "$1"
+  fi
+}
+
+release_mounts() { # DIR: what a killed daemon may leave mounted under DIR
+  { grep -o " $1[^ ]*" /proc/mounts || true; } | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
+}
+
+cleanup() {
+  stop_pid "$SC_WORK/pid"
+  stop_pid "$CD_WORK/pid"
+  # Shims of pods a failed run left behind (containerd leaves them running by design).
+  pkill -f "containerd-shim-runc-v2 .*-address $CD_WORK/" 2>/dev/null || true
+  release_mounts "$SC_WORK"
+  release_mounts "$CD_WORK"
+  release_mounts "$CD_ROOT"
+}
+trap cleanup EXIT
+
+start_swapcri() {
+  rm -rf "$SC_WORK" && mkdir -p "$SC_WORK"
+  write_cri_test_config "$SC_WORK" "$RUNC"
+  target/release/swapcri --config "$SC_WORK/config.toml" >"$OUT/swapcri.log" 2>&1 &
+  echo $! >"$SC_WORK/pid"
+  for _ in $(seq 100); do [ -S "$SC_WORK/swapcri.sock" ] && return 0; sleep 0.1; done
+  tail -20 "$OUT/swapcri.log"
+  return 1
+}
+
+# A containerd of its own: own root, state and socket; the suite's registries mirrored to
+# the local registry; the same CNI plugins with a bridge of its own; the same runc.
+start_containerd() {
+  rm -rf "$CD_WORK" "$CD_ROOT" && mkdir -p "$CD_WORK/cni" "$CD_ROOT"
+  write_bridge_conflist "$CD_WORK/cni/10-bench.conflist" containerd-bench ctrd-bench0 10.90.0.0/16
+  local cri='plugins."io.containerd.grpc.v1.cri"' mirrors=""
+  for r in registry.k8s.io gcr.io k8s.gcr.io docker.io registry-1.docker.io quay.io public.ecr.aws 127.0.0.1:5000; do
+    mirrors+="[$cri.registry.mirrors.\"$r\"]"$'\n'"endpoint = [\"http://127.0.0.1:5000\"]"$'\n'
+  done
+  cat >"$CD_WORK/config.toml" <<CONF
+version = 2
+root = "$CD_ROOT"
+state = "$CD_WORK/state"
+[grpc]
+address = "$CD_WORK/containerd.sock"
+[ttrpc]
+address = "$CD_WORK/containerd.sock.ttrpc"
+[$cri]
+sandbox_image = "127.0.0.1:5000/pause:3.10"
+# As swapcri does: without CAP_SYS_RESOURCE nothing may lower oom_score_adj.
+restrict_oom_score_adj = $(capsh --has-p=cap_sys_resource 2>/dev/null && echo false || echo true)
+[$cri.cni]
+bin_dir = "/usr/lib/cni"
+conf_dir = "$CD_WORK/cni"
+[$cri.containerd.runtimes.runc]
+runtime_type = "io.containerd.runc.v2"
+[$cri.containerd.runtimes.runc.options]
+BinaryName = "$RUNC"
+$mirrors
+CONF
+  containerd --config "$CD_WORK/config.toml" >"$OUT/containerd.log" 2>&1 &
+  echo $! >"$CD_WORK/pid"
+  for _ in $(seq 100); do [ -S "$CD_WORK/containerd.sock" ] && return 0; sleep 0.1; done
+  tail -20 "$OUT/containerd.log"
+  return 1
+}
+
+# A 5-layer image of 50 MB (random, so incompressible) in the local registry, for the pull
+# of a real-sized image; built once.
+LAYERED=127.0.0.1:5000/swapcri-bench/layers:5x10m
+build_layered_image() {
+  if curl -sf -o /dev/null -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
+    http://127.0.0.1:5000/v2/swapcri-bench/layers/manifests/5x10m; then
+    return 0
+  fi
+  local work
+  work=$(mktemp -d)
+  umoci init --layout "$work/oci" && umoci new --image "$work/oci:img"
+  for n in 1 2 3 4 5; do
+    umoci unpack --image "$work/oci:img" "$work/bundle" >/dev/null
+    head -c 10M /dev/urandom >"$work/bundle/rootfs/layer-$n"
+    umoci repack --image "$work/oci:img" "$work/bundle" >/dev/null
+    rm -rf "$work/bundle"
+  done
+  skopeo copy -q --dest-tls-verify=false "oci:$work/oci:img" "docker://$LAYERED"
+  rm -rf "$work"
+}
+
+# Wall time of `crictl pull` of the layered image, PULL_SAMPLES times, removed in between.
+pull_layered() { # ENDPOINT OUTFILE
+  : >"$2"
+  for _ in $(seq "${PULL_SAMPLES:-5}"); do
+    crictl -r "$1" -i "$1" rmi "$LAYERED" >/dev/null 2>&1 || true
+    local t0 t1
+    t0=$(date +%s%N)
+    crictl -r "$1" -i "$1" pull "$LAYERED" >/dev/null 2>&1 || { echo "    pull of $LAYERED failed" >&2; return 0; }
+    t1=$(date +%s%N)
+    echo "$(((t1 - t0) / 1000))" | awk '{printf "%.3f\n", $1 / 1000}' >>"$2"
+  done
+  crictl -r "$1" -i "$1" rmi "$LAYERED" >/dev/null 2>&1 || true
+}
+
+# The kit's benchmark, then the from-scratch spec SCRATCH_SAMPLES times (critest -benchmark
+# sets its own focus: the other benchmark specs are skipped), then RSS after IDLE seconds
+# without requests.
+bench_one() { # NAME ENDPOINT PID
+  local name=$1 endpoint=$2 pid=$3 dir="$OUT/$1"
+  rm -rf "$dir" && mkdir -p "$dir/scratch"
+  echo "==> $name: critest -benchmark (pods=${PODS:-100} containers=${CONTAINERS:-60} images=${IMAGES:-60} parallel=${PARALLEL:-1})"
+  RSS_PID=$pid "$KIT/bench.sh" "$endpoint" "$dir" >"$dir/bench.out" 2>&1
+  grep -m1 '^critest' "$dir/bench-summary.txt" | sed 's/^/    /'
+  echo "==> $name: pod + container from scratch, $SCRATCH_SAMPLES samples"
+  : >"$dir/scratch.txt"
+  for n in $(seq "$SCRATCH_SAMPLES"); do
+    critest -benchmark -runtime-endpoint "$endpoint" -image-endpoint "$endpoint" \
+      -test-images-file "$dir/test-images.yaml" -benchmarking-params-file "$dir/params.yaml" \
+      -ginkgo.skip "lifecycle of PodSandbox|operations on Container|operations on Image" -ginkgo.no-color \
+      -ginkgo.json-report "$dir/scratch/report-$n.json" >"$dir/scratch/log-$n.txt" 2>&1 || true
+    python3 - "$dir/scratch/report-$n.json" >>"$dir/scratch.txt" <<'PY'
+import json, re, sys
+for r in json.load(open(sys.argv[1])):
+    for s in r.get("SpecReports") or []:
+        for e in s.get("ReportEntries") or []:
+            rep = (e.get("Value") or {}).get("Representation") or ""
+            m = re.search(r"\[duration\]\s*\|\s*1\s*\|\s*([0-9.]+)(ms|s|µs)", rep)
+            if m:
+                v = float(m.group(1)) * {"ms": 1, "s": 1000, "µs": 0.001}[m.group(2)]
+                print(f"{v:.3f}")
+PY
+  done
+  echo "    $(wc -l <"$dir/scratch.txt") samples"
+  echo "==> $name: pull of a 5-layer 50 MB image, ${PULL_SAMPLES:-5} samples"
+  pull_layered "$endpoint" "$dir/pull-layered.txt"
+  echo "==> $name: $IDLE s idle"
+  sleep "$IDLE"
+  echo "$(rss_of "$pid")" >"$dir/rss-idle-after.txt"
+  # The same benchmark again against the same daemon: memory must not grow run after run.
+  for n in $(seq 2 "$RSS_RUNS"); do
+    echo "==> $name: run $n of $RSS_RUNS, for memory"
+    IDLE_SETTLE=1 RSS_PID=$pid "$KIT/bench.sh" "$endpoint" "$dir/run-$n" >"$dir/run-$n.out" 2>&1
+    sleep "$IDLE"
+    echo "$(rss_of "$pid")" >"$dir/run-$n/rss-idle-after.txt"
+  done
+}
+
+if [ "${CRI_BENCH:-1}" = 1 ]; then
+  prepare_critest_kit "$KIT" "$OUT"
+  build_layered_image
+  echo "==> swapcri (release build)"
+  cargo build --release --locked --quiet
+  echo "==> runc: $("$RUNC" --version | head -1)"
+
+  for runtime in ${RUNTIMES:-swapcri containerd}; do
+    case $runtime in
+      swapcri)
+        start_swapcri
+        sleep 5
+        bench_one swapcri "unix://$SC_WORK/swapcri.sock" "$(cat "$SC_WORK/pid")"
+        stop_pid "$SC_WORK/pid"
+        release_mounts "$SC_WORK"
+        ;;
+      containerd)
+        if ! command -v containerd >/dev/null; then
+          echo "==> containerd left out: not installed (apt-get install containerd)"
+          continue
+        fi
+        start_containerd
+        sleep 5
+        bench_one containerd "unix://$CD_WORK/containerd.sock" "$(cat "$CD_WORK/pid")"
+        stop_pid "$CD_WORK/pid"
+        ;;
+      *) echo "unknown runtime '$runtime' (swapcri or containerd)" >&2; exit 1 ;;
+    esac
+  done
+  runtimes=(swapcri)
+  [ -d "$OUT/containerd" ] && runtimes+=(containerd)
+  python3 hack/bench_table.py "$OUT" "${runtimes[@]}" | tee "$OUT/table.txt"
+fi
+
+if [ "${CARGO_BENCHES:-1}" = 1 ]; then
+  SWAPCRI_BENCH_RUNC=$RUNC cargo bench --locked --bench start_latency
+  cargo bench --locked --bench list_stats
+fi

@@ -20,14 +20,7 @@ RUNCS=${RUNCS:-"debian new"}
 WORK=/run/swapcri-critest
 SOCK=$WORK/swapcri.sock
 
-echo "==> critest and crictl (cached in /var/cache/critest)"
-"$KIT/build.sh" /var/cache/critest >/dev/null
-export PATH=/var/cache/critest:$PATH
-echo "==> local registry and the suite's images"
-"$KIT/registry.sh" start >/dev/null
-if [ ! -s /tmp/verify-build/images.txt ] || ! curl -sf http://127.0.0.1:5000/v2/e2e-test-images/busybox/tags/list >/dev/null; then
-  "$KIT/build-images.sh" >"$OUT/images.log" 2>&1 || { tail -20 "$OUT/images.log"; exit 1; }
-fi
+prepare_critest_kit "$KIT" "$OUT"
 echo "==> swapcri (release build)"
 cargo build --release --locked --quiet
 
@@ -37,34 +30,6 @@ runc_binary() {
     new) ../shared/runc/build.sh /var/cache/swapcri-runc >/dev/null && echo /var/cache/swapcri-runc/runc ;;
     *) echo "unknown runc '$1' (debian or new)" >&2; return 1 ;;
   esac
-}
-
-write_config() { # BINARY
-  local mirrors=""
-  for r in registry.k8s.io gcr.io k8s.gcr.io docker.io registry-1.docker.io quay.io public.ecr.aws; do
-    mirrors+="[registries.\"$r\"]"$'\n'"mirrors = [\"127.0.0.1:5000\"]"$'\n'
-  done
-  mkdir -p "$WORK/cni"
-  cat >"$WORK/cni/10-critest.conflist" <<CNI
-{ "cniVersion": "1.0.0", "name": "swapcri-critest",
-  "plugins": [
-    { "type": "bridge", "bridge": "swapcri-crit0", "isGateway": true, "ipMasq": false,
-      "ipam": { "type": "host-local", "ranges": [[{ "subnet": "10.89.0.0/16" }]] } },
-    { "type": "portmap", "capabilities": { "portMappings": true } } ] }
-CNI
-  cat >"$WORK/config.toml" <<CONF
-socket = "$SOCK"
-state_root = "$WORK/state"
-run_root = "$WORK/run"
-log_level = "info"
-[runtime]
-default_cgroup_parent = "/swapcri-critest"
-[runtime.handlers.runc]
-binary = "$1"
-[network]
-config_dir = "$WORK/cni"
-$mirrors
-CONF
 }
 
 stop_daemon() {
@@ -83,7 +48,7 @@ for which in $RUNCS; do
   echo "==> critest with $which runc ($("$binary" --version | head -1))"
   stop_daemon
   rm -rf "$WORK" && mkdir -p "$WORK"
-  write_config "$binary"
+  write_cri_test_config "$WORK" "$binary"
   target/release/swapcri --config "$WORK/config.toml" >"$OUT/daemon-$which.log" 2>&1 &
   echo $! >"$WORK/pid"
   for _ in $(seq 100); do [ -S "$SOCK" ] && break; sleep 0.1; done

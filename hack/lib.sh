@@ -56,3 +56,53 @@ ensure_cargo() {
     exit 1
   fi
 }
+
+# Writes DIR/config.toml (socket DIR/swapcri.sock) and a CNI bridge for DIR/cni: the
+# registries the CRI suite names mirrored to the local registry on 127.0.0.1:5000, and the
+# OCI runtime BINARY as the runc handler. Used by hack/critest.sh and hack/bench.sh.
+write_cri_test_config() { # DIR BINARY
+  local dir=$1 mirrors=""
+  for r in registry.k8s.io gcr.io k8s.gcr.io docker.io registry-1.docker.io quay.io public.ecr.aws; do
+    mirrors+="[registries.\"$r\"]"$'\n'"mirrors = [\"127.0.0.1:5000\"]"$'\n'
+  done
+  mkdir -p "$dir/cni"
+  write_bridge_conflist "$dir/cni/10-critest.conflist" swapcri-critest swapcri-crit0 10.89.0.0/16
+  cat >"$dir/config.toml" <<CONF
+socket = "$dir/swapcri.sock"
+state_root = "$dir/state"
+run_root = "$dir/run"
+log_level = "${SWAPCRI_LOG_LEVEL:-info}"
+[runtime]
+default_cgroup_parent = "/swapcri-critest"
+[runtime.handlers.runc]
+binary = "$2"
+[network]
+config_dir = "$dir/cni"
+$mirrors
+CONF
+}
+
+# A CNI network list: a bridge with host-local addresses, and portmap for host ports.
+write_bridge_conflist() { # FILE NAME BRIDGE SUBNET
+  cat >"$1" <<CNI
+{ "cniVersion": "1.0.0", "name": "$2",
+  "plugins": [
+    { "type": "bridge", "bridge": "$3", "isGateway": true, "ipMasq": false,
+      "ipam": { "type": "host-local", "ranges": [[{ "subnet": "$4" }]] } },
+    { "type": "portmap", "capabilities": { "portMappings": true } } ] }
+CNI
+}
+
+# critest and crictl from the kit (built once, cached), the local registry on
+# 127.0.0.1:5000 and the suite's images in it.
+prepare_critest_kit() { # KIT OUTDIR
+  echo "==> critest and crictl (cached in /var/cache/critest)"
+  "$1/build.sh" /var/cache/critest >/dev/null
+  export PATH=/var/cache/critest:$PATH
+  echo "==> local registry and the suite's images"
+  "$1/registry.sh" start >/dev/null
+  if [ ! -s /tmp/verify-build/images.txt ] ||
+    ! curl -sf http://127.0.0.1:5000/v2/e2e-test-images/busybox/tags/list >/dev/null; then
+    "$1/build-images.sh" >"$2/images.log" 2>&1 || { tail -20 "$2/images.log"; return 1; }
+  fi
+}

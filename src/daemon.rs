@@ -69,12 +69,31 @@ pub fn build(config: Arc<Config>) -> Result<(Arc<RuntimeService>, Arc<ImageServi
     Ok((runtime, images, pods))
 }
 
+/// How often memory the daemon freed is handed back to the kernel.
+const TRIM_PERIOD: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// glibc keeps what threads free in their arenas (an image pull's buffers stay resident
+/// after it, a few MiB); trimming them now and then hands that memory back to the node.
+async fn return_freed_memory() {
+    let mut tick = tokio::time::interval(TRIM_PERIOD);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        #[cfg(target_env = "gnu")]
+        // SAFETY: malloc_trim only releases free heap pages; it takes the allocator's locks.
+        let _ = tokio::task::spawn_blocking(|| unsafe { nix::libc::malloc_trim(0) }).await;
+    }
+}
+
 /// Runs the daemon until SIGTERM or SIGINT.
 pub async fn run(config: Config) -> Result<(), DaemonError> {
     let config = Arc::new(config);
     let (runtime, images, pods) = build(config.clone())?;
     pods.recover_network().await;
+    pods.adopt_survivors();
     tokio::spawn(pods.clone().watch_exits());
+    tokio::spawn(pods.clone().refresh_writable_usage());
+    tokio::spawn(return_freed_memory());
     let listener = bind_socket(&config.socket, config.socket_gid)?;
     tracing::info!(socket = %config.socket.display(), version = env!("CARGO_PKG_VERSION"), "swapcri serving the CRI");
     let stopping = Arc::new(tokio::sync::Notify::new());

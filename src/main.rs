@@ -118,7 +118,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         run_root: cli.run_root,
         log_level: cli.log_level,
     })?;
-    init_tracing(&config.log_level);
+    init_tracing(&config.log_level, config.log_span_timings);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => runtime.block_on(swapcri::daemon::run(config))?,
@@ -196,10 +196,20 @@ fn doctor(
     Ok(())
 }
 
-fn init_tracing(level: &str) {
+fn init_tracing(level: &str, span_timings: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
     // Colours only on a terminal: journald and log files get plain text.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).init();
+    let spans = if span_timings {
+        tracing_subscriber::fmt::format::FmtSpan::CLOSE
+    } else {
+        tracing_subscriber::fmt::format::FmtSpan::NONE
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_span_events(spans)
+        .with_ansi(ansi)
+        .with_writer(std::io::stderr)
+        .init();
 }

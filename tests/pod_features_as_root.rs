@@ -208,10 +208,18 @@ async fn tty_updates_v1_notes_and_monitor_cgroup() {
     };
     assert_eq!(std::fs::read_to_string(&memory_dir).unwrap().trim(), (256 * 1024 * 1024).to_string(), "{memory_dir}");
 
-    // The monitor lives outside the daemon's cgroup.
+    // The monitor lives outside the daemon's cgroup (moved there right after it started).
     let monitor = info["monitor"]["pid"].as_i64().unwrap();
-    let monitor_cgroup = std::fs::read_to_string(format!("/proc/{monitor}/cgroup")).unwrap();
-    assert!(monitor_cgroup.lines().any(|l| l.starts_with("0::") && l.contains("swapcri-monitors")), "{monitor_cgroup}");
+    let in_monitor_cgroup = |text: &str| text.lines().any(|l| l.starts_with("0::") && l.contains("swapcri-monitors"));
+    let mut monitor_cgroup = String::new();
+    for _ in 0..200 {
+        monitor_cgroup = std::fs::read_to_string(format!("/proc/{monitor}/cgroup")).unwrap();
+        if in_monitor_cgroup(&monitor_cgroup) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(in_monitor_cgroup(&monitor_cgroup), "{monitor_cgroup}");
 
     daemon.runtime().await.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: pod }).await.unwrap();
 }

@@ -126,6 +126,18 @@ async fn pods_get_addresses_talk_and_release_them() {
         v
     });
     assert_eq!(bridge_ports(&bridge.0), 2);
+
+    // Verbose status answers the plugins' latest verdict at once (ADD's, first) and asks
+    // them again in the background once that is stale; it never waits on a plugin.
+    let mut rt = daemon.runtime().await;
+    let verbose = rt
+        .pod_sandbox_status(cri::PodSandboxStatusRequest { pod_sandbox_id: web.clone(), verbose: true })
+        .await
+        .unwrap()
+        .into_inner();
+    let info: serde_json::Value = serde_json::from_str(&verbose.info["info"]).unwrap();
+    let check = &info["network"]["check"];
+    assert_eq!((check["ok"].as_bool(), check["by"].as_str()), (Some(true), Some("ADD")), "{check}");
     let eth0 = exec_ok(&daemon, &client_ctr, &["ip", "-o", "-4", "addr", "show", "eth0"]).await;
     assert!(eth0.contains(&format!("{client_ip}/16")), "{eth0}");
 

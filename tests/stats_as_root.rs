@@ -54,7 +54,16 @@ async fn stats_of_running_containers_and_pods() {
     let memory = b.memory.unwrap();
     assert!(memory.working_set_bytes.unwrap().value > 0);
     assert!(memory.usage_bytes.unwrap().value >= memory.working_set_bytes.unwrap().value);
-    let layer = b.writable_layer.unwrap();
+    // A listing reports the writable layer as walked in the background (at most 10 s old);
+    // the stats of one container walk it now.
+    let one = rt
+        .container_stats(cri::ContainerStatsRequest { container_id: busy.clone() })
+        .await
+        .unwrap()
+        .into_inner()
+        .stats
+        .unwrap();
+    let layer = one.writable_layer.unwrap();
     assert!(layer.used_bytes.unwrap().value >= 3_000_000, "{layer:?}");
     assert!(layer.inodes_used.unwrap().value >= 2);
     let facts = common::node::probe();

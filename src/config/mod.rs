@@ -36,6 +36,9 @@ pub struct Config {
     pub run_root: PathBuf,
     /// tracing filter, e.g. "info" or "swapcri=debug"; RUST_LOG overrides it.
     pub log_level: String,
+    /// Log each traced step's duration when it ends (the steps are at debug level, so
+    /// the filter must let them through, e.g. "swapcri=debug,info").
+    pub log_span_timings: bool,
     /// Where the cgroup filesystem is mounted (probed for the cgroup mode).
     pub cgroup_root: PathBuf,
     pub runtime: RuntimeConfig,
@@ -281,6 +284,7 @@ impl Default for Config {
             state_root: PathBuf::from("/var/lib/swapcri"),
             run_root: PathBuf::from("/run/swapcri"),
             log_level: "info".to_string(),
+            log_span_timings: false,
             cgroup_root: PathBuf::from("/sys/fs/cgroup"),
             runtime: RuntimeConfig::default(),
             swap: SwapConfig::default(),

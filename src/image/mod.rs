@@ -4,6 +4,7 @@ mod error;
 pub mod import;
 mod pull;
 pub mod reference;
+mod reference_syntax;
 mod registry;
 mod store;
 pub mod unpack;

@@ -1,8 +1,6 @@
 //! Image names as CRI clients write them, normalized the way registries and kubelet expect:
 //! `busybox` is `docker.io/library/busybox:latest`.
 
-use std::str::FromStr;
-
 use oci_client::Reference;
 
 use crate::model::image::{Digest, ImageId};
@@ -35,25 +33,17 @@ impl ImageName {
         if input.trim() != input {
             return Err(invalid("surrounding whitespace".into()));
         }
-        let parsed = Reference::from_str(input).map_err(|e| invalid(e.to_string()))?;
-        if parsed.repository().chars().any(|c| c.is_ascii_uppercase()) {
-            return Err(invalid("repository names must be lowercase".into()));
-        }
-        let digest = match parsed.digest() {
-            Some(d) => Some(Digest::parse(d).ok_or_else(|| invalid(format!("unsupported digest {d:?}")))?),
+        let parts = super::reference_syntax::split(input).map_err(invalid)?;
+        let digest = match parts.digest {
+            Some(d) => Some(Digest::parse(&d).ok_or_else(|| invalid(format!("unsupported digest {d:?}")))?),
             None => None,
         };
-        let tag = match (parsed.tag(), &digest) {
-            (Some(t), _) => Some(t.to_string()),
+        let tag = match (parts.tag, &digest) {
+            (Some(t), _) => Some(t),
             (None, None) => Some("latest".to_string()),
             (None, Some(_)) => None,
         };
-        Ok(ImageName {
-            registry: parsed.registry().to_string(),
-            repository: parsed.repository().to_string(),
-            tag,
-            digest,
-        })
+        Ok(ImageName { registry: parts.registry, repository: parts.repository, tag, digest })
     }
 
     /// The registry host[:port] as written (`docker.io` for Docker Hub).

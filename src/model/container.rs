@@ -122,6 +122,10 @@ pub struct ExitRecord {
     /// Nanoseconds since the epoch.
     pub finished_at: i64,
     pub oom_killed: bool,
+    /// The monitor has since deleted the container from the OCI runtime (as a shim does
+    /// on exit), so removing it needs no runtime call.
+    #[serde(default)]
+    pub runtime_deleted: bool,
 }
 
 impl ExitRecord {
@@ -155,7 +159,7 @@ mod tests {
         for (state, start, exec, stop) in table {
             assert_eq!((state.can_start(), state.can_exec(), state.needs_stop()), (start, exec, stop), "{state:?}");
         }
-        let exit = |code, oom| ExitRecord { exit_code: code, finished_at: 0, oom_killed: oom };
+        let exit = |code, oom| ExitRecord { exit_code: code, finished_at: 0, oom_killed: oom, runtime_deleted: false };
         assert_eq!(exit(0, false).reason(), "Completed");
         assert_eq!(exit(1, false).reason(), "Error");
         assert_eq!(exit(137, true).reason(), "OOMKilled");

@@ -74,17 +74,24 @@ impl ProcessRef {
         process_start_time(pid).map(|start_time| ProcessRef { pid, start_time })
     }
 
+    /// Running, and not a zombie: a killed process whose parent (often PID 1 of the host)
+    /// has not reaped it yet is gone for every purpose of ours.
     pub fn is_alive(&self) -> bool {
-        process_start_time(self.pid) == Some(self.start_time)
+        matches!(process_stat(self.pid), Some((state, start)) if start == self.start_time && !matches!(state, 'Z' | 'X'))
     }
 }
 
-/// Field 22 of /proc/<pid>/stat; the command name may contain spaces and parentheses.
 fn process_start_time(pid: i32) -> Option<u64> {
+    process_stat(pid).map(|(_, start)| start)
+}
+
+/// Fields 3 (state) and 22 (start time) of /proc/<pid>/stat; the command name may contain
+/// spaces and parentheses.
+fn process_stat(pid: i32) -> Option<(char, u64)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after_name = &stat[stat.rfind(')')? + 2..];
-    // after_name starts at field 3 (state); start time is field 22.
-    after_name.split_whitespace().nth(19)?.parse().ok()
+    let mut fields = stat[stat.rfind(')')? + 2..].split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    Some((state, fields.nth(18)?.parse().ok()?))
 }
 
 pub fn sandbox_name(metadata: &cri::PodSandboxMetadata) -> String {
@@ -100,6 +107,22 @@ mod tests {
         let me = ProcessRef::of(std::process::id() as i32).unwrap();
         assert!(me.is_alive());
         assert!(!ProcessRef { start_time: me.start_time + 1, ..me }.is_alive());
+    }
+
+    #[test]
+    fn an_unreaped_zombie_is_not_alive() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let zombie = ProcessRef::of(child.id() as i32).unwrap();
+        // Not reaped yet: the process stays a zombie until wait().
+        for _ in 0..500 {
+            if !zombie.is_alive() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        assert!(!zombie.is_alive());
+        assert!(process_start_time(zombie.pid).is_some(), "still in /proc until reaped");
+        child.wait().unwrap();
         assert!(ProcessRef::of(i32::MAX).is_none());
     }
 }

@@ -40,8 +40,6 @@ pub struct MonitorConfig {
     /// Where attach clients connect (absent for monitors started before attach existed).
     #[serde(default)]
     pub attach_socket: Option<PathBuf>,
-    /// cgroup (relative) the monitor moves itself to, away from the daemon's.
-    pub cgroup: Option<String>,
 }
 
 /// The monitor's one-line answer to the daemon once the container is created.

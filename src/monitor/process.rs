@@ -67,11 +67,6 @@ fn run(config_path: &Path) -> Result<(), ProcessError> {
     setsid().map_err(sys_error("setsid"))?;
     nix::sys::prctl::set_child_subreaper(true).map_err(sys_error("becoming a subreaper"))?;
     let hierarchies = cgroup::hierarchies();
-    if let Some(rel) = &cfg.cgroup {
-        if let Err(e) = cgroup::move_to(rel, std::process::id(), &hierarchies) {
-            eprintln!("cannot move the monitor to cgroup {rel}: {e}");
-        }
-    }
     let runtime = crate::oci::runtime_for(&cfg.runtime);
     let created = match create(&cfg, runtime.as_ref()) {
         Ok(c) => c,
@@ -113,11 +108,12 @@ fn run(config_path: &Path) -> Result<(), ProcessError> {
     }
     hub.finish(Duration::from_secs(2));
     let oom_after = memory_dir.as_deref().and_then(cgroup::oom_kill_count).unwrap_or(0);
-    let record = ExitRecord {
-        exit_code,
-        finished_at: chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0),
-        oom_killed: oom_after > oom_before,
-    };
+    let finished_at = chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0);
+    // As a shim does, before the exit is recorded: the runtime's state of the exited
+    // container (its cgroup, any process left in it, the state directory) is released, so a
+    // stop that has returned left nothing running and removal waits for no runtime.
+    let runtime_deleted = delete_within(runtime, &cfg.id, DELETE_WAIT);
+    let record = ExitRecord { exit_code, finished_at, oom_killed: oom_after > oom_before, runtime_deleted };
     let bytes = serde_json::to_vec(&record).unwrap_or_default();
     crate::store::write_atomic(&cfg.exit_file, &bytes)?;
     let _ = std::fs::remove_file(&cfg.ctl_socket);
@@ -125,6 +121,21 @@ fn run(config_path: &Path) -> Result<(), ProcessError> {
         let _ = std::fs::remove_file(path);
     }
     Ok(())
+}
+
+/// How long the exit record waits for the runtime's delete: a hung runtime must not hide
+/// the exit (removal then deletes the container itself).
+const DELETE_WAIT: Duration = Duration::from_secs(10);
+
+/// Deletes the container from the runtime on a thread of its own; false when it failed or
+/// did not finish within `wait`.
+fn delete_within(runtime: std::sync::Arc<dyn crate::oci::OciRuntime>, id: &str, wait: Duration) -> bool {
+    let (tx, rx) = mpsc::channel();
+    let id = id.to_string();
+    std::thread::spawn(move || {
+        let _ = tx.send(runtime.delete_blocking(&id).is_ok());
+    });
+    rx.recv_timeout(wait).unwrap_or(false)
 }
 
 /// Writes the report line on the daemon's pipe (our stdout), then lets go of the pipe.
@@ -324,7 +335,6 @@ mod tests {
             stdin,
             stdin_once: false,
             attach_socket: None,
-            cgroup: None,
         }
     }
 

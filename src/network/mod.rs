@@ -4,12 +4,13 @@
 //! recovery can tear down: no address is leaked.
 
 pub mod conf;
+pub mod health;
 pub mod interfaces;
 pub mod invoke;
 pub mod result;
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -70,11 +71,18 @@ pub struct Network {
     state_dir: PathBuf,
     pod_cidr: Mutex<String>,
     validated: Mutex<Option<Validated>>,
+    health: health::HealthCache,
 }
 
 impl Network {
     pub fn new(config: NetworkConfig, state_dir: PathBuf) -> Self {
-        Network { config, state_dir, pod_cidr: Mutex::new(String::new()), validated: Mutex::new(None) }
+        Network {
+            config,
+            state_dir,
+            pod_cidr: Mutex::new(String::new()),
+            validated: Mutex::new(None),
+            health: Default::default(),
+        }
     }
 
     /// The pod CIDR kubelet hands over (UpdateRuntimeConfig; comma-separated when dual
@@ -224,6 +232,7 @@ impl Network {
             Ok(result) => {
                 attachment.result = Some(result.clone());
                 self.save(&attachment)?;
+                self.health.record(&attachment.request.sandbox_id, health::Outcome::new("ADD", Ok(())));
                 let (ip, additional_ips) = result::pod_ips(&result);
                 Ok(PodAddresses { network: attachment.network.name, ip, additional_ips })
             }
@@ -240,6 +249,7 @@ impl Network {
     /// Detaches the pod: DEL through the chain in reverse. Idempotent; a pod without a record
     /// has nothing to release. The record stays when DEL fails, so the next try repeats it.
     pub async fn teardown(&self, sandbox_id: &str) -> Result<(), NetworkError> {
+        self.health.forget(sandbox_id);
         let Some(attachment) = self.load(sandbox_id)? else { return Ok(()) };
         self.run_chain("DEL", &attachment).await?;
         let path = self.record_path(sandbox_id);
@@ -258,6 +268,21 @@ impl Network {
             return Ok(());
         }
         self.run_chain("CHECK", &attachment).await.map(|_| ())
+    }
+
+    /// The last verified state of a pod's attachment, without waiting on a plugin; starts a
+    /// CHECK in the background when that state is stale.
+    pub fn health(self: &Arc<Self>, sandbox_id: &str) -> Option<health::Outcome> {
+        let (outcome, start) = self.health.latest(sandbox_id, std::time::Instant::now());
+        if start {
+            let network = Arc::clone(self);
+            let id = sandbox_id.to_string();
+            tokio::spawn(async move {
+                let result = network.check(&id).await.map_err(|e| e.to_string());
+                network.health.finish_check(&id, health::Outcome::new("CHECK", result));
+            });
+        }
+        outcome
     }
 
     /// Tears down every recorded attachment whose pod `keep` does not vouch for (a crash

@@ -38,7 +38,7 @@ impl FakeRuntime {
 
     /// Writes the exit record the monitor would write.
     pub fn exit(&self, exit_code: i32, finished_at: i64) {
-        let exit = ExitRecord { exit_code, finished_at, oom_killed: false };
+        let exit = ExitRecord { exit_code, finished_at, oom_killed: false, runtime_deleted: false };
         std::fs::create_dir_all(self.exit_file.parent().unwrap()).unwrap();
         std::fs::write(&self.exit_file, serde_json::to_vec(&exit).unwrap()).unwrap();
     }

@@ -38,8 +38,6 @@ pub struct NsRequest {
     pub uts: Option<PathBuf>,
     pub hostname: Option<String>,
     pub pid_holder: bool,
-    /// cgroup (relative) for the holder, away from the daemon's.
-    pub cgroup: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -114,10 +112,6 @@ pub fn helper_main(request_path: &Path) -> ! {
 }
 
 fn make(request: &NsRequest) -> Result<Option<i32>, String> {
-    if let (true, Some(rel)) = (request.pid_holder, &request.cgroup) {
-        // While still the host's root: the holder, forked later, inherits the cgroup.
-        let _ = crate::cgroup::move_to(rel, std::process::id(), &crate::cgroup::hierarchies());
-    }
     match &request.user {
         None => {
             let holder = enter(request)?;

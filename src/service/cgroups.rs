@@ -99,3 +99,23 @@ mod tests {
         assert_eq!(samples.rate("c", 4_000_000_000, 2), None);
     }
 }
+
+impl super::PodService {
+    /// Moves monitors and PID-namespace holders into `runtime.monitor_cgroup`, apart from
+    /// the daemon's own, in the background: a cgroup move can wait for an RCU grace period
+    /// (tens of milliseconds on cgroup v1), which no RPC should wait for. A process that is
+    /// gone meanwhile needs no move.
+    pub(super) fn adopt_into_monitor_cgroup(&self, processes: Vec<crate::model::sandbox::ProcessRef>) {
+        let rel = self.config.runtime.monitor_cgroup.clone();
+        tokio::task::spawn_blocking(move || {
+            let hierarchies = crate::cgroup::hierarchies();
+            for process in processes.into_iter().filter(|p| p.is_alive()) {
+                if let Err(e) = crate::cgroup::move_to(&rel, process.pid as u32, &hierarchies) {
+                    if process.is_alive() {
+                        tracing::warn!(pid = process.pid, cgroup = %rel, error = %e, "cannot move to the monitor cgroup");
+                    }
+                }
+            }
+        });
+    }
+}

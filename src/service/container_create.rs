@@ -1,7 +1,9 @@
 //! CreateContainer.
 
 use std::path::{Path, PathBuf};
+
 use std::time::Duration;
+use tracing::Instrument;
 
 use crate::cri;
 
@@ -34,16 +36,20 @@ impl PodService {
         }
         let resources = config.linux.as_ref().and_then(|l| l.resources.clone()).unwrap_or_default();
         let memory_plan = self.memory.plan(&sandbox, &config, &resources)?;
-        let image = self.find_image(&image_name).await?;
+        let image = self.find_image(&image_name).instrument(super::step("find image")).await?;
         let volumes = self.find_image_volumes(&config).await?;
         let log_path = log_path(&sandbox, &config)?;
 
         let id = ContainerId::generate();
         let mut rollback = Rollback::new();
-        let bundle = self.prepare_bundle(&id, &sandbox, &config, &image, &volumes, &memory_plan, &mut rollback)?;
+        let bundle = super::step("bundle")
+            .in_scope(|| self.prepare_bundle(&id, &sandbox, &config, &image, &volumes, &memory_plan, &mut rollback))?;
         let reserved = self.registry.owned_pod_reservations();
         self.memory.apply_pod_reservations(&sandbox, &reserved, Some(&memory_plan))?;
-        let (monitor, pid) = self.start_monitor(&id, &sandbox, &config, &bundle, &log_path, &mut rollback).await?;
+        let (monitor, pid) = self
+            .start_monitor(&id, &sandbox, &config, &bundle, &log_path, &mut rollback)
+            .instrument(super::step("monitor and runtime create"))
+            .await?;
 
         let meta = ContainerMeta {
             id: id.clone(),
@@ -119,7 +125,6 @@ impl PodService {
             stdin: config.stdin,
             stdin_once: config.stdin_once,
             attach_socket: Some(self.registry.socket_path(id, "attach")),
-            cgroup: Some(self.config.runtime.monitor_cgroup.clone()),
         };
         let internal = |e: std::io::Error| Error::Internal(format!("preparing the monitor: {e}"));
         std::fs::create_dir_all(self.config.run_root.join("sock")).map_err(internal)?;
@@ -128,6 +133,7 @@ impl PodService {
         std::fs::write(&monitor_path, json).map_err(internal)?;
         let log = bundle.run_dir.join("monitor.log");
         let (monitor, pid) = monitor::spawn(&monitor_path, &log, Duration::from_secs(120)).await?;
+        self.adopt_into_monitor_cgroup(vec![monitor]);
         let (runtime, cid) = (handler.runtime.clone(), id.to_string());
         rollback.push("delete the created container", move || {
             if let Err(e) = runtime.delete_blocking(&cid) {

@@ -1,9 +1,15 @@
-use std::time::Duration;
+use std::time::{Duration, Instant};
+use tracing::Instrument;
 
 use crate::error::Error;
 
 use super::image_volumes::unmount_container;
 use super::pods::PodService;
+use crate::model::sandbox::ProcessRef;
+
+/// How long removal waits for the monitor of an exited container to finish deleting it
+/// from the runtime before doing so itself.
+const MONITOR_EXIT_WAIT: Duration = Duration::from_secs(2);
 
 impl PodService {
     /// Kills the container if it runs, deletes it from the runtime and removes its root
@@ -19,8 +25,10 @@ impl PodService {
         let cid = container.meta.id.clone();
         let handler =
             self.registry.find_sandbox(container.meta.sandbox_id.as_str()).ok().map(|s| s.meta.runtime_handler.clone());
-        if let Some(handler) = handler.and_then(|h| self.runtimes.get(&h).ok()) {
-            if let Err(e) = handler.runtime.delete(cid.as_str()).await {
+        let deleted =
+            self.monitor_deleted(&cid, container.status.monitor).instrument(super::step("monitor exit")).await;
+        if let Some(handler) = handler.filter(|_| !deleted).and_then(|h| self.runtimes.get(&h).ok()) {
+            if let Err(e) = handler.runtime.delete(cid.as_str()).instrument(super::step("runtime delete")).await {
                 tracing::debug!(container = %cid, error = %e, "runc delete");
             }
         }
@@ -28,13 +36,14 @@ impl PodService {
             let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(monitor.pid), nix::sys::signal::Signal::SIGKILL);
         }
         let run_dir = self.registry.container_run_dir(&cid);
-        unmount_container(&run_dir)
+        super::step("unmount")
+            .in_scope(|| unmount_container(&run_dir))
             .map_err(|e| Error::Internal(format!("unmounting the root filesystem and image volumes: {e}")))?;
         let _ = std::fs::remove_dir_all(&run_dir);
         for kind in ["ctl", "console", "attach"] {
             let _ = std::fs::remove_file(self.registry.socket_path(&cid, kind));
         }
-        self.registry.remove_container(&cid)?;
+        super::step("records").in_scope(|| self.registry.remove_container(&cid))?;
         self.release_shared_binds(&container.meta.shared_binds);
         if let Ok(sandbox) = self.registry.find_sandbox(container.meta.sandbox_id.as_str()) {
             if let Err(e) = self.memory.apply_pod_reservations(&sandbox, &self.registry.owned_pod_reservations(), None)
@@ -48,6 +57,26 @@ impl PodService {
 }
 
 impl PodService {
+    /// Whether the monitor of an exited container deleted it from the runtime, after
+    /// waiting a little for a monitor that is still at it.
+    async fn monitor_deleted(&self, id: &crate::model::ids::ContainerId, monitor: Option<ProcessRef>) -> bool {
+        let exit_file = self.registry.exit_file(id);
+        let exited = || std::fs::metadata(&exit_file).is_ok();
+        if !exited() {
+            return false;
+        }
+        let deadline = Instant::now() + MONITOR_EXIT_WAIT;
+        let mut pause = Duration::from_millis(1);
+        while monitor.is_some_and(|m| m.is_alive()) && Instant::now() < deadline {
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(20));
+        }
+        std::fs::read(&exit_file)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<crate::model::container::ExitRecord>(&b).ok())
+            .is_some_and(|record| record.runtime_deleted)
+    }
+
     /// Unmounts the shared volume sources a removed container made, unless another
     /// container still relies on them.
     fn release_shared_binds(&self, binds: &[std::path::PathBuf]) {

@@ -1,5 +1,6 @@
 use crate::error::Error;
 use crate::model::container::ContainerState;
+use tracing::Instrument;
 
 use super::pods::{now_nanos, PodService};
 
@@ -19,7 +20,7 @@ impl PodService {
         // Taken before the process runs: one that exits at once then still finishes after it
         // started.
         let started_at = now_nanos();
-        handler.runtime.start(container.meta.id.as_str()).await?;
+        handler.runtime.start(container.meta.id.as_str()).instrument(super::step("runtime start")).await?;
         let mut status = container.status.clone();
         status.state = ContainerState::Running;
         status.started_at = started_at;

@@ -1,4 +1,5 @@
 use std::time::{Duration, Instant};
+use tracing::Instrument;
 
 use crate::error::Error;
 use crate::model::container::ContainerState;
@@ -26,28 +27,31 @@ impl PodService {
         let runtime = self.runtimes.runtime(&sandbox.meta.runtime_handler)?;
         let cid = container.meta.id.clone();
         if container.status.state == ContainerState::Running && !timeout.is_zero() {
-            if let Err(e) = runtime.kill(cid.as_str(), &container.meta.stop_signal, false).await {
+            let signalled = runtime.kill(cid.as_str(), &container.meta.stop_signal, false);
+            if let Err(e) = signalled.instrument(super::step("runtime kill")).await {
                 tracing::debug!(container = %cid, error = %e, "stop signal not delivered");
             }
-            if self.wait_exit(&cid, timeout).await {
+            if self.wait_exit(&cid, timeout).instrument(super::step("wait for exit")).await {
                 tracing::info!(container = %cid, "container stopped");
                 return Ok(());
             }
             tracing::info!(container = %cid, timeout_s = timeout.as_secs(), "stop timeout passed, killing");
         }
-        if let Err(e) = runtime.kill(cid.as_str(), "SIGKILL", true).await {
+        if let Err(e) = runtime.kill(cid.as_str(), "SIGKILL", true).instrument(super::step("runtime kill")).await {
             tracing::debug!(container = %cid, error = %e, "SIGKILL not delivered");
         }
-        if !self.wait_exit(&cid, KILL_WAIT).await {
+        if !self.wait_exit(&cid, KILL_WAIT).instrument(super::step("wait for exit")).await {
             return Err(Error::DeadlineExceeded(format!("container {cid} did not exit after SIGKILL")));
         }
         tracing::info!(container = %cid, "container killed");
         Ok(())
     }
 
-    /// Polls the exit record until the container is no longer running or created.
+    /// Polls the exit record until the container is no longer running or created: often
+    /// at first (a killed container is usually gone within milliseconds), then every 20 ms.
     async fn wait_exit(&self, id: &crate::model::ids::ContainerId, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
+        let mut pause = Duration::from_millis(1);
         loop {
             match self.registry.refresh(id) {
                 Some(c) if matches!(c.status.state, ContainerState::Running | ContainerState::Created) => {}
@@ -56,7 +60,8 @@ impl PodService {
             if Instant::now() >= deadline {
                 return false;
             }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(20));
         }
     }
 }

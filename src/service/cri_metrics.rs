@@ -60,9 +60,7 @@ impl PodService {
                         ContainerMetrics {
                             stats: self.cgroups.stats(&cgroup),
                             detail: self.cgroups.detail(&cgroup),
-                            writable: super::stats::disk_usage(
-                                &self.registry.container_state_dir(&container.meta.id).join("upper"),
-                            ),
+                            writable: self.writable_usage(&container.meta.id),
                             container,
                         }
                     })

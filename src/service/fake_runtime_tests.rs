@@ -346,3 +346,28 @@ async fn a_resize_leaves_kubelets_pod_cgroup_alone() {
     assert!(!cgroot.path().join("swapcri").exists());
     assert_eq!(state_of(&f).memory_plan.unwrap().reserved(), (64 << 20, 0), "the plan itself follows the resize");
 }
+
+#[tokio::test]
+async fn removal_deletes_from_the_runtime_only_what_the_monitor_did_not() {
+    for monitor_deleted in [true, false] {
+        let cgroot = tempfile::tempdir().unwrap();
+        let root = cgroot.path().to_path_buf();
+        let f = fixture_with(ContainerState::Exited, "SIGTERM", "", false, |c| c.cgroup_root = root);
+        // The monitor recorded the exit and has ended (a process that no longer runs).
+        let gone = ProcessRef { pid: std::process::id() as i32, start_time: 0 };
+        f.service.registry.write().containers.get_mut(&f.id).unwrap().status.monitor = Some(gone);
+        let record = crate::model::container::ExitRecord {
+            exit_code: 0,
+            finished_at: 1,
+            oom_killed: false,
+            runtime_deleted: monitor_deleted,
+        };
+        let exit_file = f.service.registry.exit_file(&f.id);
+        std::fs::create_dir_all(exit_file.parent().unwrap()).unwrap();
+        std::fs::write(&exit_file, serde_json::to_vec(&record).unwrap()).unwrap();
+        f.service.remove_container(f.id.as_str()).await.unwrap();
+        let expected = if monitor_deleted { vec![] } else { vec![format!("delete {}", f.id)] };
+        assert_eq!(f.fake.calls(), expected, "monitor deleted: {monitor_deleted}");
+        assert!(f.service.registry.find_container(f.id.as_str()).is_err());
+    }
+}

@@ -40,6 +40,7 @@ mod sandbox_stop;
 mod sandbox_update;
 mod stats;
 mod streaming;
+mod writable_usage;
 
 pub use stats::{ContainerSample, PodSample, Sample};
 
@@ -126,4 +127,10 @@ impl RuntimeService {
     pub fn new(config: Arc<Config>, node: crate::model::node::NodeFacts, runtimes: Arc<Runtimes>) -> Self {
         RuntimeService { config, node, runtimes }
     }
+}
+
+/// A span around one step of an RPC (at debug level): with `log_span_timings` on, each
+/// step's time is logged when it ends, which tells where a slow call spends its time.
+pub(crate) fn step(name: &'static str) -> tracing::Span {
+    tracing::debug_span!("step", step = name)
 }

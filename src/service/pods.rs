@@ -60,6 +60,8 @@ pub struct PodService {
     /// Pod networking (CNI).
     pub(super) network: Arc<crate::network::Network>,
     pub(super) images: Arc<ImageStore>,
+    /// Writable-layer usage per container, from a background walk.
+    pub(super) writable: super::writable_usage::WritableUsage,
 }
 
 impl PodService {
@@ -79,6 +81,7 @@ impl PodService {
             images,
             runtimes,
             network,
+            writable: Default::default(),
         })
     }
 

@@ -25,6 +25,17 @@ impl PodService {
         }
     }
 
+    /// Moves the live monitors and PID-namespace holders into the monitor cgroup again: a
+    /// crash right after one started may have left it in the daemon's.
+    pub fn adopt_survivors(&self) {
+        let state = self.registry.read();
+        let holders = state.sandboxes.values().filter_map(|s| s.status.holder);
+        let monitors = state.containers.values().filter_map(|c| c.status.monitor);
+        let survivors = holders.chain(monitors).collect();
+        drop(state);
+        self.adopt_into_monitor_cgroup(survivors);
+    }
+
     /// Loads every sandbox and container, picks up exits that happened while the daemon was
     /// away, marks pods whose namespaces are gone NotReady, and cleans what a crash during
     /// creation left. Runs before the socket opens.

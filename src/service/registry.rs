@@ -121,6 +121,9 @@ impl Registry {
             return Some(current);
         }
         let mut status = current.status.clone();
+        // Liveness first: a monitor records the exit before it ends, so one found gone
+        // before the read below without a record really lost it.
+        let monitor_gone = status.monitor.is_some_and(|m| !m.is_alive());
         match read_exit(&self.exit_file(id)) {
             Some(exit) => {
                 status.state = ContainerState::Exited;
@@ -130,7 +133,7 @@ impl Registry {
                 status.reason = exit.reason().to_string();
                 status.pid = None;
             }
-            None if status.monitor.is_some_and(|m| !m.is_alive()) => {
+            None if monitor_gone => {
                 status.state = ContainerState::Unknown;
                 status.reason = "MonitorLost".into();
                 status.message = "the container's monitor exited without recording an exit".into();

@@ -1,4 +1,5 @@
 use crate::cri;
+use tracing::Instrument;
 
 use crate::error::Error;
 use crate::model::ids::SandboxId;
@@ -47,7 +48,6 @@ impl PodService {
             uts: (!modes.host_network).then(|| dir.join("uts")),
             hostname: Some(config.hostname.clone()).filter(|h| !h.is_empty()),
             pid_holder: modes.shared_pid,
-            cgroup: Some(self.config.runtime.monitor_cgroup.clone()),
         }
     }
 
@@ -84,9 +84,13 @@ impl PodService {
 
         let request = self.ns_request(&id, &config);
         let (req, work) = (request.clone(), dir.clone());
-        let holder = tokio::task::spawn_blocking(move || sandbox::create(&req, &work))
-            .await?
-            .map_err(|e| Error::Internal(format!("creating the pod's namespaces: {e}")))?;
+        let holder =
+            tokio::task::spawn_blocking(move || super::step("namespaces").in_scope(|| sandbox::create(&req, &work)))
+                .await?
+                .map_err(|e| Error::Internal(format!("creating the pod's namespaces: {e}")))?;
+        if let Some(holder) = holder {
+            self.adopt_into_monitor_cgroup(vec![holder]);
+        }
         let released = request.clone();
         rollback.push("release namespaces", move || sandbox::release(&released, holder));
 
@@ -98,7 +102,8 @@ impl PodService {
                 let (uid, gid) = userns.root();
                 options.extend([format!("uid={uid}"), format!("gid={gid}")]);
             }
-            sandbox::mount_tmpfs(&shm, &options)
+            super::step("shm")
+                .in_scope(|| sandbox::mount_tmpfs(&shm, &options))
                 .map_err(|e| Error::Internal(format!("mounting {}: {e}", shm.display())))?;
             rollback.push("unmount shm", move || {
                 let _ = sandbox::unmount(&shm);
@@ -109,7 +114,10 @@ impl PodService {
         } else {
             config.hostname.clone()
         };
-        sandbox::write_pod_files(&dir, &hostname, config.dns_config.as_ref(), modes.userns.map(|u| u.root()))
+        super::step("pod files")
+            .in_scope(|| {
+                sandbox::write_pod_files(&dir, &hostname, config.dns_config.as_ref(), modes.userns.map(|u| u.root()))
+            })
             .map_err(|e| Error::Internal(format!("writing pod files: {e}")))?;
 
         // Networking last: its failure path and a crash after it are covered by its own record.
@@ -117,9 +125,11 @@ impl PodService {
             None
         } else {
             let netns = request.net.clone().unwrap_or_default();
-            Some(self.network.setup(network_request(&id, netns, &config)).await?)
+            Some(self.network.setup(network_request(&id, netns, &config)).instrument(super::step("cni add")).await?)
         };
-        match self.record_sandbox(id.clone(), name, config, handler, dir, holder, addresses) {
+        let recorded = super::step("record")
+            .in_scope(|| self.record_sandbox(id.clone(), name, config, handler, dir, holder, addresses));
+        match recorded {
             Ok(()) => {
                 rollback.commit();
                 tracing::info!(sandbox = %id, "pod sandbox ready");

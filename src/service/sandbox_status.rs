@@ -15,18 +15,13 @@ pub struct SandboxStatusView {
 }
 
 impl PodService {
-    /// The sandbox and, when verbose, its details as JSON, including a CNI CHECK of its
-    /// network (the plugins' own view of whether the attachment is still intact).
+    /// The sandbox and, when verbose, its details as JSON, including the plugins' latest
+    /// verdict on its network (from ADD or a CHECK at most a few seconds old; a stale one
+    /// starts a CHECK in the background, so no call here waits on a plugin).
     pub async fn sandbox_status(&self, id: &str, verbose: bool) -> Result<SandboxStatusView, Error> {
         let sandbox = self.registry.find_sandbox(id)?;
-        let check = if verbose && sandbox.status.addresses.is_some() {
-            Some(match self.network.check(sandbox.meta.id.as_str()).await {
-                Ok(()) => json!({ "ok": true }),
-                Err(e) => json!({ "ok": false, "error": e.to_string() }),
-            })
-        } else {
-            None
-        };
+        let check =
+            (verbose && sandbox.status.addresses.is_some()).then(|| self.network.health(sandbox.meta.id.as_str()));
         let info = verbose.then(|| {
             json!({
                 "network": { "addresses": sandbox.status.addresses, "check": check },

@@ -1,4 +1,5 @@
 use std::time::Duration;
+use tracing::Instrument;
 
 use crate::error::Error;
 use crate::model::sandbox::SandboxState;
@@ -17,18 +18,20 @@ impl PodService {
         };
         let _guard = self.registry.locks.lock(sandbox.meta.id.as_str()).await;
         for container in self.registry.containers_of(&sandbox.meta.id) {
-            self.stop_container(container.as_str(), Duration::ZERO).await?;
+            self.stop_container(container.as_str(), Duration::ZERO).instrument(super::step("stop container")).await?;
         }
         let sandbox = self.registry.find_sandbox(sandbox.meta.id.as_str())?;
         // DEL while the namespace still exists; on failure nothing is released, so the
         // retry kubelet makes repeats it.
-        self.network.teardown(sandbox.meta.id.as_str()).await?;
+        self.network.teardown(sandbox.meta.id.as_str()).instrument(super::step("cni del")).await?;
         let request = self.ns_request(&sandbox.meta.id, &sandbox.meta.config);
         let holder = sandbox.status.holder;
         let shm = sandbox.meta.dir.join("shm");
         tokio::task::spawn_blocking(move || {
-            sandbox::release(&request, holder);
-            let _ = sandbox::unmount(&shm);
+            super::step("release namespaces").in_scope(|| {
+                sandbox::release(&request, holder);
+                let _ = sandbox::unmount(&shm);
+            })
         })
         .await?;
         if sandbox.status.state != SandboxState::NotReady {
@@ -36,7 +39,7 @@ impl PodService {
             status.state = SandboxState::NotReady;
             status.holder = None;
             status.addresses = None;
-            self.registry.save_sandbox_status(&sandbox.meta.id, status)?;
+            super::step("record").in_scope(|| self.registry.save_sandbox_status(&sandbox.meta.id, status))?;
             tracing::info!(sandbox = %sandbox.meta.id, "pod sandbox stopped");
         }
         Ok(())

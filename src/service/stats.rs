@@ -62,7 +62,9 @@ impl PodService {
         Some(self.cgroups.stats(&container.cgroup(&sandbox)))
     }
 
-    fn container_sample(&self, container: Container) -> ContainerSample {
+    /// `fresh`: walk the writable layer now (one container asked for) rather than take the
+    /// background walk's figure (a listing).
+    fn container_sample(&self, container: Container, fresh: bool) -> ContainerSample {
         let id = container.meta.id.clone();
         let sample = match (container.status.state, self.registry.find_sandbox(container.meta.sandbox_id.as_str())) {
             (ContainerState::Running | ContainerState::Created, Ok(sandbox)) => {
@@ -73,9 +75,8 @@ impl PodService {
                 Sample { timestamp: now_nanos(), ..Default::default() }
             }
         };
-        let state_dir = self.registry.container_state_dir(&id);
         ContainerSample {
-            writable: disk_usage(&state_dir.join("upper")),
+            writable: if fresh { self.walk_writable_layer(&id) } else { self.writable_usage(&id) },
             writable_mountpoint: self.config.state_root.join("containers").display().to_string(),
             container,
             sample,
@@ -85,7 +86,7 @@ impl PodService {
     pub fn container_stats(&self, id: &str) -> Result<ContainerSample, Error> {
         let container = self.registry.find_container(id)?;
         let container = self.registry.refresh(&container.meta.id).unwrap_or(container);
-        Ok(self.container_sample(container))
+        Ok(self.container_sample(container, true))
     }
 
     pub fn list_container_stats(&self, filter: Option<&cri::ContainerStatsFilter>) -> Vec<ContainerSample> {
@@ -100,25 +101,26 @@ impl PodService {
                         && labels_match(&c.meta.config.labels, &f.label_selector)
                 }
             })
-            .map(|c| self.container_sample(c))
+            .map(|c| self.container_sample(c, false))
             .collect()
     }
 
-    fn pod_sample(&self, sandbox: Sandbox) -> PodSample {
+    fn pod_sample(&self, sandbox: Sandbox, containers: Vec<ContainerSample>) -> PodSample {
         let key = format!("pod/{}", sandbox.meta.id);
         let sample = self.cgroups.sample(&sandbox.meta.cgroup_parent, &key, now_nanos());
-        let filter = cri::ContainerStatsFilter { pod_sandbox_id: sandbox.meta.id.to_string(), ..Default::default() };
-        let containers = self.list_container_stats(Some(&filter));
         PodSample { sandbox, sample, containers }
     }
 
     pub fn pod_stats(&self, id: &str) -> Result<PodSample, Error> {
-        Ok(self.pod_sample(self.registry.find_sandbox(id)?))
+        let sandbox = self.registry.find_sandbox(id)?;
+        let filter = cri::ContainerStatsFilter { pod_sandbox_id: sandbox.meta.id.to_string(), ..Default::default() };
+        let containers = self.list_container_stats(Some(&filter));
+        Ok(self.pod_sample(sandbox, containers))
     }
 
     pub fn list_pod_stats(&self, filter: Option<&cri::PodSandboxStatsFilter>) -> Vec<PodSample> {
         let sandboxes: Vec<Sandbox> = self.registry.read().sandboxes.values().cloned().collect();
-        sandboxes
+        let sandboxes: Vec<Sandbox> = sandboxes
             .into_iter()
             .filter(|s| match filter {
                 None => true,
@@ -127,7 +129,19 @@ impl PodService {
                         && labels_match(&s.meta.config.labels, &f.label_selector)
                 }
             })
-            .map(|s| self.pod_sample(s))
+            .collect();
+        // One listing of the containers, grouped by pod (not a listing per pod).
+        let selected: std::collections::HashSet<_> = sandboxes.iter().map(|s| s.meta.id.clone()).collect();
+        let mut by_pod: std::collections::HashMap<_, Vec<ContainerSample>> = std::collections::HashMap::new();
+        for container in self.list_containers(None).into_iter().filter(|c| selected.contains(&c.meta.sandbox_id)) {
+            by_pod.entry(container.meta.sandbox_id.clone()).or_default().push(self.container_sample(container, false));
+        }
+        sandboxes
+            .into_iter()
+            .map(|s| {
+                let containers = by_pod.remove(&s.meta.id).unwrap_or_default();
+                self.pod_sample(s, containers)
+            })
             .collect()
     }
 }
