@@ -1,15 +1,11 @@
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
 use tracing::Instrument;
 
 use crate::error::Error;
 
 use super::image_volumes::unmount_container;
 use super::pods::PodService;
-use crate::model::sandbox::ProcessRef;
-
-/// How long removal waits for the monitor of an exited container to finish deleting it
-/// from the runtime before doing so itself.
-const MONITOR_EXIT_WAIT: Duration = Duration::from_secs(2);
 
 impl PodService {
     /// Kills the container if it runs, deletes it from the runtime and removes its root
@@ -25,9 +21,8 @@ impl PodService {
         let cid = container.meta.id.clone();
         let handler =
             self.registry.find_sandbox(container.meta.sandbox_id.as_str()).ok().map(|s| s.meta.runtime_handler.clone());
-        let deleted =
-            self.monitor_deleted(&cid, container.status.monitor).instrument(super::step("monitor exit")).await;
-        if let Some(handler) = handler.filter(|_| !deleted).and_then(|h| self.runtimes.get(&h).ok()) {
+        if let Some(handler) = handler.filter(|_| !self.monitor_deleted(&cid)).and_then(|h| self.runtimes.get(&h).ok())
+        {
             if let Err(e) = handler.runtime.delete(cid.as_str()).instrument(super::step("runtime delete")).await {
                 tracing::debug!(container = %cid, error = %e, "runc delete");
             }
@@ -57,21 +52,10 @@ impl PodService {
 }
 
 impl PodService {
-    /// Whether the monitor of an exited container deleted it from the runtime, after
-    /// waiting a little for a monitor that is still at it.
-    async fn monitor_deleted(&self, id: &crate::model::ids::ContainerId, monitor: Option<ProcessRef>) -> bool {
-        let exit_file = self.registry.exit_file(id);
-        let exited = || std::fs::metadata(&exit_file).is_ok();
-        if !exited() {
-            return false;
-        }
-        let deadline = Instant::now() + MONITOR_EXIT_WAIT;
-        let mut pause = Duration::from_millis(1);
-        while monitor.is_some_and(|m| m.is_alive()) && Instant::now() < deadline {
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_millis(20));
-        }
-        std::fs::read(&exit_file)
+    /// Whether the monitor deleted the exited container from the runtime (it says so in the
+    /// exit record, written after the delete).
+    fn monitor_deleted(&self, id: &crate::model::ids::ContainerId) -> bool {
+        std::fs::read(self.registry.exit_file(id))
             .ok()
             .and_then(|b| serde_json::from_slice::<crate::model::container::ExitRecord>(&b).ok())
             .is_some_and(|record| record.runtime_deleted)
