@@ -119,17 +119,28 @@ impl ImageStore {
         self.with_index(|index| Ok((index.images.values().cloned().collect(), false)))
     }
 
+    /// Every image with its size, read under one lock: a removal running at the same time
+    /// cannot leave a listed image without its layers.
+    pub fn list_sized(&self) -> Result<Vec<(ImageRecord, u64)>, ImageError> {
+        self.with_index(|index| {
+            Ok((index.images.values().map(|r| (r.clone(), self.size_in(index, r))).collect(), false))
+        })
+    }
+
+    /// The image `lookup` names, with its size, read under one lock.
+    pub fn find_sized(&self, lookup: &ImageLookup) -> Result<Option<(ImageRecord, u64)>, ImageError> {
+        self.with_index(|index| Ok((find_in(index, lookup).map(|r| (r.clone(), self.size_in(index, r))), false)))
+    }
+
     pub fn find(&self, lookup: &ImageLookup) -> Result<Option<ImageRecord>, ImageError> {
         self.with_index(|index| Ok((find_in(index, lookup).cloned(), false)))
     }
 
     /// Bytes the image's layers and config occupy on disk.
-    pub fn image_size(&self, record: &ImageRecord) -> Result<u64, ImageError> {
-        self.with_index(|index| {
-            let layers: u64 = record.layers.iter().filter_map(|l| index.layers.get(l)).map(|l| l.disk_bytes).sum();
-            let config = fs::metadata(self.blob_path(&record.id.digest())).map(|m| m.len()).unwrap_or(0);
-            Ok((layers + config, false))
-        })
+    fn size_in(&self, index: &Index, record: &ImageRecord) -> u64 {
+        let layers: u64 = record.layers.iter().filter_map(|l| index.layers.get(l)).map(|l| l.disk_bytes).sum();
+        let config = fs::metadata(self.blob_path(&record.id.digest())).map(|m| m.len()).unwrap_or(0);
+        layers + config
     }
 
     pub fn has_layer(&self, diff_id: &Digest) -> bool {

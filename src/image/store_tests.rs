@@ -147,3 +147,23 @@ fn garbage_collection_at_start_up() {
     assert!(!store.blob_path(&digest(98)).exists());
     assert!(store.has_layer(&digest(10)));
 }
+
+#[test]
+fn sizes_come_with_the_records_they_belong_to() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = ImageStore::open(dir.path()).unwrap();
+    let (a, b) = (record(1, &[10, 11], &["r/a:1"]), record(2, &[11], &["r/b:1"]));
+    add(&store, &a);
+    add(&store, &b);
+    // Layers as recorded (4096 bytes each) plus the one-byte config blob.
+    let (found, size) = store.find_sized(&ImageLookup::Tag("r/a:1".into())).unwrap().unwrap();
+    assert_eq!((found.id, size), (a.id.clone(), 2 * 4096 + 1));
+    let mut listed: Vec<(ImageId, u64)> = store.list_sized().unwrap().into_iter().map(|(r, s)| (r.id, s)).collect();
+    listed.sort();
+    let mut expected = vec![(a.id.clone(), 2 * 4096 + 1), (b.id.clone(), 4096 + 1)];
+    expected.sort();
+    assert_eq!(listed, expected);
+    // Once removed, the image is not found at all, never found with a size of nothing.
+    store.remove(&ImageLookup::Tag("r/a:1".into()), no_users).unwrap();
+    assert!(store.find_sized(&ImageLookup::Id(a.id.clone())).unwrap().is_none());
+}

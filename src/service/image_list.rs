@@ -9,10 +9,10 @@ impl ImageService {
         let records = match filter {
             Some(reference) => {
                 let lookup = ImageLookup::parse(reference)?;
-                self.blocking(move |s| s.find(&lookup)).await?.into_iter().collect()
+                self.blocking(move |s| s.find_sized(&lookup)).await?.into_iter().collect()
             }
-            None => self.blocking(|s| s.list()).await?,
+            None => self.blocking(|s| s.list_sized()).await?,
         };
-        records.into_iter().map(|r| self.view(r)).collect()
+        Ok(records.into_iter().map(|r| self.view(r)).collect())
     }
 }

@@ -10,7 +10,7 @@ impl ImageService {
     /// Verbose adds the manifest and config as JSON.
     pub async fn status(&self, reference: &str, verbose: bool) -> Result<Option<(ImageView, Option<String>)>, Error> {
         let lookup = ImageLookup::parse(reference)?;
-        let Some(record) = self.blocking(move |s| s.find(&lookup)).await? else {
+        let Some((record, size)) = self.blocking(move |s| s.find_sized(&lookup)).await? else {
             return Ok(None);
         };
         let info = if verbose {
@@ -32,6 +32,6 @@ impl ImageService {
         } else {
             None
         };
-        Ok(Some((self.view(record)?, info)))
+        Ok(Some((self.view((record, size)), info)))
     }
 }

@@ -103,14 +103,13 @@ impl ImageService {
         ImageService { store, puller, pinned, users }
     }
 
-    fn view(&self, record: ImageRecord) -> Result<ImageView, crate::error::Error> {
-        let size = self.store.image_size(&record)?;
+    fn view(&self, (record, size): (ImageRecord, u64)) -> ImageView {
         let pinned = self.pinned.iter().any(|p| match p {
             ImageLookup::Id(id) => *id == record.id,
             ImageLookup::Tag(t) => record.repo_tags.contains(t),
             ImageLookup::Digest(d) => record.repo_digests.contains(d),
         });
-        Ok(ImageView { record, size, pinned })
+        ImageView { record, size, pinned }
     }
 
     /// Runs store work off the async threads (it takes a file lock and may fsync).
