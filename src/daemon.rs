@@ -132,6 +132,7 @@ pub async fn run(config: Config) -> Result<(), DaemonError> {
             .map_err(|source| DaemonError::Prepare { path: config.streaming.address.clone().into(), source })?;
     let server = tonic::transport::Server::builder()
         .layer(crate::metrics::GrpcMetricsLayer(metrics))
+        .layer(crate::grpc::DeadlineLayer)
         .add_service(
             RuntimeServiceServer::new(RuntimeApi::new(runtime, pods.clone(), StreamingService::new(pods, streaming)))
                 .max_decoding_message_size(MAX_MESSAGE_BYTES)

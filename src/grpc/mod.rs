@@ -4,9 +4,11 @@ pub mod convert;
 pub mod convert_metrics;
 pub mod convert_pods;
 pub mod convert_stats;
+mod deadline;
 mod image;
 mod runtime;
 mod stream;
 
+pub use deadline::DeadlineLayer;
 pub use image::ImageApi;
 pub use runtime::RuntimeApi;

@@ -94,6 +94,41 @@ impl PodService {
         let released = request.clone();
         rollback.push("release namespaces", move || sandbox::release(&released, holder));
 
+        self.prepare_pod_dir(&dir, &config, &modes, &mut rollback)?;
+
+        // Networking last: its failure path and a crash after it are covered by its own record.
+        let addresses = if modes.host_network {
+            None
+        } else {
+            let netns = request.net.clone().unwrap_or_default();
+            Some(self.network.setup(network_request(&id, netns, &config)).instrument(super::step("cni add")).await?)
+        };
+        let recorded = super::step("record")
+            .in_scope(|| self.record_sandbox(id.clone(), name, config, handler, dir, holder, addresses));
+        match recorded {
+            Ok(()) => {
+                rollback.commit();
+                tracing::info!(sandbox = %id, "pod sandbox ready");
+                Ok(id)
+            }
+            Err(e) => {
+                if let Err(del) = self.network.teardown(id.as_str()).await {
+                    tracing::warn!(sandbox = %id, error = %del, "releasing the network of a failed sandbox");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// The pod's `/dev/shm` tmpfs (unless it shares the host's IPC) and its hostname, hosts
+    /// and resolv.conf files.
+    fn prepare_pod_dir(
+        &self,
+        dir: &std::path::Path,
+        config: &cri::PodSandboxConfig,
+        modes: &NsModes,
+        rollback: &mut Rollback,
+    ) -> Result<(), Error> {
         if !modes.host_ipc {
             let shm = dir.join("shm");
             let mut options =
@@ -119,29 +154,7 @@ impl PodService {
                 sandbox::write_pod_files(&dir, &hostname, config.dns_config.as_ref(), modes.userns.map(|u| u.root()))
             })
             .map_err(|e| Error::Internal(format!("writing pod files: {e}")))?;
-
-        // Networking last: its failure path and a crash after it are covered by its own record.
-        let addresses = if modes.host_network {
-            None
-        } else {
-            let netns = request.net.clone().unwrap_or_default();
-            Some(self.network.setup(network_request(&id, netns, &config)).instrument(super::step("cni add")).await?)
-        };
-        let recorded = super::step("record")
-            .in_scope(|| self.record_sandbox(id.clone(), name, config, handler, dir, holder, addresses));
-        match recorded {
-            Ok(()) => {
-                rollback.commit();
-                tracing::info!(sandbox = %id, "pod sandbox ready");
-                Ok(id)
-            }
-            Err(e) => {
-                if let Err(del) = self.network.teardown(id.as_str()).await {
-                    tracing::warn!(sandbox = %id, error = %del, "releasing the network of a failed sandbox");
-                }
-                Err(e)
-            }
-        }
+        Ok(())
     }
 
     /// A pod's own user namespace must be well formed, fit its other namespaces, and have a
