@@ -115,10 +115,6 @@ impl ImageStore {
         Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, errno)| ImageError::Io { path, source: errno.into() })
     }
 
-    pub fn list(&self) -> Result<Vec<ImageRecord>, ImageError> {
-        self.with_index(|index| Ok((index.images.values().cloned().collect(), false)))
-    }
-
     /// Every image with its size, read under one lock: a removal running at the same time
     /// cannot leave a listed image without its layers.
     pub fn list_sized(&self) -> Result<Vec<(ImageRecord, u64)>, ImageError> {

@@ -55,7 +55,7 @@ fn shared_layers_live_until_the_last_image_goes() {
     let b = record(2, &[10, 12], &["r/b:1"]);
     add(&store, &a);
     add(&store, &b);
-    assert_eq!(store.list().unwrap().len(), 2);
+    assert_eq!(store.list_sized().unwrap().len(), 2);
     assert!(store.usage().unwrap().inodes >= 6);
 
     let removed = store.remove(&ImageLookup::Tag("r/a:1".into()), no_users).unwrap();
@@ -108,12 +108,12 @@ fn a_second_handle_sees_changes_and_state_survives_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let daemon = ImageStore::open(dir.path()).unwrap();
     let importer = ImageStore::open(dir.path()).unwrap();
-    assert!(daemon.list().unwrap().is_empty());
+    assert!(daemon.list_sized().unwrap().is_empty());
     add(&importer, &record(1, &[10], &["r/a:1"]));
-    assert_eq!(daemon.list().unwrap().len(), 1, "the daemon sees the import");
+    assert_eq!(daemon.list_sized().unwrap().len(), 1, "the daemon sees the import");
     drop(daemon);
     let reopened = ImageStore::open(dir.path()).unwrap();
-    assert_eq!(reopened.list().unwrap()[0].repo_tags.len(), 1);
+    assert_eq!(reopened.list_sized().unwrap()[0].0.repo_tags.len(), 1);
 }
 
 #[test]
@@ -122,7 +122,7 @@ fn commit_fails_when_a_layer_vanished() {
     let store = ImageStore::open(dir.path()).unwrap();
     let err = store.commit(record(1, &[10], &["r/a:1"]), Vec::new(), &[]).unwrap_err();
     assert!(matches!(err, ImageError::LayerVanished(_)));
-    assert!(store.list().unwrap().is_empty());
+    assert!(store.list_sized().unwrap().is_empty());
 }
 
 #[test]
@@ -139,9 +139,9 @@ fn garbage_collection_at_start_up() {
     // A layer of image 2 disappears: the image is dropped rather than half-listed.
     fs::remove_dir_all(store.layer_path(&digest(11))).unwrap();
     store.collect_garbage().unwrap();
-    let images = store.list().unwrap();
+    let images = store.list_sized().unwrap();
     assert_eq!(images.len(), 1);
-    assert!(images[0].repo_tags.contains("r/a:1"));
+    assert!(images[0].0.repo_tags.contains("r/a:1"));
     assert!(!work.exists());
     assert!(!store.layer_path(&digest(99)).exists());
     assert!(!store.blob_path(&digest(98)).exists());
