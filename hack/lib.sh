@@ -16,6 +16,8 @@ SWAPCRI_PACKAGES=(
   iptables            # used by the portmap plugin
   qemu-system-x86     # the VM e2e tests (real cgroup v2 and swap)
   cpio                # their initramfs
+  debootstrap         # the systemd node's root filesystem (hack/vm/systemd-node.sh)
+  qemu-utils fdisk    # its disk images (qemu-img, sfdisk)
   xz-utils            # unpacks the kernel modules of bookworm-backports
   kmod                # depmod, for the kernel modules of the VM
   openssl             # certificates for the streaming TLS test
@@ -80,6 +82,11 @@ binary = "$2"
 config_dir = "$dir/cni"
 $mirrors
 CONF
+}
+
+# Whether DIR holds a CNI network configuration (what swapcri would load).
+has_cni_config() { # DIR
+  compgen -G "$1/*.conflist" >/dev/null || compgen -G "$1/*.conf" >/dev/null || compgen -G "$1/*.json" >/dev/null
 }
 
 # A CNI network list: a bridge with host-local addresses, and portmap for host ports.

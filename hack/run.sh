@@ -18,7 +18,7 @@ if [ ! -f /etc/swapcri/config.toml ]; then
   echo "==> wrote the default configuration to /etc/swapcri/config.toml"
 fi
 # A pod network unless the node already has one: a bridge on 10.88.0.0/16 with host ports.
-if ! ls /etc/cni/net.d/*.conflist /etc/cni/net.d/*.conf /etc/cni/net.d/*.json >/dev/null 2>&1; then
+if ! has_cni_config /etc/cni/net.d; then
   install -D -m 0644 contrib/cni/10-swapcri-bridge.conflist /etc/cni/net.d/10-swapcri-bridge.conflist
   echo "==> wrote the default pod network to /etc/cni/net.d/10-swapcri-bridge.conflist"
 fi

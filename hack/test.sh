@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test: unit, integration (real daemon, registry and runc on this host), and the
-# VM e2e tests on real cgroup v2 with swap (skipped when cargo test filters are given).
+# VM e2e tests on real cgroup v2 with swap: the initramfs VMs (kernels 6.1 and 6.12) and a
+# systemd-booted node (skipped when cargo test filters are given).
 #   sudo hack/test.sh [cargo test filters…]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,5 +22,7 @@ cargo test --locked --no-fail-fast "$@" || status=$?
 if [ $# -eq 0 ]; then
   echo "==> VM e2e (hack/vm/e2e.sh)"
   hack/vm/e2e.sh || status=$?
+  echo "==> systemd node e2e (hack/vm/e2e.sh --node systemd)"
+  hack/vm/e2e.sh --node systemd || status=$?
 fi
 exit $status

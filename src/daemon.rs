@@ -7,6 +7,8 @@ use std::sync::Arc;
 use crate::cri::image_service_server::ImageServiceServer;
 use crate::cri::runtime_service_server::RuntimeServiceServer;
 use tokio::net::UnixListener;
+
+use crate::service_manager::ServiceManager;
 use tokio_stream::wrappers::UnixListenerStream;
 
 use crate::config::Config;
@@ -86,7 +88,7 @@ async fn return_freed_memory() {
 }
 
 /// Runs the daemon until SIGTERM or SIGINT.
-pub async fn run(config: Config) -> Result<(), DaemonError> {
+pub async fn run(config: Config, mut manager: ServiceManager) -> Result<(), DaemonError> {
     let config = Arc::new(config);
     let (runtime, images, pods) = build(config.clone())?;
     pods.recover_network().await;
@@ -94,7 +96,16 @@ pub async fn run(config: Config) -> Result<(), DaemonError> {
     tokio::spawn(pods.clone().watch_exits());
     tokio::spawn(pods.clone().refresh_writable_usage());
     tokio::spawn(return_freed_memory());
-    let listener = bind_socket(&config.socket, config.socket_gid)?;
+    let activated = manager.activated_socket.is_some();
+    let listener = match manager.activated_socket.take() {
+        Some(fd) => {
+            let listener = std::os::unix::net::UnixListener::from(fd);
+            let err = |source| DaemonError::Prepare { path: config.socket.clone(), source };
+            listener.set_nonblocking(true).map_err(err)?;
+            UnixListener::from_std(listener).map_err(err)?
+        }
+        None => bind_socket(&config.socket, config.socket_gid)?,
+    };
     tracing::info!(socket = %config.socket.display(), version = env!("CARGO_PKG_VERSION"), "swapcri serving the CRI");
     let stopping = Arc::new(tokio::sync::Notify::new());
     let signalled = stopping.clone();
@@ -145,6 +156,7 @@ pub async fn run(config: Config) -> Result<(), DaemonError> {
         )
         .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown);
     // Clients such as kubelet keep connections open; in-flight calls get a grace period.
+    manager.ready("serving the CRI");
     let result = tokio::select! {
         result = server => result,
         _ = async { stopping.notified().await; tokio::time::sleep(SHUTDOWN_GRACE).await } => {
@@ -152,7 +164,11 @@ pub async fn run(config: Config) -> Result<(), DaemonError> {
             Ok(())
         }
     };
-    let _ = std::fs::remove_file(&config.socket);
+    manager.stopping();
+    if !activated {
+        // An activated socket is the service manager's: it keeps it, and queues clients.
+        let _ = std::fs::remove_file(&config.socket);
+    }
     tracing::info!("swapcri stopped");
     Ok(result?)
 }
@@ -174,10 +190,18 @@ fn bind_socket(path: &Path, gid: Option<u32>) -> Result<UnixListener, DaemonErro
         Ok(_) => return Err(DaemonError::NotASocket(path.to_path_buf())),
         Err(_) => {}
     }
-    let listener = std::os::unix::net::UnixListener::bind(path).map_err(err)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660)).map_err(err)?;
-    if let Some(gid) = gid {
-        std::os::unix::fs::chown(path, None, Some(gid)).map_err(err)?;
+    // Bound under a temporary name, given its mode and group, then renamed into place: no
+    // client ever sees the socket with looser permissions.
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let staging = path.with_file_name(format!(".{name}.{}", std::process::id()));
+    let _ = std::fs::remove_file(&staging);
+    let listener = std::os::unix::net::UnixListener::bind(&staging).map_err(err)?;
+    let placed = std::fs::set_permissions(&staging, std::fs::Permissions::from_mode(0o660))
+        .and_then(|()| gid.map_or(Ok(()), |gid| std::os::unix::fs::chown(&staging, None, Some(gid))))
+        .and_then(|()| std::fs::rename(&staging, path));
+    if let Err(e) = placed {
+        let _ = std::fs::remove_file(&staging);
+        return Err(err(e));
     }
     listener.set_nonblocking(true).map_err(err)?;
     UnixListener::from_std(listener).map_err(err)

@@ -18,6 +18,7 @@ pub mod oci;
 pub mod policy;
 pub mod sandbox;
 pub mod service;
+pub mod service_manager;
 pub mod store;
 pub mod streaming;
 

@@ -92,14 +92,16 @@ enum ImageCommand {
 }
 
 fn main() {
+    // Before any thread: what a service manager passed is taken out of the environment.
+    let manager = swapcri::service_manager::ServiceManager::take_from_env();
     // Errors as one line (with their causes), never a debug dump or a backtrace.
-    if let Err(e) = run(Cli::parse()) {
+    if let Err(e) = run(Cli::parse(), manager) {
         eprintln!("swapcri: {e:#}");
         std::process::exit(1);
     }
 }
 
-fn run(cli: Cli) -> anyhow::Result<()> {
+fn run(cli: Cli, manager: swapcri::service_manager::ServiceManager) -> anyhow::Result<()> {
     match &cli.command {
         Some(Command::Config { command: ConfigCommand::Default }) => {
             print!("{DEFAULT_TOML}");
@@ -121,7 +123,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     init_tracing(&config.log_level, config.log_span_timings);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     match cli.command.unwrap_or(Command::Serve) {
-        Command::Serve => runtime.block_on(swapcri::daemon::run(config))?,
+        Command::Serve => runtime.block_on(swapcri::daemon::run(config, manager))?,
         Command::Image { command: ImageCommand::Import { file, name } } => runtime.block_on(async {
             let store = Arc::new(swapcri::image::ImageStore::open(&config.image_root())?);
             let imported = swapcri::image::import::import_archive(&store, &file, name.as_deref())
@@ -182,8 +184,12 @@ fn doctor(
         }
         (None, None) => None,
     };
-    let inputs =
-        swapcri::doctor::Inputs { root, system_cgroup: config.system.cgroup.clone(), eviction_threshold: threshold };
+    let inputs = swapcri::doctor::Inputs {
+        root,
+        system_cgroup: config.system.cgroup.clone(),
+        eviction_threshold: threshold,
+        cgroup_driver: config.runtime.cgroup_driver,
+    };
     let checks = swapcri::doctor::run_checks(&inputs);
     if json {
         println!("{}", serde_json::to_string_pretty(&checks)?);

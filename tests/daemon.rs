@@ -127,3 +127,59 @@ async fn socket_mode_stale_socket_live_socket_and_sigterm() {
     assert!(!socket.exists());
     assert!(daemon.log().contains("SIGTERM received"));
 }
+
+/// Under a service manager: READY=1 on NOTIFY_SOCKET once the CRI socket serves, and a socket
+/// handed over by socket activation is served as is and left in place on exit.
+#[tokio::test]
+async fn readiness_notification_and_socket_activation() {
+    let mut daemon = Daemon::start("");
+    daemon.stop_with(Signal::SIGTERM);
+    let socket = daemon.socket();
+
+    let notify_path = daemon.dir.path().join("notify");
+    let notify = std::os::unix::net::UnixDatagram::bind(&notify_path).unwrap();
+    notify.set_read_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
+    let mut child = daemon.command().arg("serve").env("NOTIFY_SOCKET", &notify_path).spawn().unwrap();
+    let mut buf = [0u8; 512];
+    let n = notify.recv(&mut buf).expect("READY=1 within 30 s");
+    let message = String::from_utf8_lossy(&buf[..n]).to_string();
+    assert!(message.starts_with("READY=1\n"), "{message}");
+    assert!(message.contains(&format!("MAINPID={}", child.id())), "{message}");
+    let meta = std::fs::metadata(&socket).expect("the socket exists once READY=1 is sent");
+    assert_eq!(meta.permissions().mode() & 0o777, 0o660);
+    let connected = std::os::unix::net::UnixStream::connect(&socket);
+    assert!(connected.is_ok(), "serving when READY=1 is sent");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+    let n = notify.recv(&mut buf).expect("STOPPING=1 on SIGTERM");
+    assert_eq!(&buf[..n], b"STOPPING=1\n");
+    assert!(child.wait().unwrap().success());
+
+    // systemd's own activator binds the socket and hands it over (LISTEN_FDS, LISTEN_PID).
+    let activator = std::path::Path::new("/usr/bin/systemd-socket-activate");
+    if !activator.exists() {
+        eprintln!("no {}: socket activation not tried", activator.display());
+        return;
+    }
+    let mut child = std::process::Command::new(activator)
+        .arg("--listen")
+        .arg(&socket)
+        .arg(env!("CARGO_BIN_EXE_swapcri"))
+        .arg("--config")
+        .arg(&daemon.config_path)
+        .arg("serve")
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !socket.exists() {
+        assert!(std::time::Instant::now() < deadline, "the activator did not bind {}", socket.display());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // The first connection starts swapcri, which answers on the inherited socket.
+    let mut runtime = swapcri::cri::runtime_service_client::RuntimeServiceClient::new(common::connect(&socket).await);
+    let version = runtime.version(cri::VersionRequest::default()).await.expect("served on the activated socket");
+    assert_eq!(version.into_inner().runtime_name, "swapcri");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+    child.wait().unwrap();
+    assert!(socket.exists(), "an activated socket belongs to the service manager: left in place");
+}

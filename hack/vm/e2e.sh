@@ -3,6 +3,7 @@
 # initramfs holding busybox, runc, swapcri and a test image, runs hack/vm/scenarios.sh there
 # and turns its E2E-RESULT lines into pass/fail.
 #   hack/vm/e2e.sh [--kernel 6.1|6.12|all]      (default: all)
+#   hack/vm/e2e.sh --node systemd               (a systemd-booted node: hack/vm/systemd-node.sh)
 # 6.1 is bookworm's linux-image-amd64, 6.12 bookworm-backports'. Downloaded packages are cached
 # in $SWAPCRI_VM_CACHE (default /var/cache/swapcri-vm), keyed by package version.
 set -euo pipefail
@@ -16,84 +17,20 @@ ITESTS=${SWAPCRI_VM_ITESTS:-memory_plan_as_root metrics_as_root stats_as_root po
 while [ $# -gt 0 ]; do
   case $1 in
     --kernel) kernels=$2; [ "$kernels" = all ] && kernels="6.1 6.12"; shift 2 ;;
-    *) echo "usage: $0 [--kernel 6.1|6.12|all]" >&2; exit 2 ;;
+    --node)
+      case $2 in
+        systemd) shift 2; exec hack/vm/systemd-node.sh "$@" ;;
+        initramfs) shift 2 ;;
+        *) echo "--node systemd or initramfs" >&2; exit 2 ;;
+      esac ;;
+    *) echo "usage: $0 [--kernel 6.1|6.12|all] [--node initramfs|systemd]" >&2; exit 2 ;;
   esac
 done
 for k in $kernels; do
   case $k in 6.1 | 6.12) ;; *) echo "kernel $k: 6.1 or 6.12" >&2; exit 2 ;; esac
 done
 
-cache=${SWAPCRI_VM_CACHE:-/var/cache/swapcri-vm}
-mkdir -p "$cache"
-log() { echo "e2e: $(date +%T) $*" >&2; }
-
-# apt for bookworm-backports only, in the cache: the host's sources stay untouched.
-backports_apt() {
-  local dir=$cache/apt-backports
-  mkdir -p "$dir/parts" "$dir/lists/partial" "$dir/cache"
-  cat >"$dir/parts/backports.sources" <<EOF
-Types: deb
-URIs: http://deb.debian.org/debian
-Suites: bookworm-backports
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-EOF
-  local opts=(-o Dir::Etc::SourceList=/dev/null -o "Dir::Etc::SourceParts=$dir/parts"
-    -o "Dir::State::Lists=$dir/lists" -o "Dir::Cache=$dir/cache")
-  if [ -z "$(find "$dir/lists" -name '*Packages*' -mmin -1440 2>/dev/null)" ]; then
-    apt-get "${opts[@]}" update -qq >/dev/null 2>&1 || log "bookworm-backports index update failed"
-  fi
-  echo "${opts[@]}"
-}
-
-# fetch_kernel 6.1|6.12: unpacks the kernel package into the cache; sets kdir and release.
-fetch_kernel() {
-  local opts=()
-  [ "$1" = 6.12 ] && read -ra opts <<<"$(backports_apt)"
-  local pkg
-  pkg=$(apt-cache "${opts[@]}" depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/ { print $2; exit }')
-  [ -n "$pkg" ] || { log "no linux-image-amd64 for $1"; return 1; }
-  release=${pkg#linux-image-}
-  case $release in "$1".*) ;; *) log "kernel $1: the archive offers $release"; return 1 ;; esac
-  kdir=$cache/$pkg
-  if [ ! -f "$kdir/boot/vmlinuz-$release" ]; then
-    log "downloading $pkg"
-    (cd "$cache" && apt-get "${opts[@]}" download "$pkg" >/dev/null 2>&1)
-    dpkg -x "$cache/${pkg}"_*.deb "$kdir"
-  fi
-  # The package leaves modules.dep to its postinst.
-  [ -f "$kdir/lib/modules/$release/modules.dep" ] || depmod -b "$kdir" "$release"
-}
-
-# add_modules ROOT: the modules the VM loads and their dependencies, uncompressed, in load
-# order (listed in ROOT/modules/order).
-add_modules() {
-  local dest=$1/modules moddir=$kdir/lib/modules/$release
-  mkdir -p "$dest"
-  : >"$dest/order"
-  declare -A done_mods=()
-  load() { # load PATH (relative to moddir, as modules.dep names it)
-    local path=$1 dep
-    [ -n "${done_mods[$path]:-}" ] && return 0
-    done_mods[$path]=1
-    local deps
-    deps=$(awk -v m="$path:" '$1 == m { for (i = NF; i > 1; i--) print $i }' "$moddir/modules.dep")
-    for dep in $deps; do load "$dep"; done
-    local name
-    name=$(basename "${path%%.ko*}").ko
-    case $path in
-      *.ko.xz) xz -dc "$moddir/$path" >"$dest/$name" ;;
-      *.ko.zst) zstd -qdc "$moddir/$path" >"$dest/$name" ;;
-      *) cp "$moddir/$path" "$dest/$name" ;;
-    esac
-    echo "$name" >>"$dest/order"
-  }
-  local m path
-  for m in virtio_pci virtio_blk zram overlay; do
-    path=$(awk -F: -v m="$m" '{ n = $1; sub(/.*\//, "", n); sub(/\.ko.*/, "", n); if (n == m) { print $1; exit } }' "$moddir/modules.dep")
-    [ -n "$path" ] && load "$path" # absent from modules.dep: built into the kernel
-  done
-}
+source hack/vm/lib.sh
 
 log "building swapcri (release)"
 cargo build --release --locked --quiet
@@ -130,7 +67,7 @@ copy_with_libs /usr/lib/cni/loopback /usr/lib/cni/loopback
 echo '{"cniVersion": "1.0.0", "name": "lo-only", "plugins": [{"type": "loopback"}]}' >"$base/etc/cni/net.d/99-loopback.conflist"
 cp hack/vm/init.sh "$base/init"
 chmod +x "$base/init"
-cp hack/vm/scenarios.sh "$base/e2e/scenarios.sh"
+cp hack/vm/scenarios.sh hack/vm/helpers.sh "$base/e2e/"
 hack/build-busybox-image.sh "$work/busybox" localhost/busybox:latest >/dev/null
 cp "$work/busybox.tar" "$base/images/busybox.tar"
 

@@ -4,26 +4,9 @@
 CONF=/etc/swapcri/config.toml
 C="swapcri --config $CONF"
 LOG=/tmp/swapcri.log
-MI=1048576
-PAGE=$(getconf PAGESIZE 2>/dev/null || echo 4096)
 T0=$(date +%s)
 
-FAILED=""
-result() {
-  echo "E2E-RESULT $1 $2 $3"
-  [ "$2" = FAIL ] && FAILED="$FAILED $1"
-}
-check() { # check NAME CONDITION DETAILS
-  if eval "$2"; then result "$1" PASS "$3"; else result "$1" FAIL "$3"; fi
-}
-note() { echo "E2E-LOG +$(($(date +%s) - T0))s $*"; }
-meminfo() { awk -v k="$1:" '$1 == k { print $2 * 1024 }' /proc/meminfo; }
-cg() { find /sys/fs/cgroup -maxdepth 5 -type d -name "$1" | head -n 1; }
-value() { cat "$(cg "$1")/$2"; }
-parent_value() { cat "$(dirname "$(cg "$1")")/$2"; }
-pages() { echo $(($1 / PAGE * PAGE)); } # as the kernel stores a byte value
-# json_number KEY: the first number after "KEY" in JSON on stdin (nested {"value": N} too).
-json_number() { tr -d ' \n' | sed -n "s/.*\"$1\":{*\"*[a-z]*\"*:*\([0-9][0-9]*\).*/\1/p" | head -n 1; }
+. /e2e/helpers.sh
 
 # write_config SWAP_BEHAVIOR RESERVATION [SYSTEM]: the daemon's configuration for one phase.
 write_config() {
@@ -73,10 +56,6 @@ dump_log() {
   echo "E2E-SWAPCRI-LOG-END"
 }
 
-# A process that allocates ALLOC bytes of anonymous memory and keeps them: dd's buffer stays
-# allocated while it blocks writing into a pipe nobody reads.
-hold() { echo "dd if=/dev/zero bs=$1 count=1 2>/dev/null | sleep 100000"; }
-
 # start_ctr NAME QOS REQUEST LIMIT ALLOC [client create flags…]: crictl-style pod and
 # container (QoS and request as annotations); prints the container id.
 start_ctr() {
@@ -105,23 +84,6 @@ kubelet_ctr() {
     -- sh -c "$(hold "$alloc")")
   $C client start "$ctr" >/dev/null && echo "$ctr"
 }
-
-# settle ID…: waits until every container's memory + swap use stops changing (its
-# allocation done or throttled), at most 90 s.
-settle() {
-  prev="" n=0
-  while [ $n -lt 90 ]; do
-    cur=""
-    for id in "$@"; do cur="$cur $(($(value "$id" memory.current) + $(value "$id" memory.swap.current)))"; done
-    [ "$cur" = "$prev" ] && break
-    prev=$cur n=$((n + 1))
-    sleep 1
-  done
-  note "settled after $n s:$cur"
-}
-
-# held ID: true when the daemon found every planned value in the kernel (no mismatches).
-held() { $C client inspect --verbose "$1" | tr -d ' \n' | grep -q '"memoryMismatches":\[\]'; }
 
 MEM=$(meminfo MemTotal)
 SWAP=$(meminfo SwapTotal)

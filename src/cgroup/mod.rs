@@ -3,9 +3,11 @@
 //! the daemon's cgroup.
 
 pub mod detail;
+pub mod layout;
 pub mod memory_files;
 pub mod pressure;
 pub mod stats;
+pub mod systemd;
 
 use std::fs;
 use std::io;

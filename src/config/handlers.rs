@@ -46,7 +46,7 @@ impl HandlerConfig {
             (true, Engine::Crun) => PathBuf::from("/usr/bin/crun"),
         };
         let root = if path_is_empty(&self.root) { run_root.join(name) } else { self.root.clone() };
-        HandlerSpec { name: name.to_string(), engine, binary, root, no_pivot: self.no_pivot }
+        HandlerSpec { name: name.to_string(), engine, binary, root, no_pivot: self.no_pivot, systemd_cgroup: false }
     }
 }
 

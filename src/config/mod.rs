@@ -62,7 +62,7 @@ pub struct RuntimeConfig {
     /// `runc` one included.
     #[serde(deserialize_with = "handlers::with_builtin")]
     pub handlers: BTreeMap<String, HandlerConfig>,
-    /// Cgroup driver reported to kubelet through RuntimeConfig.
+    /// How pods and containers are placed in the cgroup tree; kubelet follows it (RuntimeConfig).
     pub cgroup_driver: CgroupDriver,
     /// Size of each pod's /dev/shm tmpfs.
     pub shm_size_bytes: u64,
@@ -75,6 +75,11 @@ pub struct RuntimeConfig {
     pub monitor_cgroup: String,
     /// cgroup parent for pods whose request names none (crictl); swapcri owns it.
     pub default_cgroup_parent: String,
+    /// systemd driver: the slice under which pods whose request names no parent get a slice
+    /// of their own (`<parent>-pod<id>.slice`).
+    pub parent_slice: String,
+    /// systemd driver: the slice of the monitors' and namespace holders' scopes.
+    pub monitor_slice: String,
     /// `noswap` on the tmpfs mounts swapcri creates: "auto" (probe), "on" or "off".
     pub tmpfs_noswap: NoswapMode,
 }
@@ -83,6 +88,7 @@ pub struct RuntimeConfig {
 #[serde(rename_all = "lowercase")]
 pub enum CgroupDriver {
     Cgroupfs,
+    Systemd,
 }
 
 /// How containers' `memory.swap.max` is decided.
@@ -311,6 +317,8 @@ impl Default for RuntimeConfig {
             exec_output_limit_bytes: 16 * 1024 * 1024,
             monitor_cgroup: "swapcri-monitors".to_string(),
             default_cgroup_parent: "/swapcri".to_string(),
+            parent_slice: "swapcri.slice".to_string(),
+            monitor_slice: "swapcri-monitors.slice".to_string(),
             tmpfs_noswap: NoswapMode::Auto,
         }
     }
@@ -380,7 +388,10 @@ impl Config {
 
     /// Every runtime handler with its defaults filled in.
     pub fn handler_specs(&self) -> Vec<HandlerSpec> {
-        self.runtime.handlers.iter().map(|(name, h)| h.resolve(name, &self.run_root)).collect()
+        let systemd_cgroup = self.runtime.cgroup_driver == CgroupDriver::Systemd;
+        let resolve =
+            |(name, h): (&String, &HandlerConfig)| HandlerSpec { systemd_cgroup, ..h.resolve(name, &self.run_root) };
+        self.runtime.handlers.iter().map(resolve).collect()
     }
 
     /// Checks what serde cannot: absolute paths, known handler, sane numbers.
@@ -435,6 +446,14 @@ impl Config {
         }
         if !self.runtime.default_cgroup_parent.starts_with('/') {
             return Err(invalid("runtime.default_cgroup_parent", "must start with /".into()));
+        }
+        for (key, slice) in [
+            ("runtime.parent_slice", &self.runtime.parent_slice),
+            ("runtime.monitor_slice", &self.runtime.monitor_slice),
+        ] {
+            if let Err(e) = crate::cgroup::layout::check_slice(slice) {
+                return Err(invalid(key, e.to_string()));
+            }
         }
         Ok(())
     }

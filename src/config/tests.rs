@@ -42,7 +42,10 @@ fn values_and_errors() {
         Case { text: "socket = \"relative.sock\"", error_mentions: Some("socket") },
         Case { text: "state_root = 7", error_mentions: Some("state_root") },
         Case { text: "log_level = \"info,=[\"", error_mentions: Some("log_level") },
-        Case { text: "[runtime]\ncgroup_driver = \"systemd\"", error_mentions: Some("cgroup_driver") },
+        Case { text: "[runtime]\ncgroup_driver = \"systemd\"", error_mentions: None },
+        Case { text: "[runtime]\ncgroup_driver = \"sytemd\"", error_mentions: Some("cgroup_driver") },
+        Case { text: "[runtime]\nparent_slice = \"/swapcri\"", error_mentions: Some("runtime.parent_slice") },
+        Case { text: "[runtime]\nmonitor_slice = \"a--b.slice\"", error_mentions: Some("runtime.monitor_slice") },
         Case { text: "[runtime]\ndefault_handler = \"crun\"", error_mentions: Some("runtime.default_handler") },
         Case {
             text: "[runtime]\ndefault_handler = \"crun\"\n[runtime.handlers.crun]\nbinary = \"/usr/bin/crun\"",

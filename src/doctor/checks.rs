@@ -249,12 +249,7 @@ fn system_slice_check(inputs: &Inputs, swap_on: bool) -> Vec<Check> {
             "io.latency empty",
             "set [system] io_latency_target_us so system I/O keeps priority over swap I/O",
         ),
-        (None, Some(w)) if w.lines().count() > 1 => check(
-            "system io protection",
-            Status::Ok,
-            format!("no io.latency in this kernel; io.weight: {}", w.replace('\n', "; ")),
-            "",
-        ),
+        (None, Some(w)) if w.lines().count() > 1 => weight_check(inputs, &w),
         (None, _) => check(
             "system io protection",
             if swap_on { Status::Warn } else { Status::Info },
@@ -263,6 +258,54 @@ fn system_slice_check(inputs: &Inputs, swap_on: bool) -> Vec<Check> {
         ),
     };
     vec![swap, io]
+}
+
+/// A per-device io.weight only counts where io.cost is enabled for the device or BFQ
+/// schedules it; otherwise it is written and does nothing.
+fn weight_check(inputs: &Inputs, weights: &str) -> Check {
+    let qos = read(inputs, "/sys/fs/cgroup/io.cost.qos").unwrap_or_default();
+    let idle: Vec<&str> = weights
+        .lines()
+        .skip(1) // "default N"
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|dev| !qos.lines().any(|q| q.starts_with(&format!("{dev} ")) && q.contains("enable=1")))
+        .filter(|dev| {
+            let scheduler = read(inputs, &format!("/sys/dev/block/{dev}/queue/scheduler")).unwrap_or_default();
+            !scheduler.contains("[bfq]")
+        })
+        .collect();
+    let found = format!("no io.latency in this kernel; io.weight: {}", weights.trim().replace('\n', "; "));
+    match idle.is_empty() {
+        true => check("system io protection", Status::Ok, format!("{found} (io.cost or bfq in effect)"), ""),
+        false => check(
+            "system io protection",
+            Status::Warn,
+            format!("{found}; no io.cost or bfq on {}", idle.join(", ")),
+            "the weight does nothing there: enable io.cost (echo 'MAJ:MIN enable=1' > /sys/fs/cgroup/io.cost.qos; swapcri does it when it applies [system]) or use the bfq scheduler",
+        ),
+    }
+}
+
+/// The configured driver must be the tree's manager: systemd where systemd is init.
+fn cgroup_driver_check(inputs: &Inputs) -> Check {
+    use crate::config::CgroupDriver;
+    let systemd = crate::cgroup::systemd::booted(&inputs.root);
+    match (inputs.cgroup_driver, systemd) {
+        (CgroupDriver::Systemd, true) => check("cgroup driver", Status::Ok, "systemd, on a systemd node", ""),
+        (CgroupDriver::Cgroupfs, false) => check("cgroup driver", Status::Ok, "cgroupfs, no systemd on this node", ""),
+        (CgroupDriver::Systemd, false) => check(
+            "cgroup driver",
+            Status::Fail,
+            "systemd configured, but systemd is not this node's init",
+            "set [runtime] cgroup_driver = \"cgroupfs\"",
+        ),
+        (CgroupDriver::Cgroupfs, true) => check(
+            "cgroup driver",
+            Status::Warn,
+            "cgroupfs on a node whose cgroup tree systemd manages",
+            "set [runtime] cgroup_driver = \"systemd\" (kubelet follows the runtime's driver): two managers of one tree fight",
+        ),
+    }
 }
 
 fn eviction_check(inputs: &Inputs) -> Check {
@@ -317,6 +360,7 @@ pub fn run_checks(inputs: &Inputs) -> Vec<Check> {
         rotational_check(&swaps),
         dedicated_check(inputs, &swaps),
         cgroup_check(inputs, mode, swap_on),
+        cgroup_driver_check(inputs),
         noswap_check(inputs),
         kubelet_tmpfs_check(inputs, swap_on),
     ];

@@ -39,6 +39,8 @@ pub struct Inputs {
     pub system_cgroup: String,
     /// kubelet's hard eviction threshold for memory.available, in bytes.
     pub eviction_threshold: Option<u64>,
+    /// The configured cgroup driver.
+    pub cgroup_driver: crate::config::CgroupDriver,
 }
 
 impl Inputs {

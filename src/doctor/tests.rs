@@ -49,6 +49,10 @@ fn node(good: bool) -> tempfile::TempDir {
         if good { "default 100\n259:0 1000\n" } else { "default 100\n" },
     );
     write(root, "/sys/module/zswap/parameters/enabled", "N\n");
+    if good {
+        write(root, "/sys/fs/cgroup/io.cost.qos", "259:0 enable=1 ctrl=auto rpct=0.00\n");
+        std::fs::create_dir_all(root.join("run/systemd/system")).unwrap();
+    }
     if !good {
         write(root, "/etc/kubernetes/manifests/kube-apiserver.yaml", "kind: Pod\n");
     }
@@ -56,10 +60,15 @@ fn node(good: bool) -> tempfile::TempDir {
 }
 
 fn run(root: &Path, threshold: Option<u64>) -> Vec<Check> {
+    run_with(root, threshold, crate::config::CgroupDriver::Systemd)
+}
+
+fn run_with(root: &Path, threshold: Option<u64>, cgroup_driver: crate::config::CgroupDriver) -> Vec<Check> {
     run_checks(&Inputs {
         root: root.to_path_buf(),
         system_cgroup: "system.slice".into(),
         eviction_threshold: threshold,
+        cgroup_driver,
     })
 }
 
@@ -77,6 +86,7 @@ fn a_node_against_the_guidance() {
         ("swap disk type", Status::Warn),
         ("swap disk dedicated", Status::Warn),
         ("cgroup v2", Status::Ok),
+        ("cgroup driver", Status::Fail),
         ("tmpfs noswap", Status::Warn),
         ("kubelet tmpfs volumes", Status::Fail),
         ("system swap", Status::Warn),
@@ -128,6 +138,32 @@ fn cgroup_layouts_and_missing_pieces() {
     assert_eq!(status_of(&checks, "swap"), Status::Warn);
     assert_eq!(status_of(&checks, "cgroup v2"), Status::Warn);
     assert_eq!(status_of(&checks, "eviction threshold"), Status::Info);
+}
+
+#[test]
+fn the_driver_must_be_the_trees_manager_and_weights_need_io_cost() {
+    use crate::config::CgroupDriver::{Cgroupfs, Systemd};
+    let cases = [
+        (true, Systemd, Status::Ok),
+        (false, Cgroupfs, Status::Ok),
+        (false, Systemd, Status::Fail),
+        (true, Cgroupfs, Status::Warn),
+    ];
+    for (booted, driver, want) in cases {
+        let dir = node(true);
+        if !booted {
+            std::fs::remove_dir(dir.path().join("run/systemd/system")).unwrap();
+        }
+        assert_eq!(status_of(&run_with(dir.path(), None, driver), "cgroup driver"), want, "{booted} {driver:?}");
+    }
+    // A weight without io.cost (or bfq) does nothing.
+    let dir = node(true);
+    write(dir.path(), "/sys/fs/cgroup/io.cost.qos", "259:0 enable=0 ctrl=auto\n");
+    let io = run(dir.path(), None).into_iter().find(|c| c.name == "system io protection").unwrap();
+    assert_eq!(io.status, Status::Warn, "{io:?}");
+    assert!(io.found.contains("no io.cost or bfq on 259:0"), "{io:?}");
+    write(dir.path(), "/sys/dev/block/259:0/queue/scheduler", "mq-deadline kyber [bfq] none\n");
+    assert_eq!(status_of(&run(dir.path(), None), "system io protection"), Status::Ok);
 }
 
 mod checks_support {

@@ -75,6 +75,7 @@ impl CriRuntimeService for RuntimeApi {
     ) -> Result<Response<cri::RuntimeConfigResponse>, Status> {
         let cgroup_driver = match self.runtime.cgroup_driver() {
             CgroupDriver::Cgroupfs => cri::CgroupDriver::Cgroupfs,
+            CgroupDriver::Systemd => cri::CgroupDriver::Systemd,
         };
         Ok(Response::new(cri::RuntimeConfigResponse {
             linux: Some(cri::LinuxRuntimeConfiguration { cgroup_driver: cgroup_driver as i32 }),

@@ -31,9 +31,27 @@ pub struct SandboxMeta {
     pub cgroup_parent: String,
     /// True when swapcri created `cgroup_parent` and removes it with the sandbox.
     pub owns_cgroup_parent: bool,
+    /// The driver the pod was placed with: `cgroup_parent` is a slice name under systemd.
+    #[serde(default = "cgroupfs")]
+    pub cgroup_driver: crate::config::CgroupDriver,
     pub created_at: i64,
     /// Where the sandbox's namespaces, shm and files live.
     pub dir: PathBuf,
+}
+
+fn cgroupfs() -> crate::config::CgroupDriver {
+    crate::config::CgroupDriver::Cgroupfs
+}
+
+impl SandboxMeta {
+    pub fn cgroup_layout(&self) -> crate::cgroup::layout::Layout {
+        crate::cgroup::layout::Layout { driver: self.cgroup_driver }
+    }
+
+    /// The pod's cgroup directory, relative to the cgroup root.
+    pub fn cgroup_path(&self) -> String {
+        self.cgroup_layout().parent_path(&self.cgroup_parent)
+    }
 }
 
 /// What changes over a sandbox's life.

@@ -324,6 +324,7 @@ mod tests {
                 binary: "/nonexistent".into(),
                 root: dir.join("root"),
                 no_pivot: false,
+                systemd_cgroup: false,
             },
             log_path: Some(dir.join("c1.log")),
             max_log_line: 1024,

@@ -113,35 +113,100 @@ fn apply_files(
     (swap, io)
 }
 
+/// The io protection a unit property can ask for: a latency target, or a weight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IoProperty {
+    Latency,
+    Weight,
+}
+
 /// The `systemctl set-property` assignments for a systemd-managed `system.slice`.
-pub fn systemd_properties(config: &SystemConfig, devices: &[String]) -> Vec<String> {
+pub fn systemd_properties(config: &SystemConfig, devices: &[String], io: Option<IoProperty>) -> Vec<String> {
     let mut props = Vec::new();
     if let Some(v) = config.swap_max {
         props.push(format!("MemorySwapMax={v}"));
     }
-    if let Some(target) = config.io_latency_target_us {
-        for d in devices {
-            props.push(format!("IODeviceLatencyTargetSec=/dev/block/{d} {target}us"));
+    match (config.io_latency_target_us, io) {
+        (Some(target), Some(IoProperty::Latency)) => {
+            props.extend(devices.iter().map(|d| format!("IODeviceLatencyTargetSec=/dev/block/{d} {target}us")))
         }
+        (Some(_), Some(IoProperty::Weight)) => {
+            props.extend(devices.iter().map(|d| format!("IODeviceWeight=/dev/block/{d} {}", config.io_weight)))
+        }
+        _ => {}
     }
     props
 }
 
-fn apply_systemd(config: &SystemConfig, devices: &[String]) -> (Outcome, Outcome) {
-    let unit = config.cgroup.rsplit('/').next().unwrap_or(&config.cgroup).to_string();
-    let props = systemd_properties(config, devices);
-    let result = Command::new("systemctl").args(["set-property", "--runtime", &unit]).args(&props).output();
-    let outcome = match result {
-        Ok(out) if out.status.success() => Outcome::Applied {
-            file: format!("systemd unit {unit} (runtime drop-in)"),
-            written: props.clone(),
-            read_back: String::new(),
+fn set_property(unit: &str, props: &[String]) -> Result<(), String> {
+    let out = Command::new("systemctl")
+        .args(["set-property", "--runtime", unit])
+        .args(props)
+        .output()
+        .map_err(|e| format!("systemctl: {e}"))?;
+    match out.status.success() {
+        true => Ok(()),
+        false => Err(String::from_utf8_lossy(&out.stderr).trim().to_string()),
+    }
+}
+
+/// What the kernel holds in `file` of the unit's cgroup after systemd applied `props`.
+fn systemd_outcome(unit: &str, dir: &Path, file: &str, props: Vec<String>) -> Outcome {
+    if props.is_empty() {
+        return Outcome::NotConfigured;
+    }
+    if let Err(error) = set_property(unit, &props) {
+        return Outcome::Failed { error };
+    }
+    match std::fs::read_to_string(dir.join(file)) {
+        Ok(text) => Outcome::Applied {
+            file: format!("{file} (systemd {unit}, runtime drop-in)"),
+            written: props,
+            read_back: text.trim().to_string(),
         },
-        Ok(out) => Outcome::Failed { error: String::from_utf8_lossy(&out.stderr).trim().to_string() },
-        Err(e) => Outcome::Failed { error: format!("systemctl: {e}") },
+        Err(e) => Outcome::Failed { error: format!("systemd took {props:?}, but {file} reads: {e}") },
+    }
+}
+
+/// Through unit properties, which systemd keeps across its reloads (raw files it would
+/// rewrite). Each value is read back from the kernel. The kernel's io.latency shows once
+/// systemd enabled the io controller for the slice; without it, a weight (io.cost switched
+/// on for the devices, as for cgroupfs).
+fn apply_systemd(
+    config: &SystemConfig,
+    cgroup_root: &Path,
+    devices: &[String],
+    notes: &mut Vec<String>,
+) -> (Outcome, Outcome) {
+    let unit = config.cgroup.rsplit('/').next().unwrap_or(&config.cgroup).to_string();
+    let dir = cgroup_root.join(config.cgroup.trim_start_matches('/'));
+    let swap_only = SystemConfig { io_latency_target_us: None, ..config.clone() };
+    let swap = systemd_outcome(&unit, &dir, "memory.swap.max", systemd_properties(&swap_only, devices, None));
+    let io = match config.io_latency_target_us {
+        None => Outcome::NotConfigured,
+        Some(_) if devices.is_empty() => Outcome::Unsupported { reason: "no disk to protect".into() },
+        Some(_) => {
+            let no_swap = SystemConfig { swap_max: None, ..config.clone() };
+            let latency = systemd_properties(&no_swap, devices, Some(IoProperty::Latency));
+            let outcome = systemd_outcome(&unit, &dir, "io.latency", latency);
+            match outcome {
+                Outcome::Failed { .. } if !dir.join("io.latency").exists() && config.io_weight_fallback => {
+                    notes
+                        .push("io.latency unsupported by this kernel: IODeviceWeight= (io.weight) used instead".into());
+                    enable_io_cost(cgroup_root, devices, notes);
+                    let weight = systemd_properties(&no_swap, devices, Some(IoProperty::Weight));
+                    systemd_outcome(&unit, &dir, "io.weight", weight)
+                }
+                Outcome::Failed { .. } if !dir.join("io.latency").exists() => Outcome::Unsupported {
+                    reason:
+                        "io.latency unsupported (kernel without CONFIG_BLK_CGROUP_IOLATENCY); weight fallback disabled"
+                            .into(),
+                },
+                other => other,
+            }
+        }
     };
-    let pick = |configured: bool| if configured { outcome.clone() } else { Outcome::NotConfigured };
-    (pick(config.swap_max.is_some()), pick(config.io_latency_target_us.is_some()))
+    (swap, io)
 }
 
 pub fn apply(config: &SystemConfig, cgroup_root: &Path, mode: CgroupMode, roots: &Roots) -> ProtectionReport {
@@ -166,7 +231,7 @@ pub fn apply(config: &SystemConfig, cgroup_root: &Path, mode: CgroupMode, roots:
     report.io_devices = devices.clone();
     let (swap, io) = if roots.fs.join("run/systemd/system").is_dir() {
         report.via = "systemd".into();
-        apply_systemd(config, &devices)
+        apply_systemd(config, cgroup_root, &devices, &mut report.notes)
     } else {
         let dir = cgroup_root.join(config.cgroup.trim_start_matches('/'));
         if !dir.is_dir() {
@@ -317,14 +382,26 @@ mod tests {
 
     #[test]
     fn systemd_gets_unit_properties() {
-        let props = systemd_properties(&configured(), &["8:0".into(), "259:0".into()]);
-        assert_eq!(
-            props,
-            vec![
-                "MemorySwapMax=0",
-                "IODeviceLatencyTargetSec=/dev/block/8:0 10000us",
-                "IODeviceLatencyTargetSec=/dev/block/259:0 10000us"
-            ]
-        );
+        let devices = ["8:0".to_string(), "259:0".to_string()];
+        let cases: &[(Option<IoProperty>, &[&str])] = &[
+            (
+                Some(IoProperty::Latency),
+                &[
+                    "MemorySwapMax=0",
+                    "IODeviceLatencyTargetSec=/dev/block/8:0 10000us",
+                    "IODeviceLatencyTargetSec=/dev/block/259:0 10000us",
+                ],
+            ),
+            (
+                Some(IoProperty::Weight),
+                &["MemorySwapMax=0", "IODeviceWeight=/dev/block/8:0 1000", "IODeviceWeight=/dev/block/259:0 1000"],
+            ),
+            (None, &["MemorySwapMax=0"]),
+        ];
+        for (io, want) in cases {
+            assert_eq!(systemd_properties(&configured(), &devices, *io), *want, "{io:?}");
+        }
+        let unconfigured = SystemConfig::default();
+        assert!(systemd_properties(&unconfigured, &devices, Some(IoProperty::Latency)).is_empty());
     }
 }

@@ -26,6 +26,9 @@ impl CliRuntime {
     /// The global options every call starts with.
     fn base_args(&self, log: Option<&Path>) -> Vec<std::ffi::OsString> {
         let mut args = vec!["--root".into(), self.spec.root.clone().into_os_string()];
+        if self.spec.systemd_cgroup {
+            args.push("--systemd-cgroup".into());
+        }
         if let Some(log) = log {
             args.extend(["--log".into(), log.as_os_str().to_owned(), "--log-format".into(), "json".into()]);
         }
@@ -245,6 +248,7 @@ mod tests {
             binary: PathBuf::from("/nonexistent/crun"),
             root: PathBuf::from("/tmp/x"),
             no_pivot: false,
+            systemd_cgroup: false,
         });
         let work = tempfile::tempdir().unwrap();
         let err = runtime.create("abc", Path::new("/b"), work.path(), CreateIo::null()).unwrap_err();

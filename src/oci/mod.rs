@@ -77,6 +77,9 @@ pub struct HandlerSpec {
     pub root: PathBuf,
     /// Create without pivot_root (a root filesystem pivot_root cannot leave, e.g. an initramfs).
     pub no_pivot: bool,
+    /// Containers' cgroups are systemd scopes (`--systemd-cgroup`, on every call).
+    #[serde(default)]
+    pub systemd_cgroup: bool,
 }
 
 /// The runtime for a handler.

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crate::cgroup::detail::{read_detail, Detail, DetailDirs};
 use crate::cgroup::stats::{read_stats, CgroupDirs, CgroupStats};
@@ -101,11 +101,17 @@ mod tests {
 }
 
 impl super::PodService {
-    /// Moves monitors and PID-namespace holders into `runtime.monitor_cgroup`, apart from
-    /// the daemon's own, in the background: a cgroup move can wait for an RCU grace period
-    /// (tens of milliseconds on cgroup v1), which no RPC should wait for. A process that is
-    /// gone meanwhile needs no move.
+    /// Moves monitors and PID-namespace holders apart from the daemon's own cgroup, in the
+    /// background: into `runtime.monitor_cgroup` (cgroupfs), or each into a transient scope
+    /// of its own in `runtime.monitor_slice` (systemd, which owns the tree there). A cgroup
+    /// move can wait for an RCU grace period (tens of milliseconds on cgroup v1), which no RPC
+    /// should wait for. A process that is gone meanwhile needs no move.
     pub(super) fn adopt_into_monitor_cgroup(&self, processes: Vec<crate::model::sandbox::ProcessRef>) {
+        if let Some(systemd) = self.systemd.clone() {
+            let slice = self.config.runtime.monitor_slice.clone();
+            tokio::spawn(adopt_into_scopes(systemd, slice, processes));
+            return;
+        }
         let rel = self.config.runtime.monitor_cgroup.clone();
         tokio::task::spawn_blocking(move || {
             let hierarchies = crate::cgroup::hierarchies();
@@ -117,5 +123,35 @@ impl super::PodService {
                 }
             }
         });
+    }
+}
+
+/// One scope per helper (`swapcri-helper-<pid>.scope`), as runc makes one per container:
+/// systemd collects it when its process exits, and stopping swapcri.service touches none.
+async fn adopt_into_scopes(
+    systemd: Arc<crate::cgroup::systemd::Systemd>,
+    slice: String,
+    processes: Vec<crate::model::sandbox::ProcessRef>,
+) {
+    use crate::cgroup::systemd::Property;
+    let slice_dir = crate::cgroup::layout::slice_path(&slice).unwrap_or_default();
+    for process in processes.into_iter().filter(|p| p.is_alive()) {
+        let current = crate::cgroup::cgroup_of(process.pid, &crate::cgroup::hierarchies()).unwrap_or_default();
+        if current.starts_with(&format!("{slice_dir}/")) {
+            continue; // adopted before a restart
+        }
+        let unit = format!("swapcri-helper-{}.scope", process.pid);
+        let properties = [
+            Property::Slice(slice.clone()),
+            Property::Pids(vec![process.pid as u32]),
+            Property::Description(format!("swapcri monitor or namespace holder {}", process.pid)),
+            Property::CollectInactiveOrFailed,
+        ];
+        match systemd.start_transient(&unit, &properties).await {
+            Err(e) if !e.unit_exists() && process.is_alive() => {
+                tracing::warn!(pid = process.pid, %unit, error = %e, "cannot move to a scope of its own")
+            }
+            _ => {}
+        }
     }
 }

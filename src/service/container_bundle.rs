@@ -186,6 +186,7 @@ impl PodService {
             hosts_file: dir.join("hosts"),
             resolv_file: dir.join("resolv.conf"),
             cgroup_parent: sandbox.meta.cgroup_parent.clone(),
+            cgroup_layout: sandbox.meta.cgroup_layout(),
             sysctls: sandbox.meta.config.linux.as_ref().map(|l| l.sysctls.clone()).unwrap_or_default(),
             userns: request.user.map(|u| (u.path, u.map)),
         }

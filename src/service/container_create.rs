@@ -45,7 +45,7 @@ impl PodService {
         let bundle = super::step("bundle")
             .in_scope(|| self.prepare_bundle(&id, &sandbox, &config, &image, &volumes, &memory_plan, &mut rollback))?;
         let reserved = self.registry.owned_pod_reservations();
-        self.memory.apply_pod_reservations(&sandbox, &reserved, Some(&memory_plan))?;
+        self.memory.apply_pod_reservations(&sandbox, &reserved, Some(&memory_plan)).await?;
         let (monitor, pid) = self
             .start_monitor(&id, &sandbox, &config, &bundle, &log_path, &mut rollback)
             .instrument(super::step("monitor and runtime create"))

@@ -41,7 +41,8 @@ impl PodService {
         super::step("records").in_scope(|| self.registry.remove_container(&cid))?;
         self.release_shared_binds(&container.meta.shared_binds);
         if let Ok(sandbox) = self.registry.find_sandbox(container.meta.sandbox_id.as_str()) {
-            if let Err(e) = self.memory.apply_pod_reservations(&sandbox, &self.registry.owned_pod_reservations(), None)
+            if let Err(e) =
+                self.memory.apply_pod_reservations(&sandbox, &self.registry.owned_pod_reservations(), None).await
             {
                 tracing::warn!(container = %cid, error = %e, "pod memory reservations not updated");
             }

@@ -41,7 +41,7 @@ impl PodService {
         status.memory_plan = Some(plan);
         self.registry.save_container_status(&container.meta.id, status)?;
         // The pod's reservation sums follow the new plan (pod cgroups swapcri owns only).
-        self.memory.apply_pod_reservations(&sandbox, &self.registry.owned_pod_reservations(), None)?;
+        self.memory.apply_pod_reservations(&sandbox, &self.registry.owned_pod_reservations(), None).await?;
         tracing::info!(container = %container.meta.id, "container resources updated");
         Ok(())
     }

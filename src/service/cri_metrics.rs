@@ -71,8 +71,8 @@ impl PodService {
                     containers.iter().find_map(|c| c.container.status.pid).and_then(interfaces::of_process)
                 };
                 PodMetrics {
-                    stats: self.cgroups.stats(&sandbox.meta.cgroup_parent),
-                    detail: self.cgroups.detail(&sandbox.meta.cgroup_parent),
+                    stats: self.cgroups.stats(&sandbox.meta.cgroup_path()),
+                    detail: self.cgroups.detail(&sandbox.meta.cgroup_path()),
                     interfaces,
                     containers,
                     fs,

@@ -68,6 +68,7 @@ fn fixture_with(
             runtime_handler: "runc".into(),
             cgroup_parent: if owns_parent { "/swapcri/pod".into() } else { "/test".into() },
             owns_cgroup_parent: owns_parent,
+            cgroup_driver: crate::config::CgroupDriver::Cgroupfs,
             created_at: 0,
             dir: dir.path().join("pod"),
         }),
@@ -221,6 +222,7 @@ async fn owned_pods_carry_the_sum_of_their_containers_reservations() {
     f.service
         .memory
         .apply_pod_reservations(&sandbox, &f.service.registry.owned_pod_reservations(), Some(&plan(2 << 20)))
+        .await
         .unwrap();
     let read = |p: &str| std::fs::read_to_string(cgroot.path().join(p)).unwrap();
     assert_eq!(read("swapcri/pod/memory.min"), (3u64 << 20).to_string());
@@ -231,7 +233,11 @@ async fn owned_pods_carry_the_sum_of_their_containers_reservations() {
     let mut status = state_of(&f);
     status.state = ContainerState::Exited;
     f.service.registry.save_container_status(&f.id, status).unwrap();
-    f.service.memory.apply_pod_reservations(&sandbox, &f.service.registry.owned_pod_reservations(), None).unwrap();
+    f.service
+        .memory
+        .apply_pod_reservations(&sandbox, &f.service.registry.owned_pod_reservations(), None)
+        .await
+        .unwrap();
     assert_eq!(read("swapcri/pod/memory.min"), "0");
 }
 

@@ -32,19 +32,31 @@ pub struct MemoryQos {
     qos: MemoryQosConfig,
     node: NodeFacts,
     cgroup_root: PathBuf,
-    /// The common parent of the pods swapcri owns (crictl pods).
+    /// The common parent of the pods swapcri owns (crictl pods): a path, or a slice name
+    /// under the systemd driver.
     default_parent: String,
+    /// systemd's manager, under the systemd driver.
+    systemd: Option<std::sync::Arc<crate::cgroup::systemd::Systemd>>,
     counters: MemoryCounters,
 }
 
 impl MemoryQos {
-    pub fn new(config: &crate::config::Config, node: NodeFacts) -> Self {
+    pub fn new(
+        config: &crate::config::Config,
+        node: NodeFacts,
+        systemd: Option<std::sync::Arc<crate::cgroup::systemd::Systemd>>,
+    ) -> Self {
+        let default_parent = match systemd {
+            Some(_) => config.runtime.parent_slice.clone(),
+            None => config.runtime.default_cgroup_parent.clone(),
+        };
         MemoryQos {
+            systemd,
             swap: config.swap.clone(),
             qos: config.memory_qos.clone(),
             node,
             cgroup_root: config.cgroup_root.clone(),
-            default_parent: config.runtime.default_cgroup_parent.clone(),
+            default_parent,
             counters: MemoryCounters::default(),
         }
     }
@@ -145,8 +157,9 @@ impl MemoryQos {
     /// live containers' memory.min / memory.low (`live`: per container of an owned pod, its
     /// pod and reservation; plus `new`, the one being created), and the common parent of all
     /// such pods carries the sum over them: the kernel caps a child's protection by its
-    /// ancestors'. Only that pod and the common parent are written.
-    pub fn apply_pod_reservations(
+    /// ancestors'. Only that pod and the common parent are written: as files (cgroupfs), or
+    /// as unit properties of the slices (systemd), which systemd keeps across reloads.
+    pub async fn apply_pod_reservations(
         &self,
         sandbox: &Sandbox,
         live: &[(SandboxId, (u64, u64))],
@@ -165,13 +178,26 @@ impl MemoryQos {
                 pod = (pod.0 + min, pod.1 + low);
             }
         }
-        let io = |e: std::io::Error| Error::Internal(format!("writing pod memory reservations: {e}"));
         // Parent first: a child's protection never exceeds its parent's.
-        for (cgroup, (min, low)) in [(self.default_parent.as_str(), total), (sandbox.meta.cgroup_parent.as_str(), pod)]
-        {
-            memory_files::ensure_memory_path(&self.cgroup_root, cgroup).map_err(io)?;
-            memory_files::write_reservation(&self.cgroup_root.join(cgroup.trim_start_matches('/')), min, low)
-                .map_err(io)?;
+        let targets = [(self.default_parent.as_str(), total), (sandbox.meta.cgroup_parent.as_str(), pod)];
+        match (&self.systemd, sandbox.meta.cgroup_driver) {
+            (Some(systemd), crate::config::CgroupDriver::Systemd) => {
+                for (slice, (min, low)) in targets {
+                    use crate::cgroup::systemd::Property;
+                    systemd
+                        .set_properties(slice, &[Property::MemoryMin(min), Property::MemoryLow(low)])
+                        .await
+                        .map_err(|e| Error::Internal(format!("setting pod memory reservations: {e}")))?;
+                }
+            }
+            _ => {
+                let io = |e: std::io::Error| Error::Internal(format!("writing pod memory reservations: {e}"));
+                for (cgroup, (min, low)) in targets {
+                    memory_files::ensure_memory_path(&self.cgroup_root, cgroup).map_err(io)?;
+                    memory_files::write_reservation(&self.cgroup_root.join(cgroup.trim_start_matches('/')), min, low)
+                        .map_err(io)?;
+                }
+            }
         }
         tracing::debug!(pod = %sandbox.meta.id, min = pod.0, low = pod.1, "pod memory reservations written");
         Ok(())

@@ -27,7 +27,7 @@ impl Sandbox {
     /// The cgroup path a container of this pod is created at (the OCI spec's cgroupsPath),
     /// relative to the cgroup root.
     pub fn container_cgroup(&self, id: &ContainerId) -> String {
-        format!("{}/{}", self.meta.cgroup_parent.trim_end_matches('/'), id)
+        self.meta.cgroup_layout().container_path(&self.meta.cgroup_parent, id.as_str())
     }
 }
 
@@ -62,6 +62,8 @@ pub struct PodService {
     pub(super) images: Arc<ImageStore>,
     /// Writable-layer usage per container, from a background walk.
     pub(super) writable: super::writable_usage::WritableUsage,
+    /// systemd's manager, under the systemd cgroup driver.
+    pub(super) systemd: Option<Arc<crate::cgroup::systemd::Systemd>>,
 }
 
 impl PodService {
@@ -72,9 +74,12 @@ impl PodService {
         runtimes: Arc<Runtimes>,
     ) -> Result<Self, Error> {
         let network = Arc::new(crate::network::Network::new(config.network.clone(), config.state_root.join("cni")));
+        let systemd = (config.runtime.cgroup_driver == crate::config::CgroupDriver::Systemd)
+            .then(|| Arc::new(crate::cgroup::systemd::Systemd::default()));
         Ok(PodService {
             registry: Registry::open(&config.state_root, &config.run_root)?,
-            memory: MemoryQos::new(&config, node.clone()),
+            memory: MemoryQos::new(&config, node.clone(), systemd.clone()),
+            systemd,
             cgroups: Cgroups::new(&config.cgroup_root, node.cgroup_v2()),
             config,
             node,

@@ -16,7 +16,9 @@ impl PodService {
         for container in self.registry.containers_of(&sandbox.meta.id) {
             self.remove_container(container.as_str()).await?;
         }
-        if sandbox.meta.owns_cgroup_parent {
+        if sandbox.meta.owns_cgroup_parent && sandbox.meta.cgroup_driver == crate::config::CgroupDriver::Systemd {
+            self.stop_pod_slice(&sandbox.meta.id, &sandbox.meta.cgroup_parent, true).await;
+        } else if sandbox.meta.owns_cgroup_parent {
             if let Err(e) = self.cgroups.remove(&sandbox.meta.cgroup_parent) {
                 tracing::warn!(sandbox = %sandbox.meta.id, error = %e, "cannot remove the pod cgroup");
             }

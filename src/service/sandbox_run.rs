@@ -1,6 +1,7 @@
 use crate::cri;
 use tracing::Instrument;
 
+use crate::config::CgroupDriver;
 use crate::error::Error;
 use crate::model::ids::SandboxId;
 use crate::model::sandbox::{sandbox_name, SandboxMeta, SandboxState, SandboxStatus};
@@ -62,6 +63,9 @@ impl PodService {
             return Err(Error::InvalidArgument(format!("log_directory {:?} is not absolute", config.log_directory)));
         }
         self.check_userns(&config, &handler)?;
+        if let Some(parent) = config.linux.as_ref().map(|l| l.cgroup_parent.as_str()).filter(|p| !p.is_empty()) {
+            self.layout().check_parent(parent).map_err(Error::InvalidArgument)?;
+        }
         let modes = ns_modes(&config);
         let sysctls = config.linux.as_ref().map(|l| l.sysctls.clone()).unwrap_or_default();
         crate::policy::sysctls::check(&sysctls, modes.host_network, modes.host_ipc)?;
@@ -103,8 +107,12 @@ impl PodService {
             let netns = request.net.clone().unwrap_or_default();
             Some(self.network.setup(network_request(&id, netns, &config)).instrument(super::step("cni add")).await?)
         };
-        let recorded = super::step("record")
-            .in_scope(|| self.record_sandbox(id.clone(), name, config, handler, dir, holder, addresses));
+        let (parent, owns) = self.cgroup_parent_of(&id, &config);
+        let slice = self.start_pod_slice(&id, &config).await;
+        let recorded = slice.and_then(|()| {
+            super::step("record")
+                .in_scope(|| self.record_sandbox(id.clone(), name, config, handler, dir, holder, addresses))
+        });
         match recorded {
             Ok(()) => {
                 rollback.commit();
@@ -115,6 +123,7 @@ impl PodService {
                 if let Err(del) = self.network.teardown(id.as_str()).await {
                     tracing::warn!(sandbox = %id, error = %del, "releasing the network of a failed sandbox");
                 }
+                self.stop_pod_slice(&id, &parent, owns).await;
                 Err(e)
             }
         }
@@ -190,6 +199,51 @@ impl PodService {
         Ok(())
     }
 
+    pub(super) fn layout(&self) -> crate::cgroup::layout::Layout {
+        crate::cgroup::layout::Layout { driver: self.config.runtime.cgroup_driver }
+    }
+
+    /// The pod's cgroup parent and whether swapcri owns it: the request's, else one of ours
+    /// (`<default_cgroup_parent>/<id>`, or `<parent_slice>-pod<id>.slice` under systemd).
+    fn cgroup_parent_of(&self, id: &SandboxId, config: &cri::PodSandboxConfig) -> (String, bool) {
+        let requested = config.linux.as_ref().map(|l| l.cgroup_parent.clone()).unwrap_or_default();
+        if !requested.is_empty() {
+            return (requested, false);
+        }
+        let runtime = &self.config.runtime;
+        let own = match runtime.cgroup_driver {
+            CgroupDriver::Systemd => crate::cgroup::layout::child_slice(&runtime.parent_slice, &format!("pod{id}")),
+            CgroupDriver::Cgroupfs => format!("{}/{id}", runtime.default_cgroup_parent.trim_end_matches('/')),
+        };
+        (own, true)
+    }
+
+    /// Under systemd, a pod slice of swapcri's own is a transient unit, so it goes without a
+    /// trace once stopped (runc would otherwise leave it loaded, made implicitly).
+    async fn start_pod_slice(&self, id: &SandboxId, config: &cri::PodSandboxConfig) -> Result<(), Error> {
+        let (slice, owns) = self.cgroup_parent_of(id, config);
+        let Some(systemd) = self.systemd.as_ref().filter(|_| owns) else {
+            return Ok(());
+        };
+        use crate::cgroup::systemd::Property;
+        let properties = [Property::Description(format!("swapcri pod {id}")), Property::CollectInactiveOrFailed];
+        systemd
+            .start_transient(&slice, &properties)
+            .instrument(super::step("pod slice"))
+            .await
+            .map_err(|e| Error::Internal(format!("creating the pod slice: {e}")))
+    }
+
+    /// Stops a pod slice swapcri owns (systemd driver); its containers' scopes go with it.
+    pub(super) async fn stop_pod_slice(&self, id: &SandboxId, slice: &str, owns: bool) {
+        let Some(systemd) = self.systemd.as_ref().filter(|_| owns) else {
+            return;
+        };
+        if let Err(e) = systemd.stop(&slice).await {
+            tracing::warn!(sandbox = %id, %slice, error = %e, "cannot stop the pod slice");
+        }
+    }
+
     /// Writes the sandbox's records and makes it visible.
     #[allow(clippy::too_many_arguments)]
     fn record_sandbox(
@@ -202,13 +256,7 @@ impl PodService {
         holder: Option<crate::model::sandbox::ProcessRef>,
         addresses: Option<crate::network::PodAddresses>,
     ) -> Result<(), Error> {
-        let requested_parent = config.linux.as_ref().map(|l| l.cgroup_parent.clone()).unwrap_or_default();
-        let owns = requested_parent.is_empty();
-        let cgroup_parent = if owns {
-            format!("{}/{}", self.config.runtime.default_cgroup_parent.trim_end_matches('/'), id)
-        } else {
-            requested_parent
-        };
+        let (cgroup_parent, owns) = self.cgroup_parent_of(&id, &config);
         let meta = SandboxMeta {
             id: id.clone(),
             name,
@@ -216,6 +264,7 @@ impl PodService {
             runtime_handler: handler,
             cgroup_parent,
             owns_cgroup_parent: owns,
+            cgroup_driver: self.config.runtime.cgroup_driver,
             created_at: now_nanos(),
             dir,
         };

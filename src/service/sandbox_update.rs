@@ -23,7 +23,7 @@ impl PodService {
         let mut status = sandbox.status.clone();
         status.resized = Some(PodResources { overhead, resources, updated_at: now_nanos() });
         self.registry.save_sandbox_status(&sandbox.meta.id, status)?;
-        self.memory.apply_pod_reservations(&sandbox, &self.registry.owned_pod_reservations(), None)?;
+        self.memory.apply_pod_reservations(&sandbox, &self.registry.owned_pod_reservations(), None).await?;
         tracing::info!(pod = %sandbox.meta.id, "pod resources recorded");
         Ok(())
     }

@@ -107,7 +107,7 @@ impl PodService {
 
     fn pod_sample(&self, sandbox: Sandbox, containers: Vec<ContainerSample>) -> PodSample {
         let key = format!("pod/{}", sandbox.meta.id);
-        let sample = self.cgroups.sample(&sandbox.meta.cgroup_parent, &key, now_nanos());
+        let sample = self.cgroups.sample(&sandbox.meta.cgroup_path(), &key, now_nanos());
         PodSample { sandbox, sample, containers }
     }
 

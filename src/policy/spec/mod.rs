@@ -47,6 +47,7 @@ pub struct PodContext {
     pub hosts_file: PathBuf,
     pub resolv_file: PathBuf,
     pub cgroup_parent: String,
+    pub cgroup_layout: crate::cgroup::layout::Layout,
     pub sysctls: HashMap<String, String>,
     /// The pod's own user namespace: where it is pinned and what it maps.
     pub userns: Option<(PathBuf, PodUserns)>,
@@ -141,7 +142,7 @@ pub fn build(input: &ContainerInput, node: &NodeFacts) -> Result<BuiltSpec, Poli
     let mut linux = LinuxBuilder::default()
         .namespaces(namespaces)
         .resources(resources)
-        .cgroups_path(PathBuf::from(format!("{}/{}", input.pod.cgroup_parent.trim_end_matches('/'), input.id)))
+        .cgroups_path(PathBuf::from(input.pod.cgroup_layout.oci_cgroups_path(&input.pod.cgroup_parent, input.id)))
         .devices(devices)
         .sysctl(input.pod.sysctls.clone())
         .masked_paths(confinement.masked_paths)

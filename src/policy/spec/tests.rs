@@ -31,6 +31,7 @@ fn pod() -> PodContext {
         hosts_file: "/run/swapcri/sandboxes/s/hosts".into(),
         resolv_file: "/run/swapcri/sandboxes/s/resolv.conf".into(),
         cgroup_parent: "/kubepods/burstable/pod123".into(),
+        cgroup_layout: crate::cgroup::layout::Layout { driver: crate::config::CgroupDriver::Cgroupfs },
         sysctls: HashMap::from([("net.ipv4.ip_forward".to_string(), "1".to_string())]),
         userns: None,
     }

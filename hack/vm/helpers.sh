@@ -1,0 +1,43 @@
+# Shared by the VM scenarios (sourced): results, cgroup reads, memory hogs. Needs C (the
+# swapcri command line) and T0 (the start time).
+PAGE=$(getconf PAGESIZE 2>/dev/null || echo 4096)
+MI=1048576
+FAILED=""
+result() {
+  echo "E2E-RESULT $1 $2 $3"
+  [ "$2" = FAIL ] && FAILED="$FAILED $1"
+}
+check() { # check NAME CONDITION DETAILS
+  if eval "$2"; then result "$1" PASS "$3"; else result "$1" FAIL "$3"; fi
+}
+note() { echo "E2E-LOG +$(($(date +%s) - T0))s $*"; }
+meminfo() { awk -v k="$1:" '$1 == k { print $2 * 1024 }' /proc/meminfo; }
+# cg ID: the container's cgroup directory: ID (cgroupfs) or swapcri-ID.scope (systemd).
+cg() { find /sys/fs/cgroup -maxdepth 6 -type d \( -name "$1" -o -name "swapcri-$1.scope" \) | head -n 1; }
+value() { cat "$(cg "$1")/$2"; }
+parent_value() { cat "$(dirname "$(cg "$1")")/$2"; }
+pages() { echo $(($1 / PAGE * PAGE)); } # as the kernel stores a byte value
+# json_number KEY: the first number after "KEY" in JSON on stdin (nested {"value": N} too).
+json_number() { tr -d ' \n' | sed -n "s/.*\"$1\":{*\"*[a-z]*\"*:*\([0-9][0-9]*\).*/\1/p" | head -n 1; }
+
+# A process that allocates ALLOC bytes of anonymous memory and keeps them: dd's buffer stays
+# allocated while it blocks writing into a pipe nobody reads.
+hold() { echo "dd if=/dev/zero bs=$1 count=1 2>/dev/null | sleep 100000"; }
+
+# settle ID…: waits until every container's memory + swap use stops changing (its
+# allocation done or throttled), at most 90 s.
+settle() {
+  prev="" n=0
+  while [ $n -lt 90 ]; do
+    cur=""
+    for id in "$@"; do cur="$cur $(($(value "$id" memory.current) + $(value "$id" memory.swap.current)))"; done
+    [ "$cur" = "$prev" ] && break
+    prev=$cur n=$((n + 1))
+    sleep 1
+  done
+  note "settled after $n s:$cur"
+}
+
+# held ID: true when the daemon found every planned value in the kernel (no mismatches).
+held() { $C client inspect --verbose "$1" | tr -d ' \n' | grep -q '"memoryMismatches":\[\]'; }
+

@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# End-to-end on a node as operators run it: a Debian bookworm root filesystem (debootstrap,
+# cached) on a virtio disk, systemd as PID 1 on cgroup v2, swap on zram and on a partition of
+# a second virtio disk, swapcri installed by hack/install.sh as swapcri.service with the
+# systemd cgroup driver. Boots bookworm-backports' 6.12 kernel under QEMU (TCG); the
+# scenarios (hack/vm/systemd-scenarios.sh) run in a unit of their own and print E2E-RESULT
+# lines, which become pass/fail here.
+#   hack/vm/systemd-node.sh        (also: hack/vm/e2e.sh --node systemd)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+source hack/lib.sh
+source hack/vm/lib.sh
+t_start=$(date +%s)
+
+# What the node's root filesystem holds besides swapcri; the cache key follows it.
+PACKAGES=systemd,systemd-sysv,dbus,udev,kmod,iproute2,runc,procps,e2fsprogs,util-linux,fdisk
+MIRROR=${SWAPCRI_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+
+log "building swapcri (release)"
+cargo build --release --locked --quiet
+fetch_kernel 6.12
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+tarball=$cache/systemd-rootfs-$(echo "bookworm $PACKAGES" | sha256sum | cut -c1-12).tar
+if [ ! -f "$tarball" ]; then
+  log "debootstrap bookworm with systemd (cached as $tarball)"
+  debootstrap --variant=minbase --include="$PACKAGES" bookworm "$work/bootstrap" "$MIRROR" >"$work/debootstrap.log" 2>&1 ||
+    { tail -n 20 "$work/debootstrap.log" >&2; exit 1; }
+  rm -rf "$work/bootstrap/var/cache/apt/archives"/*.deb
+  tar -C "$work/bootstrap" -cf "$tarball.part" . && mv "$tarball.part" "$tarball"
+  rm -rf "$work/bootstrap"
+fi
+
+log "preparing the node's root filesystem"
+root=$work/root
+mkdir -p "$root"
+tar -C "$root" -xf "$tarball"
+echo swapcri-node >"$root/etc/hostname"
+echo "/dev/vda / ext4 rw,relatime 0 1" >"$root/etc/fstab"
+systemd-machine-id-setup --root="$root" >/dev/null
+# Nothing on the console but the test's output; nothing else running meanwhile.
+for unit in serial-getty@ttyS0.service getty@tty1.service systemd-firstboot.service apt-daily.timer \
+  apt-daily-upgrade.timer e2scrub_all.timer fstrim.timer systemd-timesyncd.service; do
+  ln -sf /dev/null "$root/etc/systemd/system/$unit"
+done
+install_modules "$root" zram overlay
+# Pods get a loopback-only network (the VM has no other); hack/install.sh keeps it.
+install -D -m 0755 /usr/lib/cni/loopback "$root/usr/lib/cni/loopback"
+mkdir -p "$root/etc/cni/net.d"
+echo '{"cniVersion": "1.0.0", "name": "lo-only", "plugins": [{"type": "loopback"}]}' >"$root/etc/cni/net.d/99-loopback.conflist"
+hack/install.sh --root "$root" --no-build
+hack/build-busybox-image.sh "$work/busybox" localhost/busybox:latest >/dev/null
+install -D -m 0644 "$work/busybox.tar" "$root/images/busybox.tar"
+install -D -m 0755 hack/vm/systemd-scenarios.sh "$root/e2e/systemd-scenarios.sh"
+install -m 0644 hack/vm/helpers.sh "$root/e2e/helpers.sh"
+cat >"$root/e2e/run.sh" <<'EOF'
+#!/bin/sh
+# Swap on a disk partition (first) and on zram, then the scenarios, then power off.
+modprobe zram
+echo 256M >/sys/block/zram0/disksize
+mkswap /dev/zram0 >/dev/null && swapon -p 10 /dev/zram0
+mkswap /dev/vdb1 >/dev/null && swapon -p 100 /dev/vdb1
+echo "E2E-LOG booted in $(cut -d' ' -f1 /proc/uptime) s; $(systemctl is-system-running)"
+sh /e2e/systemd-scenarios.sh || echo "E2E-RESULT scenarios-ran-through FAIL the script stopped with status $?"
+echo "E2E-DONE"
+systemctl poweroff
+EOF
+cat >"$root/etc/systemd/system/swapcri-e2e.service" <<'EOF'
+[Unit]
+Description=swapcri systemd-node e2e
+After=swapcri.service
+Wants=swapcri.service
+
+[Service]
+Type=oneshot
+ExecStart=/bin/sh /e2e/run.sh
+StandardOutput=tty
+StandardError=tty
+TTYPath=/dev/ttyS0
+
+[Install]
+WantedBy=multi-user.target
+EOF
+systemctl --root "$root" enable swapcri-e2e.service >/dev/null 2>&1
+
+# The root disk (ext4 made from the tree, no mount needed) and the swap disk: vdb1 swap,
+# vdb2 data the system.slice reader reads.
+qemu-img create -q -f raw "$work/root.img" 3G
+mkfs.ext4 -q -F -d "$root" -L root "$work/root.img"
+rm -rf "$root"
+qemu-img create -q -f raw "$work/swap.img" 640M
+printf 'label: dos\nsize=384MiB, type=82\ntype=83\n' | sfdisk -q "$work/swap.img" >/dev/null
+
+# An initramfs that loads the disk and ext4 modules and hands over to systemd.
+initrd=$work/initrd
+mkdir -p "$initrd"/{bin,dev,proc,sys,newroot}
+cp /bin/busybox "$initrd/bin/busybox"
+for applet in sh mount umount insmod sleep switch_root echo cat dmesg tail poweroff; do ln -s busybox "$initrd/bin/$applet"; done
+# ext4 asks the crypto API for crc32c at mount time: no modprobe here to load it then.
+add_modules "$initrd" virtio_pci virtio_blk crc32c_generic ext4
+cat >"$initrd/init" <<'EOF'
+#!/bin/sh
+mount -t proc proc /proc
+mount -t devtmpfs dev /dev
+for m in $(cat /modules/order); do insmod "/modules/$m" || echo "E2E-LOG insmod $m failed"; done
+i=0
+while [ ! -b /dev/vda ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+if ! mount -t ext4 -o rw /dev/vda /newroot; then
+  echo "E2E-LOG cannot mount the root disk; partitions: $(cat /proc/partitions)"
+  dmesg | tail -n 30
+  poweroff -f
+fi
+umount /proc
+mount --move /dev /newroot/dev
+exec switch_root /newroot /sbin/init
+EOF
+chmod +x "$initrd/init"
+(cd "$initrd" && find . | cpio -o -H newc --quiet | gzip -1) >"$work/initrd.gz"
+
+t_boot=$(date +%s)
+log "prepared in $((t_boot - t_start)) s; booting $release with systemd under QEMU (TCG)"
+out=$work/console.log
+# transparent_hugepage=madvise: with THP on every anonymous mapping, 6.12 hardly swaps huge
+# pages out to a rotational disk under a cgroup limit (the hog's read fails short instead).
+# zswap off: swapped pages go to the devices, where the io protection is measured.
+timeout 900 qemu-system-x86_64 -accel tcg,thread=single -m 2048 -smp 2 -nographic -no-reboot \
+  -kernel "$kdir/boot/vmlinuz-$release" -initrd "$work/initrd.gz" \
+  -drive "file=$work/root.img,if=virtio,format=raw,cache=unsafe" \
+  -drive "file=$work/swap.img,if=virtio,format=raw,cache=unsafe" \
+  -append "console=ttyS0 panic=-1 quiet loglevel=3 systemd.show_status=0 systemd.unified_cgroup_hierarchy=1 transparent_hugepage=madvise zswap.enabled=0" \
+  </dev/null >"$out" 2>&1 || log "qemu exited with $?"
+t_end=$(date +%s)
+cp "$out" "$cache/systemd-node-console.log" # the whole console of the latest run, for a closer look
+grep -a '^E2E-' "$out" | tr -d '\r' | sed "s/^/[systemd] /" >&2 || true
+if ! grep -aq '^E2E-DONE' "$out"; then
+  log "the systemd node did not finish; console:"
+  tail -n 80 "$out" >&2
+  log "systemd node: did not finish (VM $((t_end - t_boot)) s)"
+  exit 1
+fi
+pass=$(grep -ac '^E2E-RESULT [^ ]* PASS' "$out" || true)
+fail=$(grep -ac '^E2E-RESULT [^ ]* FAIL' "$out" || true)
+if [ "$fail" != 0 ] || [ "$pass" = 0 ]; then
+  grep -a '^E2E-RESULT [^ ]* FAIL' "$out" | tr -d '\r' | sed 's/^/  /' >&2 || true
+  sed -n '/^E2E-SWAPCRI-LOG-BEGIN/,/^E2E-SWAPCRI-LOG-END/p' "$out" | tail -n 60 >&2
+fi
+log "systemd node (kernel $release): $pass passed, $fail failed; prepared in $((t_boot - t_start)) s, VM ran $((t_end - t_boot)) s, $((t_end - t_start)) s in all"
+[ "$fail" = 0 ] && [ "$pass" != 0 ]
