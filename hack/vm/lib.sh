@@ -90,3 +90,19 @@ install_modules() {
   done
   depmod -b "$root" "$release"
 }
+
+# rootfs_tarball PACKAGES: a Debian bookworm root filesystem (debootstrap, minbase, plus the
+# comma-separated PACKAGES) as a tarball in the cache, made once per package list; prints its path.
+rootfs_tarball() {
+  local tarball=$cache/rootfs-bookworm-$(echo "bookworm $1" | sha256sum | cut -c1-12).tar dir
+  if [ ! -f "$tarball" ]; then
+    dir=$(mktemp -d)
+    log "debootstrap bookworm with $1 (cached as $tarball)"
+    debootstrap --variant=minbase --include="$1" bookworm "$dir/root" "${SWAPCRI_DEBIAN_MIRROR:-http://deb.debian.org/debian}" \
+      >"$dir/debootstrap.log" 2>&1 || { tail -n 20 "$dir/debootstrap.log" >&2; rm -rf "$dir"; return 1; }
+    rm -f "$dir/root/var/cache/apt/archives"/*.deb
+    tar -C "$dir/root" -cf "$tarball.part" . && mv "$tarball.part" "$tarball"
+    rm -rf "$dir"
+  fi
+  echo "$tarball"
+}

@@ -14,7 +14,6 @@ t_start=$(date +%s)
 
 # What the node's root filesystem holds besides swapcri; the cache key follows it.
 PACKAGES=systemd,systemd-sysv,dbus,udev,kmod,iproute2,runc,procps,e2fsprogs,util-linux,fdisk
-MIRROR=${SWAPCRI_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 
 log "building swapcri (release)"
 cargo build --release --locked --quiet
@@ -22,15 +21,7 @@ fetch_kernel 6.12
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-tarball=$cache/systemd-rootfs-$(echo "bookworm $PACKAGES" | sha256sum | cut -c1-12).tar
-if [ ! -f "$tarball" ]; then
-  log "debootstrap bookworm with systemd (cached as $tarball)"
-  debootstrap --variant=minbase --include="$PACKAGES" bookworm "$work/bootstrap" "$MIRROR" >"$work/debootstrap.log" 2>&1 ||
-    { tail -n 20 "$work/debootstrap.log" >&2; exit 1; }
-  rm -rf "$work/bootstrap/var/cache/apt/archives"/*.deb
-  tar -C "$work/bootstrap" -cf "$tarball.part" . && mv "$tarball.part" "$tarball"
-  rm -rf "$work/bootstrap"
-fi
+tarball=$(rootfs_tarball "$PACKAGES")
 
 log "preparing the node's root filesystem"
 root=$work/root

@@ -46,9 +46,10 @@ pub fn swap_accounting(cgroup_root: &Path, mode: CgroupMode) -> bool {
     found
 }
 
-/// The memory.max of kubelet's top cgroup (cgroupfs or systemd spelling), when numeric.
+/// The memory.max of kubelet's top cgroup (cgroupfs or systemd spelling, also under kind's
+/// `cgroupRoot: /kubelet`), when numeric.
 fn kubepods_memory_max(cgroup_root: &Path) -> Option<u64> {
-    ["kubepods", "kubepods.slice"]
+    ["kubepods", "kubepods.slice", "kubelet/kubepods", "kubelet.slice/kubelet-kubepods.slice"]
         .iter()
         .find_map(|dir| std::fs::read_to_string(cgroup_root.join(dir).join("memory.max")).ok())
         .and_then(|s| s.trim().parse().ok())
@@ -133,6 +134,16 @@ mod tests {
         assert_eq!((configured.allocatable, configured.allocatable_source), (1 << 30, AllocatableSource::Config));
         let hybrid = probe(&proc, &cg, CgroupMode::Hybrid, 4096, None);
         assert!(!hybrid.swap_accounting, "swap limits need cgroup v2");
+    }
+
+    #[test]
+    fn kubepods_under_a_cgroup_root_of_either_driver() {
+        for top in ["kubelet/kubepods", "kubelet.slice/kubelet-kubepods.slice", "kubepods.slice"] {
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::create_dir_all(dir.path().join(top)).unwrap();
+            std::fs::write(dir.path().join(top).join("memory.max"), "8589934592\n").unwrap();
+            assert_eq!(kubepods_memory_max(dir.path()), Some(8 << 30), "{top}");
+        }
     }
 
     #[test]

@@ -64,7 +64,9 @@ pub struct MemoryInputs {
 }
 
 /// The QoS class kubelet's cgroup parent names: `/kubepods/burstable/pod<uid>` (cgroupfs)
-/// or `kubepods-burstable-pod<uid>.slice` (systemd); Guaranteed pods sit under kubepods.
+/// or `kubepods-burstable-pod<uid>.slice` (systemd); Guaranteed pods sit under kubepods. A
+/// kubelet with a `cgroupRoot` (kind's `/kubelet`) puts it in front:
+/// `/kubelet/kubepods/…`, `kubelet-kubepods-burstable-pod<uid>.slice`.
 pub fn qos_from_cgroup_parent(parent: &str) -> Option<QosClass> {
     let classify = |next: Option<&str>| match next {
         Some("burstable") => QosClass::Burstable,
@@ -77,8 +79,38 @@ pub fn qos_from_cgroup_parent(parent: &str) -> Option<QosClass> {
     }
     // systemd: the deepest slice spells the whole path.
     let slice = parts.iter().rev().find_map(|p| p.strip_suffix(".slice"))?;
-    let mut words = slice.split('-');
-    (words.next() == Some("kubepods")).then(|| classify(words.next()))
+    let words: Vec<&str> = slice.split('-').collect();
+    let i = words.iter().position(|w| *w == "kubepods")?;
+    Some(classify(words.get(i + 1).copied()))
+}
+
+#[cfg(test)]
+mod qos_parent_tests {
+    use super::*;
+
+    #[test]
+    fn qos_from_parents_of_both_drivers_with_and_without_a_cgroup_root() {
+        let cases: &[(&str, Option<QosClass>)] = &[
+            ("/kubepods/burstable/pod1", Some(QosClass::Burstable)),
+            ("/kubepods/besteffort/pod1", Some(QosClass::BestEffort)),
+            ("/kubepods/pod1", Some(QosClass::Guaranteed)),
+            ("/kubelet/kubepods/burstable/pod1", Some(QosClass::Burstable)),
+            ("kubepods-burstable-pod1.slice", Some(QosClass::Burstable)),
+            ("kubepods-besteffort-pod1.slice", Some(QosClass::BestEffort)),
+            ("kubepods-pod1.slice", Some(QosClass::Guaranteed)),
+            ("kubelet-kubepods-burstable-pod1.slice", Some(QosClass::Burstable)),
+            ("kubelet-kubepods-besteffort-pod2_3.slice", Some(QosClass::BestEffort)),
+            ("kubelet-kubepods-pod1.slice", Some(QosClass::Guaranteed)),
+            ("/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-burstable.slice", Some(QosClass::Burstable)),
+            ("/swapcri/pod1", None),
+            ("swapcri-pod1.slice", None),
+            ("mykubepods-burstable.slice", None),
+            ("", None),
+        ];
+        for (parent, want) in cases {
+            assert_eq!(qos_from_cgroup_parent(parent), *want, "{parent}");
+        }
+    }
 }
 
 /// `memory_swap_limit_in_bytes` is memory + swap (the cgroup v1 `memsw` figure kubelets

@@ -1,0 +1,231 @@
+#!/usr/bin/env bash
+# Builds the kind node image (the top-level Dockerfile, unmodified) against stand-in base and
+# Rust images made here, boots it the way kind boots a node, and drives swapcri inside it with
+# crictl and critest. Everything runs on a private dockerd; all it made is removed at the end.
+#   sudo hack/kind-node-test.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source hack/lib.sh
+source hack/vm/lib.sh
+cat <<'EOF'
+==> What this cannot test here (no image registry, no kubelet, a cgroup v1/v2 hybrid host):
+    - a real kubelet: kubelet's requests are imitated with crictl (kubelet-shaped cgroup
+      parents) and critest; no cluster is created;
+    - the real kindest/node base (Debian trixie, containerd with preloaded images): a
+      debootstrap'ed bookworm with systemd stands in; the preloaded-image export is skipped
+      there (no containerd in the stand-in);
+    - a cgroup v2 host: swap limits do not apply on this host's v1 memory controller, so no
+      LimitedSwap value is checked in the node (the VM e2e checks them on cgroup v2).
+EOF
+require_root
+install_packages
+ensure_cargo
+for p in docker.io debootstrap skopeo; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$p" >/dev/null
+done
+t0=$(date +%s)
+say() { echo "==> $(date +%T) $*"; }
+
+work=$(mktemp -d /var/tmp/swapcri-kind.XXXXXX)
+DOCKER_SOCK=$work/docker.sock
+D=(/usr/bin/docker -H "unix://$DOCKER_SOCK")
+NODE=swapcri-kind-node
+TAG=swapcri-standin
+dockerd_pid=
+cleanup() {
+  set +e
+  if [ -n "$dockerd_pid" ]; then
+    "${D[@]}" rm -f "$NODE" >/dev/null 2>&1
+    "${D[@]}" volume rm -f "$NODE-var" >/dev/null 2>&1
+    "${D[@]}" rmi -f "$TAG/kind-node" "$TAG/kind-base" "$TAG/rust" >/dev/null 2>&1
+    "${D[@]}" builder prune -af >/dev/null 2>&1
+    kill "$dockerd_pid"
+    wait "$dockerd_pid" 2>/dev/null
+  fi
+  # dockerd leaves its netns and overlay mounts under the work directory.
+  grep -o " $work/[^ ]*" /proc/mounts | sort -r | xargs -r -n1 umount -l
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# A private dockerd with no bridge and no iptables rules: the node container gets no network
+# but its own loopback and the pod networks swapcri makes inside it. Builds use the host's
+# network, for the package registries (Debian's, crates.io) and nothing else.
+# Its OCI runtime is runc behind a filter: a privileged container asks for every capability
+# the kernel knows, and runc fails to grant one that root itself lacks (as on this machine).
+held=$(capsh --decode="$(awk '/^CapBnd/ { print $2 }' /proc/self/status)" | cut -d= -f2 | tr a-z A-Z | jq -Rc 'split(",")')
+cat >"$work/runc-held-caps" <<EOF
+#!/bin/sh
+prev=
+for arg in "\$@"; do
+  case \$prev in
+    --bundle | -b) file=\$arg/config.json path=.process.capabilities ;; # create
+    --process | -p) file=\$arg path=.capabilities ;;                   # exec
+    *) file= ;;
+  esac
+  if [ -n "\$file" ]; then
+    jq --argjson held '$held' "\$path |= (if . then with_entries(.value |= map(select(. as \\\$c | \\\$held | index(\\\$c)))) else . end)" \
+      "\$file" >"\$file.held" && mv "\$file.held" "\$file"
+  fi
+  prev=\$arg
+done
+exec /usr/sbin/runc "\$@"
+EOF
+chmod +x "$work/runc-held-caps"
+say "starting a private dockerd (data root $work/docker)"
+/usr/sbin/dockerd --data-root "$work/docker" --exec-root "$work/exec" --pidfile "$work/docker.pid" \
+  --host "unix://$DOCKER_SOCK" --bridge=none --iptables=false --ip-masq=false \
+  --add-runtime "held-caps=$work/runc-held-caps" --default-runtime held-caps \
+  >"$work/dockerd.log" 2>&1 &
+dockerd_pid=$!
+for _ in $(seq 1 100); do "${D[@]}" version >/dev/null 2>&1 && break; sleep 0.2; done
+"${D[@]}" version --format 'dockerd {{.Server.Version}}' || { tail -20 "$work/dockerd.log"; exit 1; }
+
+# Stand-in base: what kind's base image carries that swapcri needs (systemd, CNI plugins in
+# /opt/cni/bin, iptables, mount), and kind's /etc/default/kubelet.
+say "stand-in kind base image"
+base_tar=$(rootfs_tarball systemd,systemd-sysv,dbus,iptables,iproute2,mount,util-linux,kmod,procps,ca-certificates,runc,containernetworking-plugins)
+mkdir "$work/base"
+tar -C "$work/base" -xf "$base_tar"
+mkdir -p "$work/base/opt/cni/bin" "$work/base/etc/cni/net.d"
+cp -a "$work/base/usr/lib/cni/." "$work/base/opt/cni/bin/"
+echo 'KUBELET_EXTRA_ARGS=--runtime-cgroups=/system.slice/containerd.service' >"$work/base/etc/default/kubelet"
+for unit in getty@tty1.service serial-getty@ttyS0.service systemd-firstboot.service apt-daily.timer apt-daily-upgrade.timer; do
+  ln -sf /dev/null "$work/base/etc/systemd/system/$unit"
+done
+tar -C "$work/base" -c . | "${D[@]}" import -c 'ENTRYPOINT ["/sbin/init"]' -c 'ENV container=docker' - "$TAG/kind-base" >/dev/null
+rm -rf "$work/base"
+
+# Stand-in Rust image: the same bookworm with a C toolchain, and this machine's Rust
+# toolchain where the official image keeps it.
+say "stand-in Rust image (this machine's toolchain: $(rustc --version))"
+rust_tar=$(rootfs_tarball gcc,libc6-dev,make,ca-certificates,pkg-config)
+mkdir -p "$work/rust/usr/local/cargo/bin"
+tar -C "$work/rust" -xf "$rust_tar"
+sysroot=$(rustc --print sysroot)
+mkdir -p "$work/rust/usr/local/rustup/toolchains"
+cp -a "$sysroot" "$work/rust/usr/local/rustup/toolchains/host"
+for tool in cargo rustc rustdoc; do ln -s "/usr/local/rustup/toolchains/host/bin/$tool" "$work/rust/usr/local/cargo/bin/$tool"; done
+# The machine reaches crates.io through its package-registry proxy, whose CA the host trusts.
+cp /etc/ssl/certs/ca-certificates.crt "$work/rust/etc/ssl/certs/ca-certificates.crt"
+tar -C "$work/rust" -c . | "${D[@]}" import \
+  -c 'ENV PATH=/usr/local/cargo/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+  -c 'ENV CARGO_HOME=/usr/local/cargo' - "$TAG/rust" >/dev/null
+rm -rf "$work/rust"
+
+say "docker build (the Dockerfile as it is)"
+"${D[@]}" build --network host --build-arg BASE_IMAGE="$TAG/kind-base" --build-arg RUST_IMAGE="$TAG/rust" \
+  -t "$TAG/kind-node" . >"$work/build.log" 2>&1 || { tail -40 "$work/build.log"; exit 1; }
+say "built $TAG/kind-node ($("${D[@]}" image inspect -f '{{.Size}}' "$TAG/kind-node" | numfmt --to=iec))"
+
+# As kind runs a node: privileged, a private cgroup namespace, tmpfs /run and /tmp, /var on
+# a volume, the host's modules read-only, systemd as PID 1.
+say "starting the node container"
+"${D[@]}" run -d --name "$NODE" --hostname "$NODE" --privileged --cgroupns=private --network none \
+  --security-opt seccomp=unconfined --security-opt apparmor=unconfined \
+  --tmpfs /run --tmpfs /tmp -v "$NODE-var:/var" -v /lib/modules:/lib/modules:ro \
+  "$TAG/kind-node" >/dev/null
+inode() { "${D[@]}" exec "$NODE" "$@"; }
+inode_in() { "${D[@]}" exec -i "$NODE" "$@"; } # with standard input
+state=
+for _ in $(seq 1 120); do
+  state=$(inode systemctl is-active swapcri.service 2>/dev/null || true)
+  [ "$state" = active ] && break
+  sleep 1
+done
+PASS=0 FAIL=0
+check() { # check NAME CONDITION DETAILS
+  if eval "$2"; then PASS=$((PASS + 1)); echo "KIND-RESULT $1 PASS $3"; else FAIL=$((FAIL + 1)); echo "KIND-RESULT $1 FAIL $3"; fi
+}
+check swapcri-service-active '[ "$state" = active ]' "swapcri.service $state after boot"
+if [ "$state" != active ]; then
+  inode journalctl -u swapcri.service --no-pager -n 40 -o cat || true
+  exit 1
+fi
+RUNTIME_CGROUPS=$(inode cat /etc/default/kubelet)
+CONTAINERD=$(inode systemctl is-enabled containerd.service 2>&1 || true)
+check kubelet-runtime-cgroups 'echo "$RUNTIME_CGROUPS" | grep -q -- "--runtime-cgroups=/system.slice/swapcri.service"' "$RUNTIME_CGROUPS"
+check swapcri-cgroup-driver 'inode swapcri --config /etc/swapcri/config.toml client status --verbose | tr -d " \n" | grep -q "\"cgroup_driver\":\"systemd\""' \
+  "configured with the systemd driver"
+
+# kind writes its CNI configuration into the node (kindnet): a bridge stands in for it.
+inode_in sh -c 'cat >/etc/cni/net.d/10-kindnet.conflist' <<'EOF'
+{ "cniVersion": "1.0.0", "name": "kindnet",
+  "plugins": [ { "type": "bridge", "bridge": "kind0", "isGateway": true, "ipMasq": false,
+                 "ipam": { "type": "host-local", "ranges": [[{ "subnet": "10.244.0.0/24" }]] } },
+               { "type": "portmap", "capabilities": { "portMappings": true } } ] }
+EOF
+
+# Images go in with `swapcri image import`, as `kind load` would.
+say "importing the test image into swapcri inside the node"
+hack/build-busybox-image.sh "$work/busybox" localhost/busybox:latest >/dev/null
+"${D[@]}" cp "$work/busybox.tar" "$NODE:/tmp/busybox.tar"
+IMPORTED=$(inode swapcri --config /etc/swapcri/config.toml image import /tmp/busybox.tar 2>&1 | tail -n 1)
+check image-import 'echo "$IMPORTED" | grep -q "localhost/busybox:latest sha256:"' "$IMPORTED"
+
+# crictl through a pod shaped as kubelet sends it under kind (cgroupRoot /kubelet).
+PASS_BEFORE=$PASS
+prepare_critest_kit ../shared/critest "$work" >/dev/null
+"${D[@]}" cp /var/cache/critest/crictl "$NODE:/usr/local/bin/crictl"
+"${D[@]}" cp /var/cache/critest/critest "$NODE:/usr/local/bin/critest"
+UID_=3f9c1a52-aaaa-4bbb-8ccc-0123456789ab
+PARENT="kubelet-kubepods-burstable-pod${UID_//-/_}.slice"
+inode_in sh -c 'cat >/tmp/pod.json' <<EOF
+{ "metadata": { "name": "kind-test", "namespace": "default", "uid": "$UID_", "attempt": 0 },
+  "log_directory": "/var/log/pods/default_kind-test_$UID_", "linux": { "cgroup_parent": "$PARENT" } }
+EOF
+inode_in sh -c 'cat >/tmp/ctr.json' <<'EOF'
+{ "metadata": { "name": "app" }, "image": { "image": "localhost/busybox:latest" },
+  "command": ["sh", "-c", "echo hello from kind; exec sleep 100000"], "log_path": "app/0.log",
+  "linux": { "resources": { "memory_limit_in_bytes": 134217728, "oom_score_adj": 937 } } }
+EOF
+POD=$(inode crictl runp /tmp/pod.json)
+CTR=$(inode crictl create "$POD" /tmp/ctr.json /tmp/pod.json)
+inode crictl start "$CTR" >/dev/null
+sleep 1
+check crictl-pod-running 'inode crictl ps -q --state running | grep -q "^$CTR"' "pod $POD, container $CTR running"
+EXEC=$(inode crictl exec "$CTR" cat /proc/self/cgroup | tail -n 1)
+CGROUP=$(inode sh -c "cat /proc/\$(crictl inspect -o go-template --template '{{.info.pid}}' $CTR)/cgroup" | tail -n 1)
+check crictl-exec '[ -n "$EXEC" ]' "exec in the container: $EXEC"
+check kubelet-prefixed-parent 'echo "$CGROUP" | grep -q "/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-burstable.slice/$PARENT/swapcri-$CTR.scope"' \
+  "the container's cgroup in the node: ${CGROUP#0::}"
+QOS=$(inode crictl inspect "$CTR" | tr -d ' \n' | grep -o '"qos_class":"[A-Za-z]*"' | head -n 1)
+check qos-from-prefixed-parent '[ "$QOS" = "\"qos_class\":\"Burstable\"" ]' "memory plan: $QOS from $PARENT"
+LOGS=$(inode crictl logs "$CTR" 2>&1)
+check crictl-logs '[ "$LOGS" = "hello from kind" ]' "logs: $LOGS"
+STATS=$(inode crictl stats -o json "$CTR" | tr -d ' \n')
+check crictl-stats 'echo "$STATS" | grep -q "\"workingSetBytes\":{\"value\":\"[1-9]"' "$(echo "$STATS" | grep -o '"workingSetBytes":{[^}]*}')"
+inode crictl stopp "$POD" >/dev/null
+inode crictl rmp "$POD" >/dev/null
+LEFT=$(inode sh -c "ls -d /sys/fs/cgroup/*/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-burstable.slice/$PARENT/swapcri-* 2>/dev/null | wc -l")
+check crictl-removal '[ "$LEFT" = 0 ]' "$LEFT container scopes left after removing the pod"
+
+# critest's basic specs inside the node, their images served by a registry inside the node.
+say "critest's basic specs inside the node"
+"${D[@]}" cp /usr/bin/docker-registry "$NODE:/usr/local/bin/docker-registry"
+"${D[@]}" cp /tmp/verify-registry "$NODE:/tmp/verify-registry"
+inode_in sh -c 'cat >/tmp/registry.yml' <<'EOF'
+version: 0.1
+storage: { filesystem: { rootdirectory: /tmp/verify-registry } }
+http: { addr: 127.0.0.1:5000 }
+EOF
+inode sh -c 'setsid docker-registry serve /tmp/registry.yml >/tmp/registry.log 2>&1 &'
+{
+  echo
+  for r in registry.k8s.io gcr.io k8s.gcr.io docker.io registry-1.docker.io quay.io public.ecr.aws; do
+    printf '[registries."%s"]\nmirrors = ["127.0.0.1:5000"]\n' "$r"
+  done
+} | inode_in sh -c 'cat >>/etc/swapcri/config.toml'
+inode systemctl restart swapcri.service
+set +e
+inode critest --runtime-endpoint unix:///run/swapcri/swapcri.sock --image-endpoint unix:///run/swapcri/swapcri.sock \
+  --ginkgo.focus 'basic operations' --ginkgo.no-color >"$work/critest.log" 2>&1
+critest_status=$?
+set -e
+CRITEST=$(grep -E '^(Ran|PASS|FAIL|SUCCESS)' "$work/critest.log" | tr '\n' ' ')
+check critest-basic '[ "$critest_status" = 0 ] && grep -q "^Ran [1-9]" "$work/critest.log"' "$CRITEST"
+[ "$critest_status" = 0 ] || tail -40 "$work/critest.log"
+
+say "kind node test: $PASS passed, $FAIL failed in $(($(date +%s) - t0)) s"
+[ "$FAIL" = 0 ]
