@@ -128,6 +128,8 @@ say "starting the node container"
   "$TAG/kind-node" >/dev/null
 inode() { "${D[@]}" exec "$NODE" "$@"; }
 inode_in() { "${D[@]}" exec -i "$NODE" "$@"; } # with standard input
+# put FILE PATH MODE: a file into the node (docker cp cannot write under its tmpfs mounts).
+put() { inode_in sh -c "cat >'$2' && chmod $3 '$2'" <"$1"; }
 state=
 for _ in $(seq 1 120); do
   state=$(inode systemctl is-active swapcri.service 2>/dev/null || true)
@@ -160,15 +162,15 @@ EOF
 # Images go in with `swapcri image import`, as `kind load` would.
 say "importing the test image into swapcri inside the node"
 hack/build-busybox-image.sh "$work/busybox" localhost/busybox:latest >/dev/null
-"${D[@]}" cp "$work/busybox.tar" "$NODE:/tmp/busybox.tar"
+put "$work/busybox.tar" /tmp/busybox.tar 0644
 IMPORTED=$(inode swapcri --config /etc/swapcri/config.toml image import /tmp/busybox.tar 2>&1 | tail -n 1)
 check image-import 'echo "$IMPORTED" | grep -q "localhost/busybox:latest sha256:"' "$IMPORTED"
 
 # crictl through a pod shaped as kubelet sends it under kind (cgroupRoot /kubelet).
 PASS_BEFORE=$PASS
 prepare_critest_kit ../shared/critest "$work" >/dev/null
-"${D[@]}" cp /var/cache/critest/crictl "$NODE:/usr/local/bin/crictl"
-"${D[@]}" cp /var/cache/critest/critest "$NODE:/usr/local/bin/critest"
+put /var/cache/critest/crictl /usr/local/bin/crictl 0755
+put /var/cache/critest/critest /usr/local/bin/critest 0755
 UID_=3f9c1a52-aaaa-4bbb-8ccc-0123456789ab
 PARENT="kubelet-kubepods-burstable-pod${UID_//-/_}.slice"
 inode_in sh -c 'cat >/tmp/pod.json' <<EOF
@@ -203,8 +205,8 @@ check crictl-removal '[ "$LEFT" = 0 ]' "$LEFT container scopes left after removi
 
 # critest's basic specs inside the node, their images served by a registry inside the node.
 say "critest's basic specs inside the node"
-"${D[@]}" cp /usr/bin/docker-registry "$NODE:/usr/local/bin/docker-registry"
-"${D[@]}" cp /tmp/verify-registry "$NODE:/tmp/verify-registry"
+put /usr/bin/docker-registry /usr/local/bin/docker-registry 0755
+tar -C /tmp -c verify-registry | inode_in tar -C /tmp -x
 inode_in sh -c 'cat >/tmp/registry.yml' <<'EOF'
 version: 0.1
 storage: { filesystem: { rootdirectory: /tmp/verify-registry } }

@@ -109,8 +109,9 @@ pub async fn run(config: Config, mut manager: ServiceManager) -> Result<(), Daem
     tracing::info!(socket = %config.socket.display(), version = env!("CARGO_PKG_VERSION"), "swapcri serving the CRI");
     let stopping = Arc::new(tokio::sync::Notify::new());
     let signalled = stopping.clone();
+    let signal = shutdown_signal();
     let shutdown = async move {
-        shutdown_signal().await;
+        signal.await;
         signalled.notify_one();
     };
     let metrics = Arc::new(crate::metrics::Metrics::new());
@@ -207,12 +208,16 @@ fn bind_socket(path: &Path, gid: Option<u32>) -> Result<UnixListener, DaemonErro
     UnixListener::from_std(listener).map_err(err)
 }
 
-async fn shutdown_signal() {
+/// SIGTERM or SIGINT. The handlers are installed when this is called, not when the future is
+/// first polled: a stop right after READY=1 must find them in place.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
     let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM received, shutting down"),
-        _ = int.recv() => tracing::info!("SIGINT received, shutting down"),
+    async move {
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM received, shutting down"),
+            _ = int.recv() => tracing::info!("SIGINT received, shutting down"),
+        }
     }
 }
