@@ -97,15 +97,7 @@ pub async fn run(config: Config, mut manager: ServiceManager) -> Result<(), Daem
     tokio::spawn(pods.clone().refresh_writable_usage());
     tokio::spawn(return_freed_memory());
     let activated = manager.activated_socket.is_some();
-    let listener = match manager.activated_socket.take() {
-        Some(fd) => {
-            let listener = std::os::unix::net::UnixListener::from(fd);
-            let err = |source| DaemonError::Prepare { path: config.socket.clone(), source };
-            listener.set_nonblocking(true).map_err(err)?;
-            UnixListener::from_std(listener).map_err(err)?
-        }
-        None => bind_socket(&config.socket, config.socket_gid)?,
-    };
+    let listener = listen(&config, &mut manager)?;
     tracing::info!(socket = %config.socket.display(), version = env!("CARGO_PKG_VERSION"), "swapcri serving the CRI");
     let stopping = Arc::new(tokio::sync::Notify::new());
     let signalled = stopping.clone();
@@ -172,6 +164,17 @@ pub async fn run(config: Config, mut manager: ServiceManager) -> Result<(), Daem
     }
     tracing::info!("swapcri stopped");
     Ok(result?)
+}
+
+/// The CRI socket: the one socket activation handed over, else one of our own.
+fn listen(config: &Config, manager: &mut ServiceManager) -> Result<UnixListener, DaemonError> {
+    let Some(fd) = manager.activated_socket.take() else {
+        return bind_socket(&config.socket, config.socket_gid);
+    };
+    let listener = std::os::unix::net::UnixListener::from(fd);
+    let err = |source| DaemonError::Prepare { path: config.socket.clone(), source };
+    listener.set_nonblocking(true).map_err(err)?;
+    UnixListener::from_std(listener).map_err(err)
 }
 
 /// Binds the socket: a stale one is replaced, a live one refused; mode 0660.
