@@ -135,8 +135,9 @@ async fn adopt_into_scopes(
 ) {
     use crate::cgroup::systemd::Property;
     let slice_dir = crate::cgroup::layout::slice_path(&slice).unwrap_or_default();
+    let hierarchies = crate::cgroup::hierarchies();
     for process in processes.into_iter().filter(|p| p.is_alive()) {
-        let current = crate::cgroup::cgroup_of(process.pid, &crate::cgroup::hierarchies()).unwrap_or_default();
+        let current = crate::cgroup::cgroup_of(process.pid, &hierarchies).unwrap_or_default();
         if current.starts_with(&format!("{slice_dir}/")) {
             continue; // adopted before a restart
         }

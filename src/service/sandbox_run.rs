@@ -108,10 +108,11 @@ impl PodService {
             Some(self.network.setup(network_request(&id, netns, &config)).instrument(super::step("cni add")).await?)
         };
         let (parent, owns) = self.cgroup_parent_of(&id, &config);
-        let slice = self.start_pod_slice(&id, &config).await;
+        let slice = self.start_pod_slice(&id, &parent, owns).await;
+        let placement = (parent.clone(), owns);
         let recorded = slice.and_then(|()| {
             super::step("record")
-                .in_scope(|| self.record_sandbox(id.clone(), name, config, handler, dir, holder, addresses))
+                .in_scope(|| self.record_sandbox(id.clone(), name, config, handler, dir, holder, addresses, placement))
         });
         match recorded {
             Ok(()) => {
@@ -220,15 +221,14 @@ impl PodService {
 
     /// Under systemd, a pod slice of swapcri's own is a transient unit, so it goes without a
     /// trace once stopped (runc would otherwise leave it loaded, made implicitly).
-    async fn start_pod_slice(&self, id: &SandboxId, config: &cri::PodSandboxConfig) -> Result<(), Error> {
-        let (slice, owns) = self.cgroup_parent_of(id, config);
+    async fn start_pod_slice(&self, id: &SandboxId, slice: &str, owns: bool) -> Result<(), Error> {
         let Some(systemd) = self.systemd.as_ref().filter(|_| owns) else {
             return Ok(());
         };
         use crate::cgroup::systemd::Property;
         let properties = [Property::Description(format!("swapcri pod {id}")), Property::CollectInactiveOrFailed];
         systemd
-            .start_transient(&slice, &properties)
+            .start_transient(slice, &properties)
             .instrument(super::step("pod slice"))
             .await
             .map_err(|e| Error::Internal(format!("creating the pod slice: {e}")))
@@ -255,8 +255,8 @@ impl PodService {
         dir: std::path::PathBuf,
         holder: Option<crate::model::sandbox::ProcessRef>,
         addresses: Option<crate::network::PodAddresses>,
+        (cgroup_parent, owns): (String, bool),
     ) -> Result<(), Error> {
-        let (cgroup_parent, owns) = self.cgroup_parent_of(&id, &config);
         let meta = SandboxMeta {
             id: id.clone(),
             name,
