@@ -52,24 +52,29 @@ fn open_fds(pid: u32) -> Vec<String> {
     fds
 }
 
-/// The unix sockets bound to `path` or accepted on it, as /proc/<pid>/fd names them.
-fn sockets_on(path: &std::path::Path) -> Vec<String> {
+/// The unix sockets bound to one of `paths` or accepted on it, as /proc/<pid>/fd names them.
+fn sockets_on(paths: &[std::path::PathBuf]) -> Vec<String> {
     let table = std::fs::read_to_string("/proc/net/unix").unwrap();
-    let path = path.display().to_string();
+    let paths: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
     // Columns: Num RefCount Protocol Flags Type St Inode Path.
     table
         .lines()
         .skip(1)
         .map(|l| l.split_whitespace().collect::<Vec<_>>())
-        .filter(|cols| cols.get(7) == Some(&path.as_str()))
+        .filter(|cols| cols.get(7).is_some_and(|p| paths.iter().any(|want| want == p)))
         .map(|cols| format!("socket:[{}]", cols[6]))
         .collect()
 }
 
 /// What the daemon's descriptors point to, apart from its CRI socket and the gRPC
-/// connections accepted on it: those come and go with the test's own CRI clients.
+/// connections accepted on it: those come and go with the test's own CRI clients. The
+/// kernel names them by the path the socket was bound to, the temporary name the daemon
+/// renames into place.
 fn streaming_fds(daemon: &Daemon) -> Vec<String> {
-    let cri = sockets_on(&daemon.socket());
+    let socket = daemon.socket();
+    let name = socket.file_name().unwrap().to_string_lossy().into_owned();
+    let bound = socket.with_file_name(format!(".{name}.{}", daemon.pid()));
+    let cri = sockets_on(&[socket, bound]);
     open_fds(daemon.pid()).into_iter().filter(|target| !cri.contains(target)).collect()
 }
 
