@@ -198,8 +198,9 @@ LOGS=$(inode crictl logs "$CTR" 2>&1)
 check crictl-logs '[ "$LOGS" = "hello from kind" ]' "logs: $LOGS"
 STATS=$(inode crictl stats -o json "$CTR" | tr -d ' \n')
 check crictl-stats 'echo "$STATS" | grep -q "\"workingSetBytes\":{\"value\":\"[1-9]"' "$(echo "$STATS" | grep -o '"workingSetBytes":{[^}]*}')"
-inode crictl stopp "$POD" >/dev/null
-inode crictl rmp "$POD" >/dev/null
+STOPPED=$(inode crictl stopp "$POD" 2>&1 | tail -n 1) || true
+check crictl-stop-pod 'inode crictl pods -q --state notready | grep -q "^$POD"' "$STOPPED"
+inode crictl rmp -f "$POD" >/dev/null || true
 LEFT=$(inode sh -c "ls -d /sys/fs/cgroup/*/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-burstable.slice/$PARENT/swapcri-* 2>/dev/null | wc -l")
 check crictl-removal '[ "$LEFT" = 0 ]' "$LEFT container scopes left after removing the pod"
 
@@ -229,5 +230,9 @@ CRITEST=$(grep -E '^(Ran|PASS|FAIL|SUCCESS)' "$work/critest.log" | tr '\n' ' ')
 check critest-basic '[ "$critest_status" = 0 ] && grep -q "^Ran [1-9]" "$work/critest.log"' "$CRITEST"
 [ "$critest_status" = 0 ] || tail -40 "$work/critest.log"
 
+if [ "$FAIL" != 0 ]; then
+  echo "==> swapcri's journal in the node"
+  inode journalctl -u swapcri.service --no-pager -n 80 -o cat || true
+fi
 say "kind node test: $PASS passed, $FAIL failed in $(($(date +%s) - t0)) s"
 [ "$FAIL" = 0 ]

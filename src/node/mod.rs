@@ -6,6 +6,7 @@ use crate::model::node::NodeFacts;
 use crate::policy::caps::{mask_from_status, names_in_mask, CAP_SYS_RESOURCE};
 
 pub mod block;
+pub mod hugepages;
 pub mod memory;
 pub mod noswap;
 pub mod system;
@@ -38,6 +39,7 @@ pub fn probe(config: &crate::config::Config) -> NodeFacts {
         held_capabilities: names_in_mask(bounding),
         min_oom_score_adj,
         apparmor_enabled,
+        hugepage_sizes: hugepages::probe(Path::new("/sys")),
         userns: userns::probe(kernel, &config.image_root().join("layers"), &config.run_root),
     };
     if facts.min_oom_score_adj > -1000 {

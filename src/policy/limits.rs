@@ -10,7 +10,8 @@ use super::PolicyError;
 /// before the container's process exists (Docker uses the same floor).
 pub const MIN_MEMORY_LIMIT: i64 = 6 * 1024 * 1024;
 
-pub fn check(r: &cri::LinuxContainerResources) -> Result<(), PolicyError> {
+/// `hugepage_sizes`: the sizes the node offers (`2MB`, `1GB`).
+pub fn check(r: &cri::LinuxContainerResources, hugepage_sizes: &[String]) -> Result<(), PolicyError> {
     let invalid = |field: &str, value: &dyn std::fmt::Display, why: &str| {
         Err(PolicyError::Invalid(format!("{field} {value}: {why}")))
     };
@@ -44,6 +45,14 @@ pub fn check(r: &cri::LinuxContainerResources) -> Result<(), PolicyError> {
     for h in &r.hugepage_limits {
         if !hugepage_size(&h.page_size) {
             return invalid("hugepage_limits page_size", &format!("{:?}", h.page_size), "a size such as 2MB or 1GB");
+        }
+        if !hugepage_sizes.contains(&h.page_size) {
+            let offered = if hugepage_sizes.is_empty() { "none".to_string() } else { hugepage_sizes.join(", ") };
+            return invalid(
+                "hugepage_limits page_size",
+                &format!("{:?}", h.page_size),
+                &format!("not a huge page size of this node (it has: {offered})"),
+            );
         }
     }
     Ok(())
@@ -99,12 +108,16 @@ mod tests {
             (with(|r| r.cpuset_mems = "0,x".into()), Some("cpuset_mems")),
             (with(|r| r.hugepage_limits = vec![cri::HugepageLimit { page_size: "2MB".into(), limit: 0 }]), None),
             (
+                with(|r| r.hugepage_limits = vec![cri::HugepageLimit { page_size: "16GB".into(), limit: 0 }]),
+                Some("not a huge page size of this node (it has: 2MB, 1GB)"),
+            ),
+            (
                 with(|r| r.hugepage_limits = vec![cri::HugepageLimit { page_size: "../x".into(), limit: 0 }]),
                 Some("page_size"),
             ),
         ];
         for (r, want) in cases {
-            match (check(&r), want) {
+            match (check(&r, &["2MB".to_string(), "1GB".to_string()]), want) {
                 (Ok(()), None) => {}
                 (Err(e), Some(field)) => assert!(e.to_string().contains(field), "{e}"),
                 (got, want) => panic!("{r:?}: got {got:?}, want {want:?}"),

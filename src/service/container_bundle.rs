@@ -208,6 +208,13 @@ fn read_user_db(rootfs: &Path) -> UserDb {
 fn resolve_devices(requested: &[cri::Device], privileged: bool) -> Result<Vec<Device>, Error> {
     let mut devices = Vec::new();
     for d in requested {
+        // Device plugins name host devices by absolute path; a relative one would be
+        // resolved against the daemon's working directory.
+        for (field, path) in [("host_path", &d.host_path), ("container_path", &d.container_path)] {
+            if !path.starts_with('/') {
+                return Err(Error::InvalidArgument(format!("device {field} {path:?} is not absolute")));
+            }
+        }
         let meta = std::fs::metadata(&d.host_path)
             .map_err(|e| Error::InvalidArgument(format!("device {}: {e}", d.host_path)))?;
         let kind = meta.file_type();
@@ -254,6 +261,10 @@ fn load_localhost_seccomp(
         return Ok(None);
     }
     let path = profile.localhost_ref.strip_prefix("localhost/").unwrap_or(&profile.localhost_ref);
+    // kubelet sends an absolute path under its seccomp directory.
+    if !path.starts_with('/') {
+        return Err(Error::InvalidArgument(format!("seccomp profile {path:?} is not an absolute path")));
+    }
     let bytes = std::fs::read(path).map_err(|e| Error::InvalidArgument(format!("seccomp profile {path:?}: {e}")))?;
     serde_json::from_slice(&bytes)
         .map(Some)
@@ -295,4 +306,56 @@ fn share_propagating_sources(
         }
     }
     Ok(bound)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_paths_are_absolute_and_real_devices() {
+        let dev = |host: &str, container: &str| cri::Device {
+            host_path: host.into(),
+            container_path: container.into(),
+            permissions: "rw".into(),
+        };
+        for (d, want) in [
+            (dev("/dev/null", "/dev/x"), Ok(())),
+            (dev("dev/null", "/dev/x"), Err("host_path \"dev/null\" is not absolute")),
+            (dev("/dev/null", "x"), Err("container_path \"x\" is not absolute")),
+            (dev("/dev/no-such-device", "/dev/x"), Err("device /dev/no-such-device")),
+            (dev("/etc/hostname", "/dev/x"), Err("is not a device")),
+        ] {
+            match (resolve_devices(&[d.clone()], false), want) {
+                (Ok(got), Ok(())) => assert_eq!(got[0].container_path, d.container_path),
+                (Err(Error::InvalidArgument(e)), Err(part)) => assert!(e.contains(part), "{e}"),
+                (got, want) => panic!("{d:?}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn localhost_seccomp_profiles_are_absolute_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("p.json");
+        std::fs::write(&file, r#"{"defaultAction":"SCMP_ACT_ALLOW"}"#).unwrap();
+        let context = |r: &str| cri::LinuxContainerSecurityContext {
+            seccomp: Some(cri::SecurityProfile {
+                profile_type: cri::security_profile::ProfileType::Localhost as i32,
+                localhost_ref: r.into(),
+            }),
+            ..Default::default()
+        };
+        let absolute = file.display().to_string();
+        assert!(load_localhost_seccomp(Some(&context(&absolute))).unwrap().is_some());
+        assert!(load_localhost_seccomp(Some(&context(&format!("localhost/{absolute}")))).unwrap().is_some());
+        for relative in ["p.json", "localhost/p.json", "../p.json"] {
+            match load_localhost_seccomp(Some(&context(relative))) {
+                Err(Error::InvalidArgument(e)) => assert!(e.contains("not an absolute path"), "{e}"),
+                other => panic!("{relative}: {other:?}"),
+            }
+        }
+        let missing = dir.path().join("missing.json").display().to_string();
+        assert!(matches!(load_localhost_seccomp(Some(&context(&missing))), Err(Error::InvalidArgument(_))));
+    }
 }

@@ -38,7 +38,7 @@ impl PodService {
             tracing::info!(container = %cid, timeout_s = timeout.as_secs(), "stop timeout passed, killing");
         }
         if let Err(e) = runtime.kill(cid.as_str(), "SIGKILL", true).instrument(super::step("runtime kill")).await {
-            tracing::debug!(container = %cid, error = %e, "SIGKILL not delivered");
+            tracing::warn!(container = %cid, error = %e, "SIGKILL not delivered");
         }
         if !self.wait_exit(&cid, KILL_WAIT).instrument(super::step("wait for exit")).await {
             return Err(Error::DeadlineExceeded(format!("container {cid} did not exit after SIGKILL")));

@@ -51,6 +51,7 @@ fn fixture_with(
         held_capabilities: vec![],
         min_oom_score_adj: -1000,
         apparmor_enabled: false,
+        hugepage_sizes: vec!["2MB".into(), "1GB".into()],
         userns: crate::model::node::UsernsSupport::unsupported(),
     };
     let config = Arc::new(config);
@@ -376,4 +377,26 @@ async fn removal_deletes_from_the_runtime_only_what_the_monitor_did_not() {
         assert_eq!(f.fake.calls(), expected, "monitor deleted: {monitor_deleted}");
         assert!(f.service.registry.find_container(f.id.as_str()).is_err());
     }
+}
+
+#[tokio::test]
+async fn recovery_removes_from_the_runtime_a_container_whose_record_is_unreadable() {
+    let f = fixture(ContainerState::Running, "SIGTERM", "", false);
+    let records = &f.service.registry.container_records;
+    // One container record that no longer parses, with a run directory of its own.
+    let lost = ContainerId::generate();
+    records.write_status(lost.as_str(), &serde_json::json!({})).unwrap();
+    std::fs::write(records.dir(lost.as_str()).join("meta.json"), b"{\"truncated\":").unwrap();
+    let run_dir = f.service.config.run_root.join("containers").join(lost.as_str());
+    std::fs::create_dir_all(run_dir.join("rootfs")).unwrap();
+
+    f.service.recover().unwrap();
+
+    assert!(f.fake.calls().contains(&format!("delete {lost}")), "{:?}", f.fake.calls());
+    assert!(!run_dir.exists(), "its run directory is gone");
+    assert!(records.dir(&format!("{lost}.corrupt")).exists(), "the record is kept aside for a look");
+    assert!(f.service.registry.find_container(lost.as_str()).is_err(), "and it is not listed");
+    // A second start leaves the quarantined record alone.
+    f.service.recover().unwrap();
+    assert_eq!(f.fake.calls().iter().filter(|c| **c == format!("delete {lost}")).count(), 1);
 }

@@ -80,7 +80,7 @@ impl MemoryQos {
         container: &cri::ContainerConfig,
         resources: &cri::LinuxContainerResources,
     ) -> Result<MemoryPlan, Error> {
-        crate::policy::limits::check(resources)?;
+        crate::policy::limits::check(resources, &self.node.hugepage_sizes)?;
         let pod_config = &sandbox.meta.config;
         let pod = PodMemoryContext {
             requested_cgroup_parent: pod_config.linux.as_ref().map(|l| l.cgroup_parent.as_str()).unwrap_or(""),

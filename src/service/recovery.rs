@@ -70,19 +70,14 @@ impl PodService {
 
         let containers = self.registry.container_records.load::<ContainerMeta, ContainerStatus>()?;
         for (id, error) in &containers.quarantined {
-            tracing::error!(container = %id, %error, "unreadable container record moved aside as {id}.corrupt");
+            // Nobody can list or remove it any more: a container still running under that id
+            // would go on unseen, so it is stopped and removed from the runtime now.
+            tracing::error!(container = %id, %error, "unreadable container record moved aside as {id}.corrupt; stopping and removing the container");
+            self.discard_container(id);
         }
         for id in &containers.incomplete {
             tracing::info!(container = %id, "cleaning up a container whose creation did not finish");
-            // The record that named the handler is gone: every handler forgets the id.
-            for handler in self.runtimes.all() {
-                if let Err(e) = handler.runtime.delete_blocking(id) {
-                    tracing::warn!(container = %id, error = %e, "cannot delete a half-created container");
-                }
-            }
-            let run_dir = self.config.run_root.join("containers").join(id);
-            let _ = unmount_container(&run_dir);
-            let _ = std::fs::remove_dir_all(&run_dir);
+            self.discard_container(id);
             self.registry.container_records.remove(id)?;
         }
         let mut ids = Vec::new();
@@ -100,6 +95,19 @@ impl PodService {
         let state = self.registry.read();
         tracing::info!(sandboxes = state.sandboxes.len(), containers = state.containers.len(), "state recovered");
         Ok(())
+    }
+
+    /// Removes a container no record describes from every handler (`delete --force` kills it
+    /// if it runs) and takes down its rootfs and run directory.
+    fn discard_container(&self, id: &str) {
+        for handler in self.runtimes.all() {
+            if let Err(e) = handler.runtime.delete_blocking(id) {
+                tracing::warn!(container = %id, runtime = %handler.runtime.name(), error = %e, "cannot delete the container from the runtime");
+            }
+        }
+        let run_dir = self.config.run_root.join("containers").join(id);
+        let _ = unmount_container(&run_dir);
+        let _ = std::fs::remove_dir_all(&run_dir);
     }
 
     /// Run directories that no record owns (a crash before the first record was written).

@@ -15,6 +15,7 @@ fn node(mode: CgroupMode) -> NodeFacts {
         held_capabilities: caps::names_in_mask(0x1fffeffffff),
         min_oom_score_adj: 0,
         apparmor_enabled: false,
+        hugepage_sizes: vec!["2MB".into(), "1GB".into()],
         userns: crate::model::node::UsernsSupport::unsupported(),
     }
 }
