@@ -6,10 +6,8 @@ use std::path::Path;
 /// Reads `<sys>/kernel/mm/hugepages/hugepages-<N>kB`; none when the kernel has no hugetlbfs.
 pub fn probe(sys: &Path) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(sys.join("kernel/mm/hugepages")) else { return Vec::new() };
-    let mut sizes: Vec<(u64, String)> = entries
-        .flatten()
-        .filter_map(|e| size_name(&e.file_name().to_string_lossy()))
-        .collect();
+    let mut sizes: Vec<(u64, String)> =
+        entries.flatten().filter_map(|e| size_name(&e.file_name().to_string_lossy())).collect();
     sizes.sort();
     sizes.into_iter().map(|(_, name)| name).collect()
 }
