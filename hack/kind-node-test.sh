@@ -2,7 +2,7 @@
 # Builds the kind node image (the top-level Dockerfile, unmodified) against stand-in base and
 # Rust images made here, boots it the way kind boots a node, and drives swapcri inside it with
 # crictl and critest. Everything runs on a private dockerd; all it made is removed at the end.
-#   sudo hack/kind-node-test.sh
+#   sudo hack/kind-node-test.sh            (KEEP=1: leave the node and dockerd up for a look)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source hack/lib.sh
@@ -35,6 +35,10 @@ TAG=swapcri-standin
 dockerd_pid=
 cleanup() {
   set +e
+  if [ -n "${KEEP:-}" ]; then
+    echo "==> KEEP is set: the node stays up; docker -H unix://$DOCKER_SOCK exec -it $NODE bash; remove with: kill $dockerd_pid, then rm -rf $work"
+    return
+  fi
   if [ -n "$dockerd_pid" ]; then
     "${D[@]}" rm -f "$NODE" >/dev/null 2>&1
     "${D[@]}" volume rm -f "$NODE-var" >/dev/null 2>&1

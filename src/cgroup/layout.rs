@@ -77,10 +77,22 @@ pub struct Layout {
 }
 
 impl Layout {
-    /// Checks a pod's `cgroup_parent` as kubelet sends it.
+    /// Checks a pod's `cgroup_parent` as kubelet sends it. Under systemd the slice may also
+    /// come as its path (`/test.slice`, `/a.slice/a-b.slice`), as critest and some tools send
+    /// it: the path must be the one systemd gives that slice.
     pub fn check_parent(&self, parent: &str) -> Result<(), String> {
         match self.driver {
-            CgroupDriver::Systemd => check_slice(parent).map_err(|e| format!("cgroup_parent: {e} (systemd driver)")),
+            CgroupDriver::Systemd => {
+                let slice = self.normalize_parent(parent);
+                check_slice(&slice).map_err(|e| format!("cgroup_parent: {e} (systemd driver)"))?;
+                match parent.contains('/') {
+                    true if slice_path(&slice).ok().as_deref() != Some(parent.trim_end_matches('/')) => Err(format!(
+                        "cgroup_parent {parent:?}: systemd puts slice {slice:?} at {:?} (systemd driver)",
+                        slice_path(&slice).unwrap_or_default()
+                    )),
+                    _ => Ok(()),
+                }
+            }
             CgroupDriver::Cgroupfs if parent.ends_with(".slice") && !parent.contains('/') => {
                 Err(format!("cgroup_parent {parent:?} is a systemd slice, but the cgroup driver is cgroupfs"))
             }
@@ -88,6 +100,17 @@ impl Layout {
                 Err(format!("cgroup_parent {parent:?} leaves the cgroup tree"))
             }
             CgroupDriver::Cgroupfs => Ok(()),
+        }
+    }
+
+    /// The parent as this driver keeps it: under systemd the slice's name, also when it came
+    /// as a path.
+    pub fn normalize_parent(&self, parent: &str) -> String {
+        match self.driver {
+            CgroupDriver::Systemd if parent.contains('/') => {
+                parent.trim_end_matches('/').rsplit('/').next().unwrap_or_default().to_string()
+            }
+            _ => parent.to_string(),
         }
     }
 
@@ -169,6 +192,16 @@ mod tests {
         );
         assert!(systemd.check_parent(parent).is_ok());
         assert!(systemd.check_parent("/kubepods/burstable").is_err());
+        for (path, slice, ok) in [
+            ("/test.slice", "test.slice", true),
+            ("/kubepods.slice/kubepods-burstable.slice/", "kubepods-burstable.slice", true),
+            ("/other.slice/test.slice", "test.slice", false),
+            ("/kubepods.slice/x", "x", false),
+            ("kubepods.slice", "kubepods.slice", true),
+        ] {
+            assert_eq!(systemd.normalize_parent(path), slice, "{path}");
+            assert_eq!(systemd.check_parent(path).is_ok(), ok, "{path}: {:?}", systemd.check_parent(path));
+        }
         let cgroupfs = Layout { driver: CgroupDriver::Cgroupfs };
         assert_eq!(cgroupfs.oci_cgroups_path("/kubepods/pod1/", "c1"), "/kubepods/pod1/c1");
         assert_eq!(cgroupfs.container_path("/kubepods/pod1", "c1"), "/kubepods/pod1/c1");

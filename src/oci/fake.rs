@@ -17,7 +17,8 @@ use crate::model::container::ExitRecord;
 pub struct FakeRuntime {
     calls: Mutex<Vec<String>>,
     /// Writes the monitor's exit record to `exit_file` when this signal is sent, or at once
-    /// on start when it is "start".
+    /// on start when it is "start"; "SIGKILL init" exits on a SIGKILL to the init only (a
+    /// runtime whose kill of every process finds none).
     pub exit_on: &'static str,
     pub exit_file: PathBuf,
     pub fail_update: bool,
@@ -127,7 +128,7 @@ impl OciRuntime for FakeRuntime {
 
     async fn kill(&self, _id: &str, signal: &str, all: bool) -> Result<(), OciError> {
         self.record(format!("kill {signal}{}", if all { " all" } else { "" }));
-        if signal == self.exit_on {
+        if signal == self.exit_on || (self.exit_on == "SIGKILL init" && signal == "SIGKILL" && !all) {
             self.exit(if signal == "SIGKILL" { 137 } else { 143 }, 1);
         }
         Ok(())

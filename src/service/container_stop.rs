@@ -9,6 +9,11 @@ use super::pods::PodService;
 /// How long to wait for the exit after SIGKILL before giving up.
 const KILL_WAIT: Duration = Duration::from_secs(10);
 
+/// How long a SIGKILL of every process in the cgroup gets before the container's init is
+/// signalled directly. runc 1.1 under systemd on cgroup v1 lists the processes from a
+/// devices cgroup that systemd may have left at the pod slice: it then signals none.
+const KILL_ALL_WAIT: Duration = Duration::from_secs(1);
+
 impl PodService {
     /// Sends the stop signal, waits up to `timeout`, then SIGKILLs every process of the
     /// container. Stopping a stopped or unknown-to-us container succeeds.
@@ -39,6 +44,12 @@ impl PodService {
         }
         if let Err(e) = runtime.kill(cid.as_str(), "SIGKILL", true).instrument(super::step("runtime kill")).await {
             tracing::warn!(container = %cid, error = %e, "SIGKILL not delivered");
+        }
+        if !self.wait_exit(&cid, KILL_ALL_WAIT).instrument(super::step("wait for exit")).await {
+            tracing::warn!(container = %cid, "still running after SIGKILL to its cgroup; signalling its init directly");
+            if let Err(e) = runtime.kill(cid.as_str(), "SIGKILL", false).instrument(super::step("runtime kill")).await {
+                tracing::warn!(container = %cid, error = %e, "SIGKILL to the init not delivered");
+            }
         }
         if !self.wait_exit(&cid, KILL_WAIT).instrument(super::step("wait for exit")).await {
             return Err(Error::DeadlineExceeded(format!("container {cid} did not exit after SIGKILL")));

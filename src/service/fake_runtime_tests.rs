@@ -147,6 +147,14 @@ async fn stop_with_zero_timeout_kills_at_once() {
 }
 
 #[tokio::test]
+async fn a_kill_of_every_process_that_misses_is_followed_by_a_kill_of_the_init() {
+    let f = fixture(ContainerState::Running, "SIGTERM", "SIGKILL init", false);
+    f.service.stop_container(f.id.as_str(), Duration::ZERO).await.unwrap();
+    assert_eq!(f.fake.calls(), vec!["kill SIGKILL all", "kill SIGKILL"]);
+    assert_eq!(state_of(&f).exit_code, 137);
+}
+
+#[tokio::test]
 async fn stop_of_an_exited_or_unknown_container_does_nothing() {
     let f = fixture(ContainerState::Exited, "SIGTERM", "SIGTERM", false);
     f.service.stop_container(f.id.as_str(), Duration::from_secs(1)).await.unwrap();

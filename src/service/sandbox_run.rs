@@ -209,7 +209,7 @@ impl PodService {
     fn cgroup_parent_of(&self, id: &SandboxId, config: &cri::PodSandboxConfig) -> (String, bool) {
         let requested = config.linux.as_ref().map(|l| l.cgroup_parent.clone()).unwrap_or_default();
         if !requested.is_empty() {
-            return (requested, false);
+            return (self.layout().normalize_parent(&requested), false);
         }
         let runtime = &self.config.runtime;
         let own = match runtime.cgroup_driver {
