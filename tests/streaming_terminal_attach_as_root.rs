@@ -52,30 +52,23 @@ fn open_fds(pid: u32) -> Vec<String> {
     fds
 }
 
-/// The unix sockets bound to one of `paths` or accepted on it, as /proc/<pid>/fd names them.
-fn sockets_on(paths: &[std::path::PathBuf]) -> Vec<String> {
-    let table = std::fs::read_to_string("/proc/net/unix").unwrap();
-    let paths: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
-    // Columns: Num RefCount Protocol Flags Type St Inode Path.
-    table
-        .lines()
-        .skip(1)
-        .map(|l| l.split_whitespace().collect::<Vec<_>>())
-        .filter(|cols| cols.get(7).is_some_and(|p| paths.iter().any(|want| want == p)))
-        .map(|cols| format!("socket:[{}]", cols[6]))
-        .collect()
-}
-
 /// What the daemon's descriptors point to, apart from its CRI socket and the gRPC
 /// connections accepted on it: those come and go with the test's own CRI clients. The
-/// kernel names them by the path the socket was bound to, the temporary name the daemon
-/// renames into place.
+/// daemon's one listening unix socket is the CRI socket; the kernel names it, and every
+/// connection accepted on it, by the path it was bound to, whatever name it has since.
 fn streaming_fds(daemon: &Daemon) -> Vec<String> {
-    let socket = daemon.socket();
-    let name = socket.file_name().unwrap().to_string_lossy().into_owned();
-    let bound = socket.with_file_name(format!(".{name}.{}", daemon.pid()));
-    let cri = sockets_on(&[socket, bound]);
-    open_fds(daemon.pid()).into_iter().filter(|target| !cri.contains(target)).collect()
+    let fds = open_fds(daemon.pid());
+    let table = std::fs::read_to_string("/proc/net/unix").unwrap();
+    // Columns: Num RefCount Protocol Flags Type St Inode Path; flag 00010000: listening.
+    let rows: Vec<Vec<&str>> = table.lines().skip(1).map(|l| l.split_whitespace().collect()).collect();
+    let inode = |cols: &Vec<&str>| format!("socket:[{}]", cols[6]);
+    let bound = rows
+        .iter()
+        .find(|cols| cols.len() > 7 && cols[3] == "00010000" && fds.contains(&inode(cols)))
+        .map(|cols| cols[7])
+        .expect("the daemon listens on its CRI socket");
+    let cri: Vec<String> = rows.iter().filter(|cols| cols.get(7) == Some(&bound)).map(inode).collect();
+    fds.into_iter().filter(|target| !cri.contains(target)).collect()
 }
 
 /// The descriptors in `after` that `before` did not have (a pty, pipe or socket opened

@@ -84,14 +84,13 @@ impl Layout {
         match self.driver {
             CgroupDriver::Systemd => {
                 let slice = self.normalize_parent(parent);
-                check_slice(&slice).map_err(|e| format!("cgroup_parent: {e} (systemd driver)"))?;
-                match parent.contains('/') {
-                    true if slice_path(&slice).ok().as_deref() != Some(parent.trim_end_matches('/')) => Err(format!(
-                        "cgroup_parent {parent:?}: systemd puts slice {slice:?} at {:?} (systemd driver)",
-                        slice_path(&slice).unwrap_or_default()
-                    )),
-                    _ => Ok(()),
+                let path = slice_path(&slice).map_err(|e| format!("cgroup_parent: {e} (systemd driver)"))?;
+                if parent.contains('/') && path != parent.trim_end_matches('/') {
+                    return Err(format!(
+                        "cgroup_parent {parent:?}: systemd puts slice {slice:?} at {path:?} (systemd driver)"
+                    ));
                 }
+                Ok(())
             }
             CgroupDriver::Cgroupfs if parent.ends_with(".slice") && !parent.contains('/') => {
                 Err(format!("cgroup_parent {parent:?} is a systemd slice, but the cgroup driver is cgroupfs"))

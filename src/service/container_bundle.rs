@@ -319,12 +319,16 @@ mod tests {
             container_path: container.into(),
             permissions: "rw".into(),
         };
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("plain");
+        std::fs::write(&plain, b"").unwrap();
+        let plain = plain.display().to_string();
         for (d, want) in [
             (dev("/dev/null", "/dev/x"), Ok(())),
             (dev("dev/null", "/dev/x"), Err("host_path \"dev/null\" is not absolute")),
             (dev("/dev/null", "x"), Err("container_path \"x\" is not absolute")),
             (dev("/dev/no-such-device", "/dev/x"), Err("device /dev/no-such-device")),
-            (dev("/etc/hostname", "/dev/x"), Err("is not a device")),
+            (dev(&plain, "/dev/x"), Err("is not a device")),
         ] {
             match (resolve_devices(&[d.clone()], false), want) {
                 (Ok(got), Ok(())) => assert_eq!(got[0].container_path, d.container_path),

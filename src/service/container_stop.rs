@@ -45,13 +45,15 @@ impl PodService {
         if let Err(e) = runtime.kill(cid.as_str(), "SIGKILL", true).instrument(super::step("runtime kill")).await {
             tracing::warn!(container = %cid, error = %e, "SIGKILL not delivered");
         }
-        if !self.wait_exit(&cid, KILL_ALL_WAIT).instrument(super::step("wait for exit")).await {
+        let mut exited = self.wait_exit(&cid, KILL_ALL_WAIT).instrument(super::step("wait for exit")).await;
+        if !exited {
             tracing::warn!(container = %cid, "still running after SIGKILL to its cgroup; signalling its init directly");
             if let Err(e) = runtime.kill(cid.as_str(), "SIGKILL", false).instrument(super::step("runtime kill")).await {
                 tracing::warn!(container = %cid, error = %e, "SIGKILL to the init not delivered");
             }
+            exited = self.wait_exit(&cid, KILL_WAIT).instrument(super::step("wait for exit")).await;
         }
-        if !self.wait_exit(&cid, KILL_WAIT).instrument(super::step("wait for exit")).await {
+        if !exited {
             return Err(Error::DeadlineExceeded(format!("container {cid} did not exit after SIGKILL")));
         }
         tracing::info!(container = %cid, "container killed");
