@@ -330,7 +330,7 @@ mod tests {
             (dev("/dev/no-such-device", "/dev/x"), Err("device /dev/no-such-device")),
             (dev(&plain, "/dev/x"), Err("is not a device")),
         ] {
-            match (resolve_devices(&[d.clone()], false), want) {
+            match (resolve_devices(std::slice::from_ref(&d), false), want) {
                 (Ok(got), Ok(())) => assert_eq!(got[0].container_path, d.container_path),
                 (Err(Error::InvalidArgument(e)), Err(part)) => assert!(e.contains(part), "{e}"),
                 (got, want) => panic!("{d:?}: got {got:?}, want {want:?}"),
