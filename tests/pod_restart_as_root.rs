@@ -108,3 +108,56 @@ async fn containers_survive_a_daemon_crash() {
     daemon.runtime().await.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: pod }).await.unwrap();
     assert!(mounts_under(daemon.dir.path()).is_empty());
 }
+
+/// The processes whose command line is swapcri's namespace helper for `pod`.
+fn holders_of(pod: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline);
+            cmdline.starts_with("swapcri\0sandbox-ns\0") && cmdline.contains(pod)
+        })
+        .filter(|pid| !std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default().contains(") Z "))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sandbox_whose_record_is_lost_releases_what_it_held() {
+    require_root();
+    let mut daemon = Daemon::start("");
+    import_busybox(&daemon);
+    let logs = daemon.dir.path().join("logs");
+    let mut pod_config = sandbox_config("lost", &logs);
+    let options = pod_config.linux.as_mut().unwrap().security_context.as_mut().unwrap();
+    options.namespace_options.as_mut().unwrap().pid = cri::NamespaceMode::Pod as i32;
+    let pod = run_sandbox(&daemon, pod_config.clone()).await;
+    let mut sleeper = container_config("sleeper", &["sleep", "1000"]);
+    sleeper.linux.as_mut().unwrap().security_context.as_mut().unwrap().namespace_options.as_mut().unwrap().pid =
+        cri::NamespaceMode::Pod as i32;
+    let sleeper = start(&daemon, &pod, &pod_config, sleeper).await;
+    assert_eq!(holders_of(&pod).len(), 1, "the pod's PID namespace has a holder");
+    let pod_run_dir = daemon.dir.path().join("run/sandboxes").join(&pod);
+    assert!(!mounts_under(&pod_run_dir).is_empty());
+
+    daemon.stop_with(Signal::SIGKILL);
+    let status_file = daemon.state_root().join("sandboxes").join(&pod).join("status.json");
+    let bytes = std::fs::read(&status_file).unwrap();
+    std::fs::write(&status_file, &bytes[..bytes.len() / 2]).unwrap();
+    daemon.restart();
+
+    let sandboxes =
+        daemon.runtime().await.list_pod_sandbox(cri::ListPodSandboxRequest::default()).await.unwrap().into_inner();
+    assert!(sandboxes.items.is_empty(), "{:?}", sandboxes.items);
+    assert!(daemon.state_root().join("sandboxes").join(format!("{pod}.corrupt")).exists(), "record kept aside");
+    assert!(daemon.log().contains("unreadable sandbox record"), "logged");
+    assert!(holders_of(&pod).is_empty(), "the holder of a pod nobody can see is stopped");
+    assert!(mounts_under(&pod_run_dir).is_empty(), "pinned namespaces and shm unmounted");
+    assert!(!pod_run_dir.exists());
+    // Its container stays visible and ends with the PID namespace it lived in.
+    assert_eq!(wait_exited(&daemon, &sleeper, Duration::from_secs(10)).await.exit_code, 137);
+    daemon.runtime().await.remove_container(cri::RemoveContainerRequest { container_id: sleeper }).await.unwrap();
+    assert!(mounts_under(daemon.dir.path()).is_empty(), "{:?}", mounts_under(daemon.dir.path()));
+}

@@ -13,16 +13,16 @@ use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 
 use crate::model::image::{Digest, ImageId, ImageRecord, LayerRecord};
-use crate::store::{read_versioned, write_atomic, write_versioned};
+use crate::store::{read_versioned, write_atomic, write_versioned, StoreError};
 
 use super::{ImageError, ImageLookup};
 
 const INDEX_VERSION: u32 = 1;
 
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
-struct Index {
-    images: BTreeMap<ImageId, ImageRecord>,
-    layers: BTreeMap<Digest, LayerRecord>,
+pub(super) struct Index {
+    pub(super) images: BTreeMap<ImageId, ImageRecord>,
+    pub(super) layers: BTreeMap<Digest, LayerRecord>,
 }
 
 /// Identity of the index file as last read, to notice writes by another process.
@@ -56,8 +56,28 @@ impl ImageStore {
             root: root.to_path_buf(),
             cached: Mutex::new(Cached { index: Index::default(), stamp: None }),
         };
-        store.with_index(|_| Ok(((), false)))?;
+        match store.with_index(|_| Ok(((), false))) {
+            Err(ImageError::Store(StoreError::Corrupt { path, source })) => store.quarantine_index(&path, &source)?,
+            other => other?,
+        }
         Ok(store)
+    }
+
+    /// Moves an unreadable index aside (kept for an operator) and rebuilds it from the
+    /// stored manifests, configs and layers, so no image whose content is here is lost.
+    fn quarantine_index(&self, path: &Path, error: &serde_json::Error) -> Result<(), ImageError> {
+        let _lock = self.lock_file()?;
+        let aside = path.with_extension(format!("json.corrupt-{}", chrono::Utc::now().timestamp()));
+        fs::rename(path, &aside).map_err(ImageError::io(path))?;
+        let index = super::index_rebuild::rebuild(&self.root);
+        tracing::error!(
+            %error,
+            aside = %aside.display(),
+            images = index.images.len(),
+            "unreadable image index moved aside; images rebuilt from the stored manifests come back untagged until pulled again"
+        );
+        write_versioned(path, INDEX_VERSION, &index)?;
+        Ok(())
     }
 
     pub fn root(&self) -> &Path {

@@ -167,3 +167,81 @@ fn sizes_come_with_the_records_they_belong_to() {
     store.remove(&ImageLookup::Tag("r/a:1".into()), no_users).unwrap();
     assert!(store.find_sized(&ImageLookup::Id(a.id.clone())).unwrap().is_none());
 }
+
+/// A manifest and config that name `layers` (diff ids), as a pull stores them.
+fn stored_image(store: &ImageStore, layers: &[u8], user: &str) -> ImageRecord {
+    let diff_ids: Vec<Digest> = layers.iter().map(|&l| digest(l)).collect();
+    let config = serde_json::to_vec(&serde_json::json!({
+        "architecture": "amd64", "os": "linux", "config": { "User": user },
+        "rootfs": { "type": "layers", "diff_ids": diff_ids.iter().map(|d| d.as_str()).collect::<Vec<_>>() },
+    }))
+    .unwrap();
+    let layer_descriptors: Vec<_> = diff_ids
+        .iter()
+        .map(|d| serde_json::json!({ "mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": d.as_str(), "size": 1 }))
+        .collect();
+    let manifest = serde_json::to_vec(&serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": { "mediaType": "application/vnd.oci.image.config.v1+json", "digest": Digest::of(&config).as_str(), "size": config.len() },
+        "layers": layer_descriptors,
+    }))
+    .unwrap();
+    let mut image = record(0, layers, &["r/stored:1"]);
+    image.id = ImageId::from_config_digest(&Digest::of(&config));
+    image.manifest = Digest::of(&manifest);
+    image.user = user.into();
+    let mut records = Vec::new();
+    for layer in &image.layers {
+        let work = store.scratch_dir().unwrap();
+        let dir = work.path().join("fs");
+        fs::create_dir(&dir).unwrap();
+        fs::write(dir.join("file"), layer.as_str()).unwrap();
+        store.install_layer(&dir, layer).unwrap();
+        records.push(LayerRecord { diff_id: layer.clone(), disk_bytes: 4096, inodes: 2 });
+    }
+    let blobs = [(image.id.digest(), config), (image.manifest.clone(), manifest)];
+    store.commit(image.clone(), records, &blobs).unwrap();
+    image
+}
+
+#[test]
+fn an_unreadable_index_is_moved_aside_and_rebuilt_from_the_stored_images() {
+    for damage in [&b"{\"version\": 1, \"data\": {\"ima"[..], b"", b"\x00\xff garbage"] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ImageStore::open(dir.path()).unwrap();
+        let kept = stored_image(&store, &[30, 31], "1000:1000");
+        let broken = stored_image(&store, &[32], "");
+        drop(store);
+        // One image lost a layer as well: it cannot come back.
+        fs::remove_dir_all(dir.path().join("layers").join(digest(32).hex())).unwrap();
+        fs::write(dir.path().join("index.json"), damage).unwrap();
+
+        let store = ImageStore::open(dir.path()).unwrap();
+        let images = store.list_sized().unwrap();
+        assert_eq!(images.len(), 1, "{images:?}");
+        let (restored, size) = &images[0];
+        assert_eq!(restored.id, kept.id);
+        assert_eq!(
+            (&restored.manifest, &restored.layers, restored.user.as_str()),
+            (&kept.manifest, &kept.layers, "1000:1000")
+        );
+        assert!(restored.repo_tags.is_empty(), "tags lived only in the lost index");
+        assert!(*size > 0);
+        assert!(store.find(&ImageLookup::Id(broken.id)).unwrap().is_none());
+        let aside: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("index.json.corrupt-"))
+            .collect();
+        assert_eq!(aside.len(), 1, "the damaged index is kept for a look");
+
+        // Start-up cleanup keeps the restored image's layers; a pull by tag re-tags it.
+        store.collect_garbage().unwrap();
+        assert!(store.has_layer(&digest(30)) && store.has_layer(&digest(31)));
+        let mut again = kept.clone();
+        again.repo_tags = ["r/stored:1".to_string()].into();
+        store.commit(again, vec![], &[]).unwrap();
+        assert!(store.find(&ImageLookup::Tag("r/stored:1".into())).unwrap().is_some());
+    }
+}

@@ -46,9 +46,12 @@ enum NsReport {
     Failed { error: String },
 }
 
+/// The helper's request, in the sandbox's run directory; also names the helper's processes.
+const REQUEST_FILE: &str = "namespaces.json";
+
 /// Runs the helper and returns the PID-namespace holder, if one was asked for.
 pub fn create(request: &NsRequest, work_dir: &Path) -> Result<Option<ProcessRef>, String> {
-    let path = work_dir.join("namespaces.json");
+    let path = work_dir.join(REQUEST_FILE);
     std::fs::write(&path, serde_json::to_vec(request).map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
     let mut child = Command::new(crate::SELF_EXE)
         .arg0("swapcri")
@@ -81,7 +84,32 @@ pub fn release(request: &NsRequest, holder: Option<ProcessRef>) {
         }
         let _ = std::fs::remove_file(path);
     }
-    if let Some(holder) = holder.filter(ProcessRef::is_alive) {
+    if let Some(holder) = holder {
+        stop_holder(holder);
+    }
+}
+
+/// The live PID-namespace holders started for the sandbox whose run directory is
+/// `work_dir`, found by their command line (for a sandbox whose record is lost).
+pub fn holders_of(work_dir: &Path) -> Vec<ProcessRef> {
+    let request = work_dir.join(REQUEST_FILE);
+    let wanted = [b"swapcri".as_slice(), b"sandbox-ns", request.as_os_str().as_encoded_bytes()];
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            cmdline.split(|&b| b == 0).filter(|a| !a.is_empty()).eq(wanted.iter().copied())
+        })
+        .filter_map(ProcessRef::of)
+        .filter(ProcessRef::is_alive)
+        .collect()
+}
+
+/// SIGKILLs a holder (and with it every process of its PID namespace) and waits for it.
+pub fn stop_holder(holder: ProcessRef) {
+    if holder.is_alive() {
         let pid = nix::unistd::Pid::from_raw(holder.pid);
         let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
         // The holder is not our child once its helper exited; wait until it is gone.

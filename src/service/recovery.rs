@@ -42,7 +42,11 @@ impl PodService {
     pub fn recover(&self) -> Result<(), Error> {
         let sandboxes = self.registry.sandbox_records.load::<SandboxMeta, SandboxStatus>()?;
         for (id, error) in &sandboxes.quarantined {
-            tracing::error!(sandbox = %id, %error, "unreadable sandbox record moved aside as {id}.corrupt");
+            // Nobody can list or remove the pod any more: what it holds on the node goes now.
+            // Its run directory (pinned namespaces, shm) goes with the orphaned directories,
+            // its network with the networks no pod accounts for.
+            tracing::error!(sandbox = %id, %error, "unreadable sandbox record moved aside as {id}.corrupt; releasing what the pod holds");
+            self.discard_sandbox(id);
         }
         for id in &sandboxes.incomplete {
             tracing::info!(sandbox = %id, "cleaning up a sandbox whose creation did not finish");
@@ -108,6 +112,24 @@ impl PodService {
         let run_dir = self.config.run_root.join("containers").join(id);
         let _ = unmount_container(&run_dir);
         let _ = std::fs::remove_dir_all(&run_dir);
+    }
+
+    /// Stops the PID-namespace holder of a sandbox no record describes and removes the pod
+    /// cgroup swapcri would have made for it (when nothing is left in it).
+    fn discard_sandbox(&self, id: &str) {
+        for holder in sandbox::holders_of(&self.config.run_root.join("sandboxes").join(id)) {
+            tracing::warn!(sandbox = %id, pid = holder.pid, "stopping the PID namespace holder of a lost sandbox");
+            sandbox::stop_holder(holder);
+        }
+        if self.config.runtime.cgroup_driver == crate::config::CgroupDriver::Cgroupfs {
+            let own = format!("{}/{id}", self.config.runtime.default_cgroup_parent.trim_end_matches('/'));
+            match self.cgroups.remove(&own) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    tracing::warn!(sandbox = %id, cgroup = %own, error = %e, "cannot remove the cgroup of a lost sandbox")
+                }
+                _ => {}
+            }
+        }
     }
 
     /// Run directories that no record owns (a crash before the first record was written).
