@@ -22,6 +22,7 @@ pub enum ErrorKind {
     DeadlineExceeded,
     Unavailable,
     DataLoss,
+    ResourceExhausted,
     Unimplemented,
     Internal,
 }
@@ -38,6 +39,7 @@ impl ErrorKind {
             ErrorKind::DeadlineExceeded => tonic::Code::DeadlineExceeded,
             ErrorKind::Unavailable => tonic::Code::Unavailable,
             ErrorKind::DataLoss => tonic::Code::DataLoss,
+            ErrorKind::ResourceExhausted => tonic::Code::ResourceExhausted,
             ErrorKind::Unimplemented => tonic::Code::Unimplemented,
             ErrorKind::Internal => tonic::Code::Internal,
         }
@@ -81,6 +83,9 @@ pub enum Error {
 
 impl Error {
     pub fn kind(&self) -> ErrorKind {
+        if out_of_space(self) {
+            return ErrorKind::ResourceExhausted;
+        }
         match self {
             Error::InvalidArgument(_) => ErrorKind::InvalidArgument,
             Error::NotFound(_) => ErrorKind::NotFound,
@@ -99,6 +104,21 @@ impl Error {
     }
 }
 
+/// A full disk (ENOSPC) or an exhausted quota anywhere among the error's causes: whatever
+/// step hit it, the caller can only retry once space is freed.
+fn out_of_space(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(e);
+    while let Some(e) = next {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            if matches!(io.kind(), std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded) {
+                return true;
+            }
+        }
+        next = e.source();
+    }
+    false
+}
+
 fn image_kind(e: &ImageError) -> ErrorKind {
     match e {
         ImageError::InvalidReference { .. } => ErrorKind::InvalidArgument,
@@ -113,7 +133,9 @@ fn image_kind(e: &ImageError) -> ErrorKind {
             UnpackError::Escape { .. } => ErrorKind::FailedPrecondition,
             _ => ErrorKind::Internal,
         },
-        ImageError::Io { .. } | ImageError::Store(_) | ImageError::Task(_) => ErrorKind::Internal,
+        ImageError::Io { .. } | ImageError::Download { .. } | ImageError::Store(_) | ImageError::Task(_) => {
+            ErrorKind::Internal
+        }
     }
 }
 
@@ -165,6 +187,10 @@ impl From<tokio::task::JoinError> for Error {
 mod tests {
     use super::*;
 
+    #[derive(Debug, thiserror::Error)]
+    #[error("while unpacking: {0}")]
+    struct Nested(#[source] std::io::Error);
+
     #[test]
     fn kinds_map_to_codes() {
         let cases = [
@@ -202,6 +228,31 @@ mod tests {
                     actual: "b".into(),
                 }),
                 tonic::Code::DataLoss,
+            ),
+            (
+                Error::Image(ImageError::Io {
+                    path: "/state/images/tmp/x".into(),
+                    source: std::io::Error::from_raw_os_error(nix::libc::ENOSPC),
+                }),
+                tonic::Code::ResourceExhausted,
+            ),
+            (
+                Error::Store(crate::store::StoreError::Write {
+                    path: "/state/x".into(),
+                    source: std::io::Error::from_raw_os_error(nix::libc::EDQUOT),
+                }),
+                tonic::Code::ResourceExhausted,
+            ),
+            (
+                // As the tar crate reports it: the OS error nested in an error of its own.
+                Error::Image(ImageError::Unpack {
+                    image: "i".into(),
+                    layer: crate::model::image::Digest::of(b"l"),
+                    source: UnpackError::Archive(std::io::Error::other(Nested(std::io::Error::from_raw_os_error(
+                        nix::libc::ENOSPC,
+                    )))),
+                }),
+                tonic::Code::ResourceExhausted,
             ),
         ];
         for (error, code) in cases {

@@ -31,6 +31,8 @@ pub enum ImageError {
     Task(String),
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
+    #[error("cannot store {what} of {image} at {path}: {source}")]
+    Download { image: String, what: String, path: PathBuf, source: std::io::Error },
     #[error(transparent)]
     Store(#[from] StoreError),
 }

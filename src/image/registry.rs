@@ -187,7 +187,13 @@ impl ImageSource for RegistrySource {
             .map_err(|e| self.map_error(e))?;
         let mut stream = stream.stream;
         let path = scratch.join(blob.digest.hex());
-        let mut file = tokio::io::BufWriter::new(tokio::fs::File::create(&path).await.map_err(ImageError::io(&path))?);
+        let stored = |source| ImageError::Download {
+            image: self.name.to_string(),
+            what: what.clone(),
+            path: path.clone(),
+            source,
+        };
+        let mut file = tokio::io::BufWriter::new(tokio::fs::File::create(&path).await.map_err(stored)?);
         let mut hasher = sha2::Sha256::new();
         loop {
             let chunk = match tokio::time::timeout(self.timeout(), stream.next()).await {
@@ -196,9 +202,9 @@ impl ImageSource for RegistrySource {
                 Ok(Some(chunk)) => chunk.map_err(|e| self.map_error(OciDistributionError::IoError(e)))?,
             };
             hasher.update(&chunk);
-            file.write_all(&chunk).await.map_err(ImageError::io(&path))?;
+            file.write_all(&chunk).await.map_err(stored)?;
         }
-        file.flush().await.map_err(ImageError::io(&path))?;
+        file.flush().await.map_err(stored)?;
         let actual = Digest::from_sha256(hasher);
         if actual != blob.digest {
             return Err(ImageError::DigestMismatch {

@@ -202,13 +202,26 @@ impl ImageStore {
         blobs: &[(Digest, Vec<u8>)],
     ) -> Result<ImageId, ImageError> {
         self.with_index(|index| {
-            for (digest, bytes) in blobs {
-                self.write_blob(digest, bytes)?;
-            }
-            for diff_id in &record.layers {
-                if !self.has_layer(diff_id) {
-                    return Err(ImageError::LayerVanished(diff_id.clone()));
+            let stored =
+                blobs.iter().try_for_each(|(digest, bytes)| self.write_blob(digest, bytes)).and_then(|()| match record
+                    .layers
+                    .iter()
+                    .find(|l| !self.has_layer(l))
+                {
+                    Some(missing) => Err(ImageError::LayerVanished(missing.clone())),
+                    None => Ok(()),
+                });
+            if let Err(e) = stored {
+                // A failed commit (a full disk, a layer gone) leaves no blob behind that no
+                // image references.
+                let referenced: BTreeSet<&Digest> = index.images.values().map(|i| &i.manifest).collect();
+                for (digest, _) in blobs {
+                    let config = index.images.contains_key(&ImageId::from_config_digest(digest));
+                    if !config && !referenced.contains(digest) {
+                        let _ = fs::remove_file(self.blob_path(digest));
+                    }
                 }
+                return Err(e);
             }
             for layer in layers {
                 index.layers.entry(layer.diff_id.clone()).or_insert(layer);

@@ -120,9 +120,15 @@ fn a_second_handle_sees_changes_and_state_survives_reopen() {
 fn commit_fails_when_a_layer_vanished() {
     let dir = tempfile::tempdir().unwrap();
     let store = ImageStore::open(dir.path()).unwrap();
-    let err = store.commit(record(1, &[10], &["r/a:1"]), Vec::new(), &[]).unwrap_err();
+    let image = record(1, &[10], &["r/a:1"]);
+    let blobs = [image.id.digest(), image.manifest.clone()].map(|d| {
+        let bytes = one_byte_blob(&d);
+        (d, bytes)
+    });
+    let err = store.commit(image, Vec::new(), &blobs).unwrap_err();
     assert!(matches!(err, ImageError::LayerVanished(_)));
     assert!(store.list_sized().unwrap().is_empty());
+    assert_eq!(fs::read_dir(dir.path().join("blobs/sha256")).unwrap().count(), 0, "no blob left behind");
 }
 
 #[test]

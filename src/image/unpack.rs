@@ -24,7 +24,7 @@ pub enum UnpackError {
     #[error("layer entry {path:?} cannot be unpacked: {source}")]
     Entry { path: String, source: io::Error },
     #[error("cannot read layer archive: {0}")]
-    Archive(io::Error),
+    Archive(#[source] io::Error),
     #[error("layer content has digest {actual}, the image config says {expected}")]
     DiffId { expected: Digest, actual: Digest },
 }

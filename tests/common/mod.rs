@@ -33,6 +33,14 @@ impl Daemon {
     /// Writes a config with private paths plus `extra` TOML, and starts the daemon. Unless
     /// `extra` configures the network, pods get a loopback-only CNI network of their own.
     pub fn start(extra: &str) -> Daemon {
+        let mut daemon = Daemon::configure(extra);
+        daemon.restart();
+        daemon
+    }
+
+    /// Writes the config as `start` does but leaves the daemon stopped, for a test that
+    /// prepares its directories first; `restart` starts it.
+    pub fn configure(extra: &str) -> Daemon {
         let dir = tempfile::Builder::new().prefix("swapcri-test-").tempdir().unwrap();
         let root = dir.path();
         let config_path = root.join("config.toml");
@@ -48,9 +56,7 @@ impl Daemon {
             root = root.display()
         );
         std::fs::write(&config_path, config).unwrap();
-        let mut daemon = Daemon { dir, config_path, child: None };
-        daemon.restart();
-        daemon
+        Daemon { dir, config_path, child: None }
     }
 
     pub fn socket(&self) -> PathBuf {
