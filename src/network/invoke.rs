@@ -57,8 +57,11 @@ pub async fn run(plugin: &str, call: &Call<'_>, config: &Value) -> Result<Value,
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
+        // Its own process group: a plugin that times out is killed with whatever it started.
+        .process_group(0)
         .spawn()
         .map_err(|e| failed(format!("cannot start {}: {e}", binary.display())))?;
+    let group = child.id().map(|pid| nix::unistd::Pid::from_raw(pid as i32));
     let input = serde_json::to_vec(config).expect("a JSON value serializes");
     let mut stdin = child.stdin.take().expect("piped");
     let work = async move {
@@ -71,11 +74,14 @@ pub async fn run(plugin: &str, call: &Call<'_>, config: &Value) -> Result<Value,
         Ok(Ok(output)) => output,
         Ok(Err(e)) => return Err(failed(e.to_string())),
         Err(_) => {
+            if let Some(group) = group {
+                let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+            }
             return Err(PluginError::Timeout {
                 plugin: plugin.into(),
                 command: call.command,
                 seconds: call.timeout.as_secs(),
-            })
+            });
         }
     };
     let stdout = String::from_utf8_lossy(&output.stdout);

@@ -15,7 +15,7 @@ n=$(ls LOG | grep -c '^call-')
 n=$((n + 1))
 echo "$CNI_COMMAND|$CNI_CONTAINERID|$CNI_NETNS|$CNI_IFNAME|$CNI_ARGS|$CNI_PATH|$0" > LOG/call-$(printf %03d $n)
 echo "$input" > LOG/stdin-$(printf %03d $n)
-case "$input" in *"\"sleep\":\"$CNI_COMMAND\""*) sleep 30 ;; esac
+case "$input" in *"\"sleep\":\"$CNI_COMMAND\""*) sleep 30 & echo $! > LOG/sleeper; wait ;; esac
 case "$input" in *"\"fail\":\"$CNI_COMMAND\""*)
   echo "{\"cniVersion\":\"1.0.0\",\"code\":11,\"msg\":\"$CNI_COMMAND refused\",\"details\":\"by the test\"}"
   exit 1 ;;
@@ -173,6 +173,17 @@ async fn a_hung_plugin_is_killed_at_the_timeout() {
     assert!(matches!(err, NetworkError::Plugin(PluginError::Timeout { seconds: 1, .. })), "{err}");
     assert!(started.elapsed() < std::time::Duration::from_secs(10));
     assert!(!f.record_exists());
+    // What the plugin started goes with it.
+    let sleeper: i32 = std::fs::read_to_string(f.path("log/sleeper")).unwrap().trim().parse().unwrap();
+    let gone = |pid: i32| {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        stat.is_empty() || stat.contains(") Z ")
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !gone(sleeper) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(gone(sleeper), "the hung plugin's child {sleeper} was left running");
 }
 
 #[tokio::test]

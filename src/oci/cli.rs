@@ -118,7 +118,11 @@ impl OciRuntime for CliRuntime {
         let status = cmd.status().map_err(|e| self.spawn_error(e))?;
         drop(cmd); // closes our copies of the pipes' write ends
         if !status.success() {
-            let message = runtime_message(&std::fs::read(&log).unwrap_or_default());
+            let mut message = runtime_message(&std::fs::read(&log).unwrap_or_default());
+            if message.is_empty() {
+                // Its stderr was the container's: whatever it printed is in the container's log.
+                message = format!("{status}, and logged nothing to {}", log.display());
+            }
             return Err(self.failed("create", id, message));
         }
         read_pid(&pid_file).ok_or_else(|| self.failed("create", id, format!("no pid in {}", pid_file.display())))

@@ -105,7 +105,7 @@ impl PodService {
             target_pid_ns,
             memory_unified: plan.unified(),
             recursive_read_only: handler.capabilities(&self.node).recursive_read_only,
-            idmap_mounts: handler.features.idmap_mounts,
+            idmap_mounts: handler.features().idmap_mounts,
         };
         Ok(spec::build(&input, &self.node)?)
     }

@@ -28,6 +28,10 @@ impl RuntimeService {
     /// configuration. Verbose adds the node facts, the handlers and the memory policy.
     pub async fn status(&self, verbose: bool, pods: &PodService) -> RuntimeStatus {
         let network = pods.network_ready().await;
+        let runtimes = self.runtimes.clone();
+        if let Err(e) = tokio::task::spawn_blocking(move || runtimes.reprobe_unusable()).await {
+            tracing::warn!(error = %e, "probing the runtime handlers again");
+        }
         let mut status = self.conditions(verbose, network);
         if let Some(info) = &mut status.info {
             pods.memory.add_status(info);
@@ -38,7 +42,7 @@ impl RuntimeService {
     fn conditions(&self, verbose: bool, network: Result<String, NetworkError>) -> RuntimeStatus {
         let default = self.runtimes.default_name();
         let default_probe = self.runtimes.get(default).ok();
-        let runtime_ready = match default_probe.map(|h| &h.features) {
+        let runtime_ready = match default_probe.map(|h| h.features()) {
             Some(f) if f.usable => {
                 Condition { kind: "RuntimeReady", status: true, reason: String::new(), message: String::new() }
             }
@@ -68,13 +72,13 @@ impl RuntimeService {
             },
         };
         let mut handlers = Vec::new();
-        if let Some(h) = default_probe.filter(|h| h.features.usable) {
+        if let Some(h) = default_probe.filter(|h| h.features().usable) {
             handlers.push((String::new(), h.capabilities(&self.node)));
         }
         handlers.extend(
             self.runtimes
                 .all()
-                .filter(|h| h.features.usable)
+                .filter(|h| h.features().usable)
                 .map(|h| (h.spec.name.clone(), h.capabilities(&self.node))),
         );
         let info = verbose.then(|| {
@@ -88,7 +92,7 @@ impl RuntimeService {
                     "engine": h.spec.engine,
                     "binary": h.spec.binary,
                     "root": h.spec.root,
-                    "features": h.features,
+                    "features": h.features(),
                 })).collect::<Vec<_>>(),
             })
         });

@@ -2,7 +2,7 @@
 //! start-up. Requests name a handler; this owner resolves it.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use crate::config::Config;
 use crate::error::Error;
@@ -13,7 +13,8 @@ use crate::oci::{Features, HandlerSpec, OciRuntime};
 pub struct RuntimeHandler {
     pub spec: HandlerSpec,
     pub runtime: Arc<dyn OciRuntime>,
-    pub features: Features,
+    /// Probed at start-up; probed again while the runtime is unusable (not installed yet).
+    features: RwLock<Features>,
 }
 
 /// What a handler offers a pod on this node, as the CRI's RuntimeHandlerFeatures say it.
@@ -30,11 +31,40 @@ pub struct HandlerCapabilities {
 }
 
 impl RuntimeHandler {
+    fn new(spec: HandlerSpec, runtime: Arc<dyn OciRuntime>) -> Self {
+        let features = runtime.probe_features();
+        if let Some(e) = &features.error {
+            tracing::warn!(handler = %spec.name, error = %e, "runtime handler unusable");
+        } else {
+            tracing::info!(handler = %spec.name, version = %features.version, rro = features.recursive_read_only,
+                idmap = features.idmap_mounts, probed_by = features.probed_by, "runtime handler");
+        }
+        RuntimeHandler { spec, runtime, features: RwLock::new(features) }
+    }
+
+    pub fn features(&self) -> Features {
+        self.features.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Probes an unusable runtime again: a binary installed (or repaired) after start-up
+    /// makes the handler usable without a restart.
+    fn reprobe_if_unusable(&self) {
+        if self.features().usable {
+            return;
+        }
+        let features = self.runtime.probe_features();
+        if features.usable {
+            tracing::info!(handler = %self.spec.name, version = %features.version, "runtime handler usable now");
+            *self.features.write().unwrap_or_else(|p| p.into_inner()) = features;
+        }
+    }
+
     pub fn capabilities(&self, node: &NodeFacts) -> HandlerCapabilities {
         let kernel = |major, minor| node.memory.kernel.is_some_and(|k| k.at_least(major, minor));
         let user_namespaces = self.userns_unsupported_reason(node).is_empty();
+        let features = self.features();
         HandlerCapabilities {
-            recursive_read_only: self.features.usable && self.features.recursive_read_only && kernel(5, 12),
+            recursive_read_only: features.usable && features.recursive_read_only && kernel(5, 12),
             user_namespaces,
             // The host's /sys is bind-mounted where sysfs cannot be mounted (policy::spec).
             user_namespaces_host_network: user_namespaces,
@@ -43,10 +73,11 @@ impl RuntimeHandler {
 
     /// Why pods of this handler cannot have user namespaces ("" when they can).
     pub fn userns_unsupported_reason(&self, node: &NodeFacts) -> String {
-        if !self.features.usable {
+        let features = self.features();
+        if !features.usable {
             "the runtime is unusable".into()
-        } else if !self.features.idmap_mounts {
-            format!("{} has no id-mapped mounts", self.features.version)
+        } else if !features.idmap_mounts {
+            format!("{} has no id-mapped mounts", features.version)
         } else if !node.userns.supported {
             node.userns.detail.clone()
         } else {
@@ -68,14 +99,7 @@ impl Runtimes {
             .into_iter()
             .map(|spec| {
                 let runtime = crate::oci::runtime_for(&spec);
-                let features = runtime.probe_features();
-                if let Some(e) = &features.error {
-                    tracing::warn!(handler = %spec.name, error = %e, "runtime handler unusable");
-                } else {
-                    tracing::info!(handler = %spec.name, version = %features.version, rro = features.recursive_read_only,
-                        idmap = features.idmap_mounts, probed_by = features.probed_by, "runtime handler");
-                }
-                (spec.name.clone(), RuntimeHandler { spec, runtime, features })
+                (spec.name.clone(), RuntimeHandler::new(spec, runtime))
             })
             .collect();
         Runtimes { default: config.runtime.default_handler.clone(), handlers }
@@ -108,6 +132,11 @@ impl Runtimes {
 
     pub fn all(&self) -> impl Iterator<Item = &RuntimeHandler> {
         self.handlers.values()
+    }
+
+    /// Probes the handlers found unusable again (see `RuntimeHandler::reprobe_if_unusable`).
+    pub fn reprobe_unusable(&self) {
+        self.handlers.values().for_each(RuntimeHandler::reprobe_if_unusable);
     }
 
     /// Replaces every handler's runtime (tests: a fake runtime).
