@@ -5,6 +5,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         // Records on disk keep the CRI configs a pod or container was created with.
         .type_attribute(".", "#[derive(serde::Serialize, serde::Deserialize)]")
+        // The CRI fuzzer (unit tests only) builds arbitrary messages of every type.
+        .type_attribute(".", "#[cfg_attr(test, derive(arbitrary::Arbitrary))]")
         .compile_protos(&["proto/runtime/v1/api.proto"], &["proto"])?;
     Ok(())
 }

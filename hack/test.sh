@@ -20,6 +20,17 @@ echo "==> cargo test (unit and integration)"
 status=0
 cargo test --locked --no-fail-fast "$@" || status=$?
 if [ $# -eq 0 ]; then
+  # The long form: SWAPCRI_FUZZ_INPUTS=1000000 (about 4 min); see docs/testing.md.
+  echo "==> CRI fuzzer (${SWAPCRI_FUZZ_SECONDS:=60} s)"
+  fuzz_log=$(mktemp)
+  if SWAPCRI_FUZZ_SECONDS=$SWAPCRI_FUZZ_SECONDS cargo test --locked --lib cri_fuzz -- --ignored --nocapture \
+    >"$fuzz_log" 2>&1; then
+    grep -E '^fuzz' "$fuzz_log"
+  else
+    status=1
+    tail -n 40 "$fuzz_log"
+  fi
+  rm -f "$fuzz_log"
   echo "==> VM e2e (hack/vm/e2e.sh)"
   hack/vm/e2e.sh || status=$?
   echo "==> systemd node e2e (hack/vm/e2e.sh --node systemd)"

@@ -49,7 +49,7 @@ fn image_of(
     manifest_digest: Digest,
     created_at: i64,
 ) -> Option<(ImageRecord, Vec<LayerRecord>)> {
-    let config_digest = Digest::parse(&manifest.config().digest().to_string())?;
+    let config_digest = Digest::parse(manifest.config().digest().as_ref())?;
     let config_bytes = fs::read(root.join("blobs/sha256").join(config_digest.hex())).ok()?;
     let config: ImageConfiguration = serde_json::from_slice(&config_bytes).ok()?;
     let diff_ids: Vec<Digest> = config.rootfs().diff_ids().iter().map(|d| Digest::parse(d)).collect::<Option<_>>()?;

@@ -55,9 +55,9 @@ impl PodService {
             });
         }
         let rootfs = run_dir.join("rootfs");
-        let unmount_dir = run_dir.clone();
+        let (unmount_dir, host) = (run_dir.clone(), self.host.clone());
         rollback.push("unmount rootfs and image volumes", move || {
-            let _ = unmount_container(&unmount_dir);
+            let _ = unmount_container(&*host, &unmount_dir);
         });
         let mapped = self.mapped_layers(sandbox, &run_dir)?;
         self.mount_rootfs(image, &rootfs, &state_dir, mapped.as_ref())?;
@@ -65,7 +65,7 @@ impl PodService {
         let defaults = self.image_defaults(image)?;
         let built = self.build_spec(id, sandbox, config, &defaults, rootfs, plan)?;
         // Only once the request has passed every check does the host change.
-        let shared_binds = share_propagating_sources(id, &config.mounts, rollback)?;
+        let shared_binds = share_propagating_sources(&self.host, id, &config.mounts, rollback)?;
         for warning in &built.warnings {
             tracing::warn!(container = %id, "{warning}");
         }
@@ -138,7 +138,8 @@ impl PodService {
         }
         let lower: Vec<String> = lower.iter().map(|p| p.display().to_string()).collect();
         let data = format!("lowerdir={},upperdir={},workdir={}", lower.join(":"), upper.display(), work.display());
-        nix::mount::mount(Some("overlay"), rootfs, Some("overlay"), nix::mount::MsFlags::empty(), Some(data.as_str()))
+        self.host
+            .mount_overlay(rootfs, &data, false)
             .map_err(|e| Error::Internal(format!("mounting the root filesystem ({} layers): {e}", image.layers.len())))
     }
 
@@ -275,6 +276,7 @@ fn load_localhost_seccomp(
 /// `sandbox::ensure_shared`). Returns the bind mounts made for that, which the container
 /// owns; a failed creation takes them back.
 fn share_propagating_sources(
+    host: &std::sync::Arc<dyn super::Host>,
     id: &ContainerId,
     mounts: &[cri::Mount],
     rollback: &mut Rollback,
@@ -285,14 +287,14 @@ fn share_propagating_sources(
     };
     let mut bound = Vec::new();
     for m in mounts.iter().filter(propagating).filter(|m| !m.host_path.is_empty()) {
-        match sandbox::ensure_shared(Path::new(&m.host_path)) {
+        match host.ensure_shared(Path::new(&m.host_path)) {
             Ok(sandbox::Shared::Already) => {}
             Ok(done) => {
                 tracing::info!(container = %id, source = %m.host_path, "volume source made a shared mount");
                 if let sandbox::Shared::Bound(path) = done {
-                    let undo = path.clone();
+                    let (undo, host) = (path.clone(), host.clone());
                     rollback.push("unmount a shared volume source", move || {
-                        let _ = sandbox::unmount(&undo);
+                        let _ = host.unmount(&undo);
                     });
                     bound.push(path);
                 }

@@ -13,7 +13,7 @@ use crate::model::container::{ContainerMeta, ContainerState, ContainerStatus};
 use crate::model::ids::ContainerId;
 use crate::model::image::ImageRecord;
 use crate::model::sandbox::ProcessRef;
-use crate::monitor::{self, MonitorConfig};
+use crate::monitor::MonitorConfig;
 
 use super::container_bundle::Bundle;
 use super::image_volumes::record_image_refs;
@@ -132,7 +132,7 @@ impl PodService {
         let json = serde_json::to_vec(&monitor_config).map_err(|e| Error::Internal(e.to_string()))?;
         std::fs::write(&monitor_path, json).map_err(internal)?;
         let log = bundle.run_dir.join("monitor.log");
-        let (monitor, pid) = monitor::spawn(&monitor_path, &log, Duration::from_secs(120)).await?;
+        let (monitor, pid) = self.host.spawn_monitor(&monitor_path, &log, Duration::from_secs(120)).await?;
         self.adopt_into_monitor_cgroup(vec![monitor]);
         let (runtime, cid) = (handler.runtime.clone(), id.to_string());
         rollback.push("delete the created container", move || {

@@ -32,7 +32,7 @@ impl PodService {
         }
         let run_dir = self.registry.container_run_dir(&cid);
         super::step("unmount")
-            .in_scope(|| unmount_container(&run_dir))
+            .in_scope(|| unmount_container(&*self.host, &run_dir))
             .map_err(|e| Error::Internal(format!("unmounting the root filesystem and image volumes: {e}")))?;
         let _ = std::fs::remove_dir_all(&run_dir);
         for kind in ["ctl", "console", "attach"] {
@@ -68,7 +68,7 @@ impl PodService {
         for path in binds {
             let in_use = self.registry.read().containers.values().any(|c| c.meta.shared_binds.contains(path));
             if !in_use {
-                if let Err(e) = crate::sandbox::unmount(path) {
+                if let Err(e) = self.host.unmount(path) {
                     tracing::warn!(path = %path.display(), error = %e, "cannot unmount a shared volume source");
                 }
             }

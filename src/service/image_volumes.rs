@@ -9,7 +9,6 @@ use crate::cri;
 
 use crate::error::Error;
 use crate::model::image::ImageRecord;
-use crate::sandbox;
 
 use super::layers::MappedLayers;
 use super::pods::PodService;
@@ -87,15 +86,7 @@ impl PodService {
             layers => {
                 std::fs::create_dir_all(target).map_err(io)?;
                 let lower: Vec<String> = layers.iter().map(|l| l.display().to_string()).collect();
-                let data = format!("lowerdir={}", lower.join(":"));
-                nix::mount::mount(
-                    Some("overlay"),
-                    target,
-                    Some("overlay"),
-                    nix::mount::MsFlags::MS_RDONLY,
-                    Some(data.as_str()),
-                )
-                .map_err(|e| io(e.into()))?;
+                self.host.mount_overlay(target, &format!("lowerdir={}", lower.join(":")), true).map_err(io)?;
                 Ok(target.to_path_buf())
             }
         }
@@ -133,14 +124,14 @@ fn sub_path(root: &Path, sub: &str) -> Result<PathBuf, String> {
 
 /// Unmounts a container's image volumes, root filesystem and id-mapped layers (removal,
 /// recovery).
-pub(super) fn unmount_container(run_dir: &Path) -> std::io::Result<()> {
+pub(super) fn unmount_container(host: &dyn super::Host, run_dir: &Path) -> std::io::Result<()> {
     if let Ok(entries) = std::fs::read_dir(run_dir.join(DIR)) {
         for entry in entries.flatten() {
-            sandbox::unmount(&entry.path())?;
+            host.unmount(&entry.path())?;
         }
     }
-    sandbox::unmount(&run_dir.join("rootfs"))?;
-    super::layers::unmount_mapped(run_dir)
+    host.unmount(&run_dir.join("rootfs"))?;
+    super::layers::unmount_mapped(host, run_dir)
 }
 
 #[cfg(test)]

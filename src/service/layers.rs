@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use crate::error::Error;
 use crate::model::image::ImageRecord;
 use crate::model::userns::PodUserns;
-use crate::sandbox;
 
 use super::pods::{PodService, Sandbox};
 
@@ -46,7 +45,7 @@ impl PodService {
             .map(|(n, layer)| {
                 let target = mapped.dir.join(format!("{usage}-{n}"));
                 std::fs::create_dir_all(&target)
-                    .and_then(|()| sandbox::bind_mapped(&layer, &target, &mapped.userns, true))
+                    .and_then(|()| self.host.bind_mapped(&layer, &target, &mapped.userns, true))
                     .map_err(|e| Error::Internal(format!("id-mapping layer {}: {e}", layer.display())))?;
                 Ok(target)
             })
@@ -55,10 +54,10 @@ impl PodService {
 }
 
 /// Unmounts a container's id-mapped layers.
-pub(super) fn unmount_mapped(run_dir: &Path) -> std::io::Result<()> {
+pub(super) fn unmount_mapped(host: &dyn super::Host, run_dir: &Path) -> std::io::Result<()> {
     if let Ok(entries) = std::fs::read_dir(run_dir.join(DIR)) {
         for entry in entries.flatten() {
-            sandbox::unmount(&entry.path())?;
+            host.unmount(&entry.path())?;
         }
     }
     Ok(())

@@ -15,6 +15,9 @@ mod cri_metrics;
 mod events;
 #[cfg(test)]
 mod fake_runtime_tests;
+#[cfg(test)]
+mod fuzz_tests;
+mod host;
 mod image_fs_info;
 mod image_list;
 mod image_pull;
@@ -52,6 +55,7 @@ use crate::model::image::ImageRecord;
 
 pub use cri_metrics::{ContainerMetrics, FsCapacity, PodMetrics};
 pub use events::{Event, EventKind};
+pub use host::{Host, NodeHost};
 pub use pods::{Container, PodService, Sandbox};
 pub use runtime_status::{Condition, RuntimeStatus};
 pub use runtime_version::VersionInfo;

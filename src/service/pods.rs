@@ -64,6 +64,8 @@ pub struct PodService {
     pub(super) writable: super::writable_usage::WritableUsage,
     /// systemd's manager, under the systemd cgroup driver.
     pub(super) systemd: Option<Arc<crate::cgroup::systemd::Systemd>>,
+    /// Namespaces, mounts and monitors on the node.
+    pub(super) host: Arc<dyn super::Host>,
 }
 
 impl PodService {
@@ -87,6 +89,7 @@ impl PodService {
             runtimes,
             network,
             writable: Default::default(),
+            host: Arc::new(super::NodeHost),
         })
     }
 

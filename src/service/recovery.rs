@@ -110,7 +110,7 @@ impl PodService {
             }
         }
         let run_dir = self.config.run_root.join("containers").join(id);
-        let _ = unmount_container(&run_dir);
+        let _ = unmount_container(&*self.host, &run_dir);
         let _ = std::fs::remove_dir_all(&run_dir);
     }
 
@@ -148,7 +148,7 @@ impl PodService {
                 if is_sandbox {
                     cleanup_sandbox_dir(&entry.path());
                 } else {
-                    let _ = unmount_container(&entry.path());
+                    let _ = unmount_container(&*self.host, &entry.path());
                     let _ = std::fs::remove_dir_all(entry.path());
                 }
             }

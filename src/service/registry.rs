@@ -23,12 +23,36 @@ pub(super) struct State {
 /// One async lock per sandbox or container id: state changes of one object run in order
 /// while other objects proceed.
 #[derive(Default)]
-pub(super) struct ObjectLocks(std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>);
+pub(super) struct ObjectLocks(Arc<std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>);
+
+/// A held object lock; the last holder's guard takes the lock out of the map, so names
+/// (every pod and container name ever created) do not pile up for the daemon's lifetime.
+pub(super) struct ObjectGuard {
+    guard: Option<tokio::sync::OwnedMutexGuard<()>>,
+    key: String,
+    map: Arc<std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>,
+}
+
+impl Drop for ObjectGuard {
+    fn drop(&mut self) {
+        drop(self.guard.take());
+        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        // Only the map holds it now: nobody has it or waits for it.
+        if map.get(&self.key).is_some_and(|lock| Arc::strong_count(lock) == 1) {
+            map.remove(&self.key);
+        }
+    }
+}
 
 impl ObjectLocks {
-    pub async fn lock(&self, id: &str) -> tokio::sync::OwnedMutexGuard<()> {
+    pub async fn lock(&self, id: &str) -> ObjectGuard {
         let lock = self.0.lock().unwrap_or_else(|p| p.into_inner()).entry(id.to_string()).or_default().clone();
-        lock.lock_owned().await
+        ObjectGuard { guard: Some(lock.lock_owned().await), key: id.to_string(), map: self.0.clone() }
+    }
+
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
     pub fn forget(&self, id: &str) {
@@ -284,4 +308,30 @@ impl Registry {
 
 fn read_exit(path: &std::path::Path) -> Option<ExitRecord> {
     std::fs::read(path).ok().and_then(|b| serde_json::from_slice(&b).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn object_locks_serialize_and_leave_nothing_behind() {
+        let locks = Arc::new(ObjectLocks::default());
+        for n in 0..100 {
+            drop(locks.lock(&format!("sandbox-name/pod-{n}")).await);
+        }
+        assert_eq!(locks.len(), 0, "released names are forgotten");
+
+        let held = locks.lock("a").await;
+        let waiter = {
+            let locks = locks.clone();
+            tokio::spawn(async move { drop(locks.lock("a").await) })
+        };
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert!(!waiter.is_finished(), "the second holder waits for the first");
+        drop(held);
+        assert_eq!(locks.len(), 1, "kept while someone waits for it");
+        waiter.await.unwrap();
+        assert_eq!(locks.len(), 0);
+    }
 }

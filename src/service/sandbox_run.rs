@@ -87,16 +87,17 @@ impl PodService {
         });
 
         let request = self.ns_request(&id, &config);
-        let (req, work) = (request.clone(), dir.clone());
-        let holder =
-            tokio::task::spawn_blocking(move || super::step("namespaces").in_scope(|| sandbox::create(&req, &work)))
-                .await?
-                .map_err(|e| Error::Internal(format!("creating the pod's namespaces: {e}")))?;
+        let (req, work, host) = (request.clone(), dir.clone(), self.host.clone());
+        let holder = tokio::task::spawn_blocking(move || {
+            super::step("namespaces").in_scope(|| host.create_namespaces(&req, &work))
+        })
+        .await?
+        .map_err(|e| Error::Internal(format!("creating the pod's namespaces: {e}")))?;
         if let Some(holder) = holder {
             self.adopt_into_monitor_cgroup(vec![holder]);
         }
-        let released = request.clone();
-        rollback.push("release namespaces", move || sandbox::release(&released, holder));
+        let (released, host) = (request.clone(), self.host.clone());
+        rollback.push("release namespaces", move || host.release_namespaces(&released, holder));
 
         self.prepare_pod_dir(&dir, &config, &modes, &mut rollback)?;
 
@@ -148,10 +149,11 @@ impl PodService {
                 options.extend([format!("uid={uid}"), format!("gid={gid}")]);
             }
             super::step("shm")
-                .in_scope(|| sandbox::mount_tmpfs(&shm, &options))
+                .in_scope(|| self.host.mount_tmpfs(&shm, &options))
                 .map_err(|e| Error::Internal(format!("mounting {}: {e}", shm.display())))?;
+            let host = self.host.clone();
             rollback.push("unmount shm", move || {
-                let _ = sandbox::unmount(&shm);
+                let _ = host.unmount(&shm);
             });
         }
         let hostname = if modes.host_network || config.hostname.is_empty() {

@@ -3,7 +3,6 @@ use tracing::Instrument;
 
 use crate::error::Error;
 use crate::model::sandbox::SandboxState;
-use crate::sandbox;
 
 use super::pods::PodService;
 
@@ -26,11 +25,11 @@ impl PodService {
         self.network.teardown(sandbox.meta.id.as_str()).instrument(super::step("cni del")).await?;
         let request = self.ns_request(&sandbox.meta.id, &sandbox.meta.config);
         let holder = sandbox.status.holder;
-        let shm = sandbox.meta.dir.join("shm");
+        let (shm, host) = (sandbox.meta.dir.join("shm"), self.host.clone());
         tokio::task::spawn_blocking(move || {
             super::step("release namespaces").in_scope(|| {
-                sandbox::release(&request, holder);
-                let _ = sandbox::unmount(&shm);
+                host.release_namespaces(&request, holder);
+                let _ = host.unmount(&shm);
             })
         })
         .await?;

@@ -1,0 +1,83 @@
+//! What pod and container requests do to the node beyond swapcri's own files: namespaces,
+//! mounts and monitor processes. The daemon acts on the node (`NodeHost`); the CRI fuzzer
+//! puts a recording stand-in here, so any request can be driven in-process.
+
+use std::fs::File;
+use std::io;
+use std::path::Path;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::model::sandbox::ProcessRef;
+use crate::monitor::MonitorError;
+use crate::sandbox::{self, NsRequest, Shared};
+
+#[async_trait]
+pub trait Host: Send + Sync {
+    /// Makes the pod's namespaces, pinned at the request's paths; returns the PID holder.
+    fn create_namespaces(&self, request: &NsRequest, work_dir: &Path) -> Result<Option<ProcessRef>, String>;
+    /// Unpins the pod's namespaces and stops its holder. Idempotent.
+    fn release_namespaces(&self, request: &NsRequest, holder: Option<ProcessRef>);
+    fn mount_tmpfs(&self, target: &Path, options: &[String]) -> io::Result<()>;
+    /// overlayfs at `target` with `data` (`lowerdir=…[,upperdir=…,workdir=…]`).
+    fn mount_overlay(&self, target: &Path, data: &str, read_only: bool) -> io::Result<()>;
+    /// A bind mount of `source` id-mapped through the user namespace `userns`.
+    fn bind_mapped(&self, source: &Path, target: &Path, userns: &File, read_only: bool) -> io::Result<()>;
+    /// Makes the mount holding `path` shared (see `sandbox::ensure_shared`).
+    fn ensure_shared(&self, path: &Path) -> io::Result<Shared>;
+    /// Unmounts `target`; a path that is not mounted is fine.
+    fn unmount(&self, target: &Path) -> io::Result<()>;
+    /// Starts a container's monitor with its configuration file; returns the monitor and
+    /// the container's init pid once the runtime created it.
+    async fn spawn_monitor(
+        &self,
+        config: &Path,
+        stderr_log: &Path,
+        timeout: Duration,
+    ) -> Result<(ProcessRef, i32), MonitorError>;
+}
+
+/// The node itself.
+pub struct NodeHost;
+
+#[async_trait]
+impl Host for NodeHost {
+    fn create_namespaces(&self, request: &NsRequest, work_dir: &Path) -> Result<Option<ProcessRef>, String> {
+        sandbox::create(request, work_dir)
+    }
+
+    fn release_namespaces(&self, request: &NsRequest, holder: Option<ProcessRef>) {
+        sandbox::release(request, holder)
+    }
+
+    fn mount_tmpfs(&self, target: &Path, options: &[String]) -> io::Result<()> {
+        sandbox::mount_tmpfs(target, options)
+    }
+
+    fn mount_overlay(&self, target: &Path, data: &str, read_only: bool) -> io::Result<()> {
+        let flags = if read_only { nix::mount::MsFlags::MS_RDONLY } else { nix::mount::MsFlags::empty() };
+        nix::mount::mount(Some("overlay"), target, Some("overlay"), flags, Some(data)).map_err(io::Error::from)
+    }
+
+    fn bind_mapped(&self, source: &Path, target: &Path, userns: &File, read_only: bool) -> io::Result<()> {
+        sandbox::bind_mapped(source, target, userns, read_only)
+    }
+
+    fn ensure_shared(&self, path: &Path) -> io::Result<Shared> {
+        sandbox::ensure_shared(path)
+    }
+
+    fn unmount(&self, target: &Path) -> io::Result<()> {
+        sandbox::unmount(target)
+    }
+
+    async fn spawn_monitor(
+        &self,
+        config: &Path,
+        stderr_log: &Path,
+        timeout: Duration,
+    ) -> Result<(ProcessRef, i32), MonitorError> {
+        crate::monitor::spawn(config, stderr_log, timeout).await
+    }
+}
