@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs every test: unit, integration (real daemon, registry and runc on this host), and the
-# VM e2e tests on real cgroup v2 with swap: the initramfs VMs (kernels 6.1 and 6.12) and a
-# systemd-booted node (skipped when cargo test filters are given).
+# Runs every test: unit, integration (real daemon, registry and runc on this host), the CRI
+# fuzzer, the crash churn, and the VM e2e tests on real cgroup v2 with swap: the initramfs
+# VMs (kernels 6.1 and 6.12) and a systemd-booted node (all but cargo test skipped when
+# cargo test filters are given).
 #   sudo hack/test.sh [cargo test filters…]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +32,9 @@ if [ $# -eq 0 ]; then
     tail -n 40 "$fuzz_log"
   fi
   rm -f "$fuzz_log"
+  # The long form: hack/churn.sh 100 50; see docs/testing.md.
+  echo "==> crash churn (hack/churn.sh, short form)"
+  hack/churn.sh || status=$?
   echo "==> VM e2e (hack/vm/e2e.sh)"
   hack/vm/e2e.sh || status=$?
   echo "==> systemd node e2e (hack/vm/e2e.sh --node systemd)"

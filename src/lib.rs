@@ -3,6 +3,7 @@
 pub mod cgroup;
 pub mod client;
 pub mod config;
+pub mod crash;
 pub mod cri;
 pub mod daemon;
 pub mod doctor;

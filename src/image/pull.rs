@@ -179,6 +179,7 @@ pub async fn store_image(
         .try_collect()
         .await?;
 
+    crate::crash::point("pull-after-layers");
     let user = config.config().as_ref().and_then(|c| c.user().clone()).unwrap_or_default();
     let record = ImageRecord {
         id: ImageId::from_config_digest(&config_ref.digest),

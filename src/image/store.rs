@@ -259,6 +259,7 @@ impl ImageStore {
             let garbage = drop_unreferenced_layers(index);
             Ok(((Some(id), garbage), true))
         })?;
+        crate::crash::point("image-remove-after-index");
         self.delete_layers(&garbage);
         self.collect_blobs()?;
         Ok(removed)

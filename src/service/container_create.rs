@@ -50,6 +50,7 @@ impl PodService {
             .start_monitor(&id, &sandbox, &config, &bundle, &log_path, &mut rollback)
             .instrument(super::step("monitor and runtime create"))
             .await?;
+        crate::crash::point("container-after-runtime-create");
 
         let meta = ContainerMeta {
             id: id.clone(),

@@ -27,6 +27,7 @@ impl PodService {
                 tracing::debug!(container = %cid, error = %e, "runc delete");
             }
         }
+        crate::crash::point("container-remove-after-runtime-delete");
         if let Some(monitor) = container.status.monitor.filter(|m| m.is_alive()) {
             let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(monitor.pid), nix::sys::signal::Signal::SIGKILL);
         }

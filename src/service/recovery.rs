@@ -114,13 +114,11 @@ impl PodService {
         let _ = std::fs::remove_dir_all(&run_dir);
     }
 
-    /// Stops the PID-namespace holder of a sandbox no record describes and removes the pod
-    /// cgroup swapcri would have made for it (when nothing is left in it).
+    /// Releases what a sandbox no record describes holds on the node (its holder, pinned
+    /// namespaces, shm, run directory) and removes the pod cgroup swapcri would have made
+    /// for it (when nothing is left in it).
     fn discard_sandbox(&self, id: &str) {
-        for holder in sandbox::holders_of(&self.config.run_root.join("sandboxes").join(id)) {
-            tracing::warn!(sandbox = %id, pid = holder.pid, "stopping the PID namespace holder of a lost sandbox");
-            sandbox::stop_holder(holder);
-        }
+        cleanup_sandbox_dir(&self.config.run_root.join("sandboxes").join(id));
         if self.config.runtime.cgroup_driver == crate::config::CgroupDriver::Cgroupfs {
             let own = format!("{}/{id}", self.config.runtime.default_cgroup_parent.trim_end_matches('/'));
             match self.cgroups.remove(&own) {
@@ -160,7 +158,13 @@ fn is_nsfs(path: &Path) -> bool {
     nix::sys::statfs::statfs(path).map(|s| s.filesystem_type().0 == NSFS_MAGIC).unwrap_or(false)
 }
 
+/// What a sandbox without a (complete) record left: its holder (a crash after the
+/// namespaces were made), pinned namespaces, shm and directory.
 fn cleanup_sandbox_dir(dir: &Path) {
+    for holder in sandbox::holders_of(dir) {
+        tracing::info!(path = %dir.display(), pid = holder.pid, "stopping the PID namespace holder of an unfinished sandbox");
+        sandbox::stop_holder(holder);
+    }
     for ns in ["net", "ipc", "uts"] {
         let _ = sandbox::unmount(&dir.join("ns").join(ns));
     }

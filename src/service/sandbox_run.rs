@@ -98,6 +98,7 @@ impl PodService {
         }
         let (released, host) = (request.clone(), self.host.clone());
         rollback.push("release namespaces", move || host.release_namespaces(&released, holder));
+        crate::crash::point("sandbox-after-namespaces");
 
         self.prepare_pod_dir(&dir, &config, &modes, &mut rollback)?;
 
@@ -108,6 +109,7 @@ impl PodService {
             let netns = request.net.clone().unwrap_or_default();
             Some(self.network.setup(network_request(&id, netns, &config)).instrument(super::step("cni add")).await?)
         };
+        crate::crash::point("sandbox-after-network");
         let (parent, owns) = self.cgroup_parent_of(&id, &config);
         let slice = self.start_pod_slice(&id, &parent, owns).await;
         let placement = (parent.clone(), owns);

@@ -20,6 +20,7 @@ impl PodService {
             self.stop_container(container.as_str(), Duration::ZERO).instrument(super::step("stop container")).await?;
         }
         let sandbox = self.registry.find_sandbox(sandbox.meta.id.as_str())?;
+        crate::crash::point("sandbox-stop-after-containers");
         // DEL while the namespace still exists; on failure nothing is released, so the
         // retry kubelet makes repeats it.
         self.network.teardown(sandbox.meta.id.as_str()).instrument(super::step("cni del")).await?;
