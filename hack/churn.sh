@@ -8,7 +8,7 @@
 # mount, monitor, namespace holder or address reservation exists for an id it does not list.
 # At the end everything is removed through the CRI and the leftovers are counted: all zero.
 #   sudo hack/churn.sh [ROUNDS] [PODS]   short form (hack/test.sh): 12 rounds of 2 pods
-#   sudo hack/churn.sh 100 50            long form
+#   sudo hack/churn.sh 100 50            long form (100 rounds of 50 pods)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source hack/lib.sh
@@ -89,8 +89,8 @@ drop() { grep -vxF "$2" "$dir/$1" >"$dir/$1.new" || true; mv "$dir/$1.new" "$dir
 # One round's requests; stops at the first failure (the daemon is gone).
 workload() { # ROUND
   local r=$1 pod c1 c2 old seen log
-  # Last round's pods: stop one, remove the other (with their containers).
-  for old in $(head -n 2 "$dir/pods"); do
+  # The oldest pods (as many as a round makes): stopped, then removed with their containers.
+  for old in $(head -n "$per_round" "$dir/pods"); do
     for c in $(cat "$dir/containers"); do grep -q "$old" "$dir/owner.$c" 2>/dev/null && drop running "$c"; done
     cli stopp "$old" >/dev/null || return 0
     add removing "$old"

@@ -18,8 +18,8 @@ fn record(config: u8, layers: &[u8], tags: &[&str]) -> ImageRecord {
     }
 }
 
-/// Installs fake unpacked layers and commits the image.
-fn add(store: &ImageStore, image: &ImageRecord) {
+/// Installs a fake unpacked layer for each of the image's layers not present yet.
+fn install_layers(store: &ImageStore, image: &ImageRecord) -> Vec<LayerRecord> {
     let mut records = Vec::new();
     for layer in &image.layers {
         if !store.has_layer(layer) {
@@ -31,6 +31,12 @@ fn add(store: &ImageStore, image: &ImageRecord) {
         }
         records.push(LayerRecord { diff_id: layer.clone(), disk_bytes: 4096, inodes: 2 });
     }
+    records
+}
+
+/// Installs fake unpacked layers and commits the image.
+fn add(store: &ImageStore, image: &ImageRecord) {
+    let records = install_layers(store, image);
     let blobs = [image.id.digest(), image.manifest.clone()].map(|d| {
         let bytes = one_byte_blob(&d);
         (d, bytes)
@@ -197,15 +203,7 @@ fn stored_image(store: &ImageStore, layers: &[u8], user: &str) -> ImageRecord {
     image.id = ImageId::from_config_digest(&Digest::of(&config));
     image.manifest = Digest::of(&manifest);
     image.user = user.into();
-    let mut records = Vec::new();
-    for layer in &image.layers {
-        let work = store.scratch_dir().unwrap();
-        let dir = work.path().join("fs");
-        fs::create_dir(&dir).unwrap();
-        fs::write(dir.join("file"), layer.as_str()).unwrap();
-        store.install_layer(&dir, layer).unwrap();
-        records.push(LayerRecord { diff_id: layer.clone(), disk_bytes: 4096, inodes: 2 });
-    }
+    let records = install_layers(store, &image);
     let blobs = [(image.id.digest(), config), (image.manifest.clone(), manifest)];
     store.commit(image.clone(), records, &blobs).unwrap();
     image
