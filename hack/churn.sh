@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Crash churn: pods (CNI bridge networking, a shared PID namespace) with containers, exec and
-# logs, image pulls and removals, while the daemon is killed with SIGKILL: each round at one
+# logs, a job container removed on its own, image pulls and removals, while the daemon is killed with SIGKILL: each round at one
 # of the crash points of src/crash.rs in turn (a build with the `crash-points` feature), and
 # every fourth round at a random moment instead. After each restart what the daemon lists
 # must agree with the node: every pod and container it handed out and was not asked to
@@ -88,7 +88,7 @@ drop() { grep -vxF "$2" "$dir/$1" >"$dir/$1.new" || true; mv "$dir/$1.new" "$dir
 
 # One round's requests; stops at the first failure (the daemon is gone).
 workload() { # ROUND
-  local r=$1 pod c1 c2 old seen log
+  local r=$1 pod c1 c2 c3 old seen log
   # The oldest pods (as many as a round makes): stopped, then removed with their containers.
   for old in $(head -n "$per_round" "$dir/pods"); do
     for c in $(cat "$dir/containers"); do grep -q "$old" "$dir/owner.$c" 2>/dev/null && drop running "$c"; done
@@ -113,8 +113,19 @@ workload() { # ROUND
     # The sidecar sees the app: one PID namespace.
     seen=$(cli exec "$c2" -- sh -c 'ps | grep -c "[s]leep 100000"') || return 0
     [ "$seen" -ge 1 ] || { echo "  FAIL: the sidecar of $pod does not see the app ($seen)"; return 1; }
-    log=$(cli logs "$c1") || return 0
+    for _ in $(seq 50); do
+      log=$(cli logs "$c1") || return 0
+      grep -q started <<<"$log" && break
+      sleep 0.1
+    done
     grep -q started <<<"$log" || { echo "  FAIL: no log for $c1"; return 1; }
+    # A job container: run, then removed on its own (RemoveContainer in every round).
+    c3=$(cli create "$pod" job churn/busybox:1 -- true) || return 0
+    add containers "$c3"; echo "$pod" >"$dir/owner.$c3"
+    cli start "$c3" >/dev/null || return 0
+    add removing "$c3"
+    cli rm "$c3" >/dev/null || return 0
+    drop containers "$c3"
   done
   cli pull "$pulled" >/dev/null || return 0
   cli rmi "$pulled" >/dev/null || return 0
