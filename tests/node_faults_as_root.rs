@@ -145,7 +145,7 @@ async fn a_cni_plugin_hanging_past_its_timeout_fails_the_pod_cleanly_and_the_ret
     let started = Instant::now();
     let err = daemon.runtime().await.run_pod_sandbox(request.clone()).await.unwrap_err();
     assert_eq!(err.code(), tonic::Code::DeadlineExceeded, "{}", err.message());
-    assert!(err.message().contains("hang-plugin") && err.message().contains("2"), "{}", err.message());
+    assert!(err.message().contains("CNI plugin hang-plugin ADD did not finish within 2 s"), "{}", err.message());
     assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
     let listed = daemon.runtime().await.list_pod_sandbox(cri::ListPodSandboxRequest::default()).await.unwrap();
     assert!(listed.into_inner().items.is_empty());

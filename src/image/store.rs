@@ -67,6 +67,10 @@ impl ImageStore {
     /// stored manifests, configs and layers, so no image whose content is here is lost.
     fn quarantine_index(&self, path: &Path, error: &serde_json::Error) -> Result<(), ImageError> {
         let _lock = self.lock_file()?;
+        // `swapcri image import` may have written a good index since it was read.
+        if !matches!(read_versioned::<Index>(path, INDEX_VERSION), Err(StoreError::Corrupt { .. })) {
+            return Ok(());
+        }
         let aside = path.with_extension(format!("json.corrupt-{}", chrono::Utc::now().timestamp()));
         fs::rename(path, &aside).map_err(ImageError::io(path))?;
         let index = super::index_rebuild::rebuild(&self.root);

@@ -12,7 +12,6 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -117,7 +116,6 @@ struct Apis {
 #[derive(Default)]
 struct FakeHost {
     monitors: Mutex<Vec<std::process::Child>>,
-    mounts: AtomicU64,
 }
 
 #[async_trait]
@@ -133,12 +131,10 @@ impl Host for FakeHost {
     }
 
     fn mount_tmpfs(&self, target: &Path, _: &[String]) -> std::io::Result<()> {
-        self.mounts.fetch_add(1, Ordering::Relaxed);
         std::fs::create_dir_all(target)
     }
 
     fn mount_overlay(&self, _: &Path, _: &str, _: bool) -> std::io::Result<()> {
-        self.mounts.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
@@ -291,7 +287,6 @@ struct Fuzzer {
     pods: Vec<String>,
     containers: Vec<String>,
     store: Arc<ImageStore>,
-    _host: Arc<FakeHost>,
 }
 
 async fn fuzzer(root: &Path) -> Fuzzer {
@@ -329,9 +324,9 @@ async fn fuzzer(root: &Path) -> Fuzzer {
     let mut runtimes = super::runtimes::Runtimes::probe(&config);
     runtimes.replace_runtimes(Arc::new(InertRuntime { containers_dir: config.state_root.join("containers") }));
     let runtimes = Arc::new(runtimes);
-    let host = Arc::new(FakeHost::default());
+    let host: Arc<dyn Host> = Arc::new(FakeHost::default());
     let mut pods = PodService::new(config.clone(), node.clone(), store.clone(), runtimes.clone()).unwrap();
-    pods.host = host.clone();
+    pods.host = host;
     let pods = Arc::new(pods);
     let puller = Arc::new(Puller::new(store.clone(), Arc::new(Registries::new(&config)), 2));
     let images = Arc::new(ImageService::new(store.clone(), puller, vec![], pods.clone()));
@@ -356,7 +351,6 @@ async fn fuzzer(root: &Path) -> Fuzzer {
         pods: Vec::new(),
         containers: Vec::new(),
         store,
-        _host: host,
     }
 }
 

@@ -42,9 +42,8 @@ impl PodService {
     pub fn recover(&self) -> Result<(), Error> {
         let sandboxes = self.registry.sandbox_records.load::<SandboxMeta, SandboxStatus>()?;
         for (id, error) in &sandboxes.quarantined {
-            // Nobody can list or remove the pod any more: what it holds on the node goes now.
-            // Its run directory (pinned namespaces, shm) goes with the orphaned directories,
-            // its network with the networks no pod accounts for.
+            // Nobody can list or remove the pod any more: what it holds on the node goes now
+            // (its network later, with the networks no pod accounts for).
             tracing::error!(sandbox = %id, %error, "unreadable sandbox record moved aside as {id}.corrupt; releasing what the pod holds");
             self.discard_sandbox(id);
         }
@@ -120,7 +119,7 @@ impl PodService {
     fn discard_sandbox(&self, id: &str) {
         cleanup_sandbox_dir(&self.config.run_root.join("sandboxes").join(id));
         if self.config.runtime.cgroup_driver == crate::config::CgroupDriver::Cgroupfs {
-            let own = format!("{}/{id}", self.config.runtime.default_cgroup_parent.trim_end_matches('/'));
+            let own = self.own_cgroup_parent(id);
             match self.cgroups.remove(&own) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                     tracing::warn!(sandbox = %id, cgroup = %own, error = %e, "cannot remove the cgroup of a lost sandbox")

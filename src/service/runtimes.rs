@@ -47,7 +47,7 @@ impl RuntimeHandler {
     }
 
     /// Probes an unusable runtime again: a binary installed (or repaired) after start-up
-    /// makes the handler usable without a restart.
+    /// makes the handler usable without a restart, and a still unusable one reports why now.
     fn reprobe_if_unusable(&self) {
         if self.features().usable {
             return;
@@ -55,8 +55,8 @@ impl RuntimeHandler {
         let features = self.runtime.probe_features();
         if features.usable {
             tracing::info!(handler = %self.spec.name, version = %features.version, "runtime handler usable now");
-            *self.features.write().unwrap_or_else(|p| p.into_inner()) = features;
         }
+        *self.features.write().unwrap_or_else(|p| p.into_inner()) = features;
     }
 
     pub fn capabilities(&self, node: &NodeFacts) -> HandlerCapabilities {

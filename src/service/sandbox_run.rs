@@ -215,12 +215,17 @@ impl PodService {
         if !requested.is_empty() {
             return (self.layout().normalize_parent(&requested), false);
         }
+        (self.own_cgroup_parent(id.as_str()), true)
+    }
+
+    /// The cgroup parent swapcri makes for a pod that asks for none:
+    /// `<default_cgroup_parent>/<id>`, or `<parent_slice>-pod<id>.slice` under systemd.
+    pub(super) fn own_cgroup_parent(&self, id: &str) -> String {
         let runtime = &self.config.runtime;
-        let own = match runtime.cgroup_driver {
+        match runtime.cgroup_driver {
             CgroupDriver::Systemd => crate::cgroup::layout::child_slice(&runtime.parent_slice, &format!("pod{id}")),
             CgroupDriver::Cgroupfs => format!("{}/{id}", runtime.default_cgroup_parent.trim_end_matches('/')),
-        };
-        (own, true)
+        }
     }
 
     /// Under systemd, a pod slice of swapcri's own is a transient unit, so it goes without a
