@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Benchmarks that print figures (need root).
-#  1. The CRI benchmark (critest -benchmark, from the kit in ../shared/critest) against a
+#  1. The CRI benchmark (critest -benchmark, hack/critest/bench.sh) against a
 #     swapcri daemon started here and, when containerd is installed, against a private
 #     containerd with the same registry mirrors, CNI plugins and runc, in the same run; then
 #     "pod + container from scratch" SCRATCH_SAMPLES times against each (critest's own spec
@@ -20,7 +20,6 @@ install_packages
 ensure_cargo
 
 OUT=$(mkdir -p "${1:-/tmp/swapcri-bench}" && cd "${1:-/tmp/swapcri-bench}" && pwd)
-KIT=$(cd "${KIT:-../shared/critest}" && pwd)
 RUNC=${RUNC:-/usr/sbin/runc}
 SCRATCH_SAMPLES=${SCRATCH_SAMPLES:-20}
 IDLE=${IDLE:-60}
@@ -145,7 +144,7 @@ bench_one() { # NAME ENDPOINT PID
   local name=$1 endpoint=$2 pid=$3 dir="$OUT/$1"
   rm -rf "$dir" && mkdir -p "$dir/scratch"
   echo "==> $name: critest -benchmark (pods=${PODS:-100} containers=${CONTAINERS:-60} images=${IMAGES:-60} parallel=${PARALLEL:-1})"
-  RSS_PID=$pid "$KIT/bench.sh" "$endpoint" "$dir" >"$dir/bench.out" 2>&1
+  RSS_PID=$pid hack/critest/bench.sh "$endpoint" "$dir" >"$dir/bench.out" 2>&1
   grep -m1 '^critest' "$dir/bench-summary.txt" | sed 's/^/    /'
   echo "==> $name: pod + container from scratch, $SCRATCH_SAMPLES samples"
   : >"$dir/scratch.txt"
@@ -175,14 +174,14 @@ PY
   # The same benchmark again against the same daemon: memory must not grow run after run.
   for n in $(seq 2 "$RSS_RUNS"); do
     echo "==> $name: run $n of $RSS_RUNS, for memory"
-    IDLE_SETTLE=1 RSS_PID=$pid "$KIT/bench.sh" "$endpoint" "$dir/run-$n" >"$dir/run-$n.out" 2>&1
+    IDLE_SETTLE=1 RSS_PID=$pid hack/critest/bench.sh "$endpoint" "$dir/run-$n" >"$dir/run-$n.out" 2>&1
     sleep "$IDLE"
     echo "$(rss_of "$pid")" >"$dir/run-$n/rss-idle-after.txt"
   done
 }
 
 if [ "${CRI_BENCH:-1}" = 1 ]; then
-  prepare_critest_kit "$KIT" "$OUT"
+  prepare_critest "$OUT"
   build_layered_image
   echo "==> swapcri (release build)"
   cargo build --release --locked --quiet

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Runs the CRI validation suite (critest, from the kit in ../shared/critest) against a
-# swapcri daemon started here, once per runc: Debian's runc, then runc 1.4.3 built by
-# ../shared/runc. The daemon mirrors the registries critest names to a local registry
-# on 127.0.0.1:5000 holding images built on this machine, and gives pods a CNI bridge.
+# Runs the CRI validation suite (critest, built from third_party/ by hack/tools.sh) against a
+# swapcri daemon started here, once per runc: Debian's runc, then runc 1.4.3 (also built by
+# hack/tools.sh). The daemon mirrors the registries critest names to a local registry on
+# 127.0.0.1:5000 holding images built on this machine (hack/critest/images.sh), and gives
+# pods a CNI bridge.
 #   sudo hack/critest.sh [OUTDIR]       (default /tmp/swapcri-critest)
-# Environment: KIT (default ../shared/critest), RUNCS ("debian new", or one of them),
-# FOCUS (a ginkgo focus regex, for a partial run).
+# Environment: RUNCS ("debian new", or one of them), FOCUS (a ginkgo focus regex, for a
+# partial run).
 # Writes OUTDIR/<runc>/summary.txt and OUTDIR/summary.txt; exits 1 when a spec failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,19 +16,18 @@ install_packages
 ensure_cargo
 
 OUT=$(mkdir -p "${1:-/tmp/swapcri-critest}" && cd "${1:-/tmp/swapcri-critest}" && pwd)
-KIT=$(cd "${KIT:-../shared/critest}" && pwd)
 RUNCS=${RUNCS:-"debian new"}
 WORK=/run/swapcri-critest
 SOCK=$WORK/swapcri.sock
 
-prepare_critest_kit "$KIT" "$OUT"
+prepare_critest "$OUT"
 echo "==> swapcri (release build)"
 cargo build --release --locked --quiet
 
 runc_binary() {
   case "$1" in
     debian) echo /usr/sbin/runc ;;
-    new) ../shared/runc/build.sh /var/cache/swapcri-runc >/dev/null && echo /var/cache/swapcri-runc/runc ;;
+    new) newer_runc ;;
     *) echo "unknown runc '$1' (debian or new)" >&2; return 1 ;;
   esac
 }
@@ -53,7 +53,7 @@ for which in $RUNCS; do
   echo $! >"$WORK/pid"
   for _ in $(seq 100); do [ -S "$SOCK" ] && break; sleep 0.1; done
   [ -S "$SOCK" ] || { tail -20 "$OUT/daemon-$which.log"; exit 1; }
-  MODE=mirror FOCUS="${FOCUS:-}" "$KIT/critest.sh" "unix://$SOCK" "$OUT/$which" >"$OUT/$which.log" 2>&1 || true
+  FOCUS="${FOCUS:-}" hack/critest/run.sh "unix://$SOCK" "$OUT/$which" >"$OUT/$which.log" 2>&1 || true
   stop_daemon
   counts=$(grep -m1 '^TOTAL' "$OUT/$which/summary.txt" || echo "no summary: see $OUT/$which.log")
   echo "    $counts"

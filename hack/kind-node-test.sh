@@ -172,9 +172,9 @@ check image-import 'echo "$IMPORTED" | grep -q "localhost/busybox:latest sha256:
 
 # crictl through a pod shaped as kubelet sends it under kind (cgroupRoot /kubelet).
 PASS_BEFORE=$PASS
-prepare_critest_kit ../shared/critest "$work" >/dev/null
-put /var/cache/critest/crictl /usr/local/bin/crictl 0755
-put /var/cache/critest/critest /usr/local/bin/critest 0755
+prepare_critest "$work" >/dev/null
+put /var/cache/swapcri-tools/crictl /usr/local/bin/crictl 0755
+put /var/cache/swapcri-tools/critest /usr/local/bin/critest 0755
 UID_=3f9c1a52-aaaa-4bbb-8ccc-0123456789ab
 PARENT="kubelet-kubepods-burstable-pod${UID_//-/_}.slice"
 inode_in sh -c 'cat >/tmp/pod.json' <<EOF
@@ -211,10 +211,10 @@ check crictl-removal '[ "$LEFT" = 0 ]' "$LEFT container scopes left after removi
 # critest's basic specs inside the node, their images served by a registry inside the node.
 say "critest's basic specs inside the node"
 put /usr/bin/docker-registry /usr/local/bin/docker-registry 0755
-tar -C /tmp -c verify-registry | inode_in tar -C /tmp -x
+tar -C "$REGISTRY_DIR" -c data | inode_in sh -c 'mkdir -p /tmp/registry && tar -C /tmp/registry -x'
 inode_in sh -c 'cat >/tmp/registry.yml' <<'EOF'
 version: 0.1
-storage: { filesystem: { rootdirectory: /tmp/verify-registry } }
+storage: { filesystem: { rootdirectory: /tmp/registry/data } }
 http: { addr: 127.0.0.1:5000 }
 EOF
 inode sh -c 'setsid docker-registry serve /tmp/registry.yml >/tmp/registry.log 2>&1 &'

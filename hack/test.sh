@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test: unit, integration (real daemon, registry and runc on this host), the CRI
-# fuzzer, the crash churn, and the VM e2e tests on real cgroup v2 with swap: the initramfs
-# VMs (kernels 6.1 and 6.12) and a systemd-booted node (all but cargo test skipped when
-# cargo test filters are given).
+# fuzzer, the crash churn, the VM e2e tests on real cgroup v2 with swap (the initramfs VMs,
+# kernels 6.1 and 6.12, and a systemd-booted node) and the CRI validation suite (critest,
+# hack/critest.sh); all but cargo test skipped when cargo test filters are given. Tools
+# Debian does not package are built from third_party/ (hack/tools.sh).
 #   sudo hack/test.sh [cargo test filters…]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,14 +12,17 @@ require_root
 install_packages
 ensure_cargo
 export RUST_BACKTRACE=${RUST_BACKTRACE:-0}
-# runc 1.4.3 beside Debian's runc, for the runtime handler tests (built once, cached).
-if [ -z "${SWAPCRI_TEST_RUNC_NEW:-}" ] && [ -x ../shared/runc/build.sh ]; then
-  echo "==> runc 1.4.3 (../shared/runc/build.sh)"
-  ../shared/runc/build.sh /var/cache/swapcri-runc >/dev/null
-  export SWAPCRI_TEST_RUNC_NEW=/var/cache/swapcri-runc/runc
+echo "==> the repository refers to nothing outside it (hack/check-self-contained.py)"
+status=0
+hack/check-self-contained.py || status=1
+# runc 1.4.3 beside Debian's runc, for the runtime handler tests (built once from
+# third_party/, cached).
+if [ -z "${SWAPCRI_TEST_RUNC_NEW:-}" ]; then
+  echo "==> runc 1.4.3 (hack/tools.sh)"
+  SWAPCRI_TEST_RUNC_NEW=$(newer_runc)
+  export SWAPCRI_TEST_RUNC_NEW
 fi
 echo "==> cargo test (unit and integration)"
-status=0
 cargo test --locked --no-fail-fast "$@" || status=$?
 if [ $# -eq 0 ]; then
   # The long form: SWAPCRI_FUZZ_INPUTS=1000000 (about 4 min); see docs/testing.md.
@@ -39,5 +43,7 @@ if [ $# -eq 0 ]; then
   hack/vm/e2e.sh || status=$?
   echo "==> systemd node e2e (hack/vm/e2e.sh --node systemd)"
   hack/vm/e2e.sh --node systemd || status=$?
+  echo "==> CRI validation suite (hack/critest.sh)"
+  hack/critest.sh /tmp/swapcri-critest || status=$?
 fi
 exit $status

@@ -58,8 +58,7 @@ copy_with_libs /usr/sbin/runc /usr/sbin/runc
 # A second runtime handler, configured in phase D (crun refuses hybrid hosts; here it runs).
 copy_with_libs /usr/bin/crun /usr/bin/crun
 # runc 1.4.3 (id-mapped mounts) for the user-namespace tests.
-../shared/runc/build.sh /var/cache/swapcri-runc >/dev/null
-copy_with_libs /var/cache/swapcri-runc/runc /usr/local/bin/runc-new
+copy_with_libs "$(newer_runc)" /usr/local/bin/runc-new
 copy_with_libs target/release/swapcri /usr/local/bin/swapcri
 # Pods get a loopback-only CNI network (the VM has no other network).
 mkdir -p "$base/usr/lib/cni" "$base/etc/cni/net.d"

@@ -188,20 +188,19 @@ impl Drop for Daemon {
     }
 }
 
-/// A gRPC channel over a unix socket, as kubelet and crictl connect.
-/// runc 1.4.3: `SWAPCRI_TEST_RUNC_NEW`, else built with the kit beside the repository
-/// (cached in /var/cache/swapcri-runc; hack/test.sh builds it first).
+/// runc 1.4.3: `SWAPCRI_TEST_RUNC_NEW`, else built from third_party/ by hack/tools.sh
+/// (cached in /var/cache/swapcri-tools; hack/test.sh builds it first).
 pub fn newer_runc() -> PathBuf {
     if let Some(path) = std::env::var_os("SWAPCRI_TEST_RUNC_NEW") {
         return PathBuf::from(path);
     }
-    let kit = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/runc/build.sh");
-    assert!(kit.exists(), "no runc 1.4.3: set SWAPCRI_TEST_RUNC_NEW or provide {}", kit.display());
-    let out = std::process::Command::new(&kit).arg("/var/cache/swapcri-runc").output().unwrap();
+    let tools = Path::new(env!("CARGO_MANIFEST_DIR")).join("hack/tools.sh");
+    let out = std::process::Command::new(&tools).args(["/var/cache/swapcri-tools", "runc"]).output().unwrap();
     assert!(out.status.success(), "building runc 1.4.3: {}", String::from_utf8_lossy(&out.stderr));
-    PathBuf::from("/var/cache/swapcri-runc/runc")
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
+/// A gRPC channel over a unix socket, as kubelet and crictl connect.
 pub async fn connect(socket: &Path) -> Channel {
     let socket = socket.to_path_buf();
     Endpoint::try_from("http://[::]:50051")
