@@ -94,6 +94,7 @@ pub async fn run(config: Config, mut manager: ServiceManager) -> Result<(), Daem
     pods.recover_network().await;
     pods.adopt_survivors();
     tokio::spawn(pods.clone().watch_exits());
+    tokio::spawn(pods.clone().watch_holders());
     tokio::spawn(pods.clone().refresh_writable_usage());
     tokio::spawn(return_freed_memory());
     let activated = manager.activated_socket.is_some();

@@ -67,6 +67,9 @@ pub struct SandboxStatus {
     /// Pod-level resources from the latest UpdatePodSandboxResources (in-place pod resize).
     #[serde(default)]
     pub resized: Option<PodResources>,
+    /// Why the pod turned NotReady when nobody stopped it (its namespaces were lost).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// The pod-level resources kubelet reported after resizing the pod cgroup.

@@ -41,6 +41,7 @@ mod sandbox_run;
 mod sandbox_status;
 mod sandbox_stop;
 mod sandbox_update;
+mod sandbox_watch;
 mod stats;
 mod streaming;
 mod writable_usage;

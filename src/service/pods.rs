@@ -66,6 +66,8 @@ pub struct PodService {
     pub(super) systemd: Option<Arc<crate::cgroup::systemd::Systemd>>,
     /// Namespaces, mounts and monitors on the node.
     pub(super) host: Arc<dyn super::Host>,
+    /// Wakes the watcher of PID-namespace holders when a pod with one is recorded.
+    pub(super) holder_watch: super::sandbox_watch::HolderWatch,
 }
 
 impl PodService {
@@ -90,6 +92,7 @@ impl PodService {
             network,
             writable: Default::default(),
             host: Arc::new(super::NodeHost),
+            holder_watch: Default::default(),
         })
     }
 

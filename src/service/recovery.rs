@@ -58,10 +58,16 @@ impl PodService {
                 let pinned = [&request.net, &request.ipc, &request.uts].into_iter().flatten().all(|p| is_nsfs(p));
                 let holder_ok = !request.pid_holder || status.holder.is_some_and(|h| h.is_alive());
                 if !pinned || !holder_ok {
-                    tracing::warn!(sandbox = %meta.id, "pod namespaces are gone; the sandbox is not ready");
+                    let reason = if pinned {
+                        "the pod's PID namespace holder exited while swapcri was not running"
+                    } else {
+                        "the pod's pinned namespaces were gone when swapcri started"
+                    };
+                    tracing::warn!(sandbox = %meta.id, "{reason}; the sandbox is not ready");
                     sandbox::release(&request, status.holder.filter(|h| h.is_alive()));
                     status.state = SandboxState::NotReady;
                     status.holder = None;
+                    status.reason = Some(reason.to_string());
                     self.registry.sandbox_records.write_status(meta.id.as_str(), &status)?;
                 }
             }

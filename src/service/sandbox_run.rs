@@ -120,6 +120,9 @@ impl PodService {
         match recorded {
             Ok(()) => {
                 rollback.commit();
+                if holder.is_some() {
+                    self.holder_watch.changed();
+                }
                 tracing::info!(sandbox = %id, "pod sandbox ready");
                 Ok(id)
             }
@@ -277,7 +280,7 @@ impl PodService {
             created_at: now_nanos(),
             dir,
         };
-        let status = SandboxStatus { state: SandboxState::Ready, holder, addresses, resized: None };
+        let status = SandboxStatus { state: SandboxState::Ready, holder, addresses, resized: None, reason: None };
         self.registry.add_sandbox(meta, status)
     }
 }

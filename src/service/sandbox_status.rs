@@ -33,6 +33,7 @@ impl PodService {
                 "runDir": sandbox.meta.dir,
                 "config": sandbox.meta.config,
                 "resized": sandbox.status.resized,
+                "notReadyReason": sandbox.status.reason,
             })
             .to_string()
         });

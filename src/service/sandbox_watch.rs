@@ -1,0 +1,170 @@
+//! The PID-namespace holder of every ready pod is watched through a pidfd: when it exits,
+//! whatever ended it, the pod has lost its PID namespace and every container sharing it has
+//! been killed by the kernel. The pod turns NotReady at once, with the reason in its status
+//! and the log, and its other containers are stopped: kubelet then sees a pod to recreate,
+//! never a Ready pod without namespaces.
+
+use std::collections::HashMap;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::unix::AsyncFd;
+use tokio::sync::Notify;
+use tokio::task::JoinSet;
+
+use crate::model::ids::SandboxId;
+use crate::model::sandbox::{ProcessRef, SandboxState};
+
+use super::pods::PodService;
+
+/// Where pidfds are missing (kernels before 5.3), how often a holder is looked at instead.
+const POLL: Duration = Duration::from_millis(250);
+
+/// Tells the watcher that a sandbox with a holder was recorded.
+#[derive(Default)]
+pub struct HolderWatch {
+    changed: Notify,
+}
+
+impl HolderWatch {
+    pub fn changed(&self) {
+        self.changed.notify_one();
+    }
+}
+
+impl PodService {
+    /// Watches the holders of ready sandboxes for the daemon's life.
+    pub async fn watch_holders(self: Arc<Self>) {
+        let mut watched: HashMap<SandboxId, ProcessRef> = HashMap::new();
+        let mut exits = JoinSet::new();
+        loop {
+            for (id, holder) in self.ready_holders() {
+                if watched.get(&id) != Some(&holder) {
+                    watched.insert(id.clone(), holder);
+                    exits.spawn(async move {
+                        exit_of(holder).await;
+                        (id, holder)
+                    });
+                }
+            }
+            tokio::select! {
+                () = self.holder_watch.changed.notified() => {}
+                Some(Ok((id, holder))) = exits.join_next() => {
+                    watched.remove(&id);
+                    self.holder_exited(&id, holder).await;
+                }
+            }
+        }
+    }
+
+    fn ready_holders(&self) -> Vec<(SandboxId, ProcessRef)> {
+        let state = self.registry.read();
+        state
+            .sandboxes
+            .values()
+            .filter(|s| s.status.state == SandboxState::Ready)
+            .filter_map(|s| Some((s.meta.id.clone(), s.status.holder?)))
+            .collect()
+    }
+
+    /// A ready pod's holder is gone: unless the pod was stopped meanwhile (which kills the
+    /// holder on purpose), the pod is NotReady and its containers are stopped.
+    async fn holder_exited(&self, id: &SandboxId, holder: ProcessRef) {
+        let _guard = self.registry.locks.lock(id.as_str()).await;
+        let Ok(sandbox) = self.registry.find_sandbox(id.as_str()) else { return };
+        if sandbox.status.state != SandboxState::Ready || sandbox.status.holder != Some(holder) {
+            return;
+        }
+        let reason = format!(
+            "the pod's PID namespace holder (pid {}) exited outside swapcri's control: the pod's \
+             containers lost their PID namespace",
+            holder.pid
+        );
+        tracing::error!(sandbox = %id, pid = holder.pid, "{reason}; the sandbox is not ready");
+        let mut status = sandbox.status.clone();
+        status.state = SandboxState::NotReady;
+        status.holder = None;
+        status.reason = Some(reason);
+        if let Err(e) = self.registry.save_sandbox_status(id, status) {
+            tracing::error!(sandbox = %id, error = %e, "cannot record that the sandbox is not ready");
+        }
+        // Containers in the pod's PID namespace are dead already; the others are stopped so
+        // that nothing of the pod runs on.
+        for container in self.registry.containers_of(id) {
+            if let Err(e) = self.stop_container(container.as_str(), Duration::ZERO).await {
+                tracing::warn!(sandbox = %id, %container, error = %e, "cannot stop a container of a pod that lost its holder");
+            }
+        }
+    }
+}
+
+/// Returns when the process exits (at once when it is gone already).
+async fn exit_of(process: ProcessRef) {
+    match pidfd_open(process.pid) {
+        Ok(fd) => {
+            // Opened after a pid reuse: the process we meant is gone.
+            if !process.is_alive() {
+                return;
+            }
+            // SAFETY: the AsyncFd owns the OwnedFd, which stays open until it is dropped.
+            match unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) } {
+                // A pidfd turns readable when its process exits.
+                Ok(fd) => {
+                    let _ = fd.readable().await;
+                }
+                Err(_) => poll_exit(process).await,
+            }
+        }
+        Err(nix::errno::Errno::ESRCH) => {}
+        Err(_) => poll_exit(process).await,
+    }
+}
+
+async fn poll_exit(process: ProcessRef) {
+    while process.is_alive() {
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+fn pidfd_open(pid: i32) -> Result<OwnedFd, nix::errno::Errno> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { nix::libc::syscall(nix::libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(nix::errno::Errno::last());
+    }
+    // SAFETY: the descriptor was just returned to us and is owned by nothing else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_exit_of_a_process_is_seen_at_once() {
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let process = ProcessRef::of(child.id() as i32).unwrap();
+        let waiting = tokio::spawn(exit_of(process));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(!waiting.is_finished(), "the process still runs");
+        child.kill().unwrap();
+        // Reaped by its parent (this test) or not, a killed process has exited.
+        let started = std::time::Instant::now();
+        tokio::time::timeout(Duration::from_secs(1), waiting).await.expect("seen within a second").unwrap();
+        assert!(started.elapsed() < Duration::from_secs(1));
+        let _ = child.wait();
+    }
+
+    #[tokio::test]
+    async fn a_process_that_is_gone_or_reused_has_exited() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id() as i32;
+        child.wait().unwrap();
+        tokio::time::timeout(Duration::from_secs(1), exit_of(ProcessRef { pid, start_time: 1 })).await.unwrap();
+        // A live pid with another start time is another process.
+        let me = ProcessRef::of(std::process::id() as i32).unwrap();
+        let other = ProcessRef { start_time: me.start_time + 1, ..me };
+        tokio::time::timeout(Duration::from_secs(1), exit_of(other)).await.unwrap();
+    }
+}

@@ -1,0 +1,123 @@
+//! A pod whose PID-namespace holder is killed from outside: NotReady within a second, with
+//! the reason in the verbose pod status and the log, its containers exited (those in the
+//! pod's PID namespace and those in their own), no new container in it; and the same when
+//! the holder dies while the daemon is down.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::pods::*;
+use common::{require_root, Daemon};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use swapcri::cri;
+
+fn shared_pid_pod(name: &str, logs: &std::path::Path) -> cri::PodSandboxConfig {
+    let mut config = sandbox_config(name, logs);
+    let options = config.linux.as_mut().unwrap().security_context.as_mut().unwrap();
+    options.namespace_options.as_mut().unwrap().pid = cri::NamespaceMode::Pod as i32;
+    config
+}
+
+fn in_pod_pid_namespace(name: &str) -> cri::ContainerConfig {
+    let mut config = container_config(name, &["sleep", "1000"]);
+    let context = config.linux.as_mut().unwrap().security_context.as_mut().unwrap();
+    context.namespace_options.as_mut().unwrap().pid = cri::NamespaceMode::Pod as i32;
+    config
+}
+
+async fn pod_status(daemon: &Daemon, id: &str) -> (i32, serde_json::Value) {
+    let answer = daemon
+        .runtime()
+        .await
+        .pod_sandbox_status(cri::PodSandboxStatusRequest { pod_sandbox_id: id.into(), verbose: true })
+        .await
+        .unwrap()
+        .into_inner();
+    (answer.status.unwrap().state, serde_json::from_str(&answer.info["info"]).unwrap())
+}
+
+async fn holder_pid(daemon: &Daemon, pod: &str) -> i32 {
+    let (_, info) = pod_status(daemon, pod).await;
+    info["pidNamespaceHolder"]["pid"].as_i64().expect("the pod has a PID namespace holder") as i32
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pod_whose_holder_is_killed_is_not_ready_at_once() {
+    require_root();
+    let daemon = Daemon::start("");
+    import_busybox(&daemon);
+    let logs = daemon.dir.path().join("logs");
+    let pod_config = shared_pid_pod("holderless", &logs);
+    let pod = run_sandbox(&daemon, pod_config.clone()).await;
+    let shared = start(&daemon, &pod, &pod_config, in_pod_pid_namespace("shared")).await;
+    let own = start(&daemon, &pod, &pod_config, container_config("own", &["sleep", "1000"])).await;
+    assert_eq!(pod_status(&daemon, &pod).await.0, cri::PodSandboxState::SandboxReady as i32);
+
+    let holder = holder_pid(&daemon, &pod).await;
+    kill(Pid::from_raw(holder), Signal::SIGKILL).unwrap();
+    let killed = Instant::now();
+    let (state, info) = loop {
+        let (state, info) = pod_status(&daemon, &pod).await;
+        if state == cri::PodSandboxState::SandboxNotready as i32 || killed.elapsed() > Duration::from_secs(5) {
+            break (state, info);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let noticed = killed.elapsed();
+    assert_eq!(state, cri::PodSandboxState::SandboxNotready as i32, "the pod lost its PID namespace");
+    assert!(noticed < Duration::from_secs(1), "NotReady {noticed:?} after the holder was killed");
+    let reason = info["notReadyReason"].as_str().unwrap_or_default();
+    assert!(reason.contains(&format!("PID namespace holder (pid {holder}) exited")), "{info}");
+    assert!(info["pidNamespaceHolder"].is_null(), "{info}");
+
+    // Both containers end: the kernel kills the pod's PID namespace, swapcri the other one.
+    for id in [&shared, &own] {
+        let left = Duration::from_secs(1).saturating_sub(killed.elapsed());
+        wait_exited(&daemon, id, left.max(Duration::from_millis(200))).await;
+    }
+    assert!(daemon.log().contains(&format!("PID namespace holder (pid {holder}) exited")), "logged");
+
+    let refused = daemon
+        .runtime()
+        .await
+        .create_container(cri::CreateContainerRequest {
+            pod_sandbox_id: pod.clone(),
+            config: Some(container_config("late", &["true"])),
+            sandbox_config: Some(pod_config.clone()),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::FailedPrecondition, "{refused:?}");
+
+    // kubelet's next steps work as for any pod: stop, then remove.
+    let mut rt = daemon.runtime().await;
+    rt.stop_pod_sandbox(cri::StopPodSandboxRequest { pod_sandbox_id: pod.clone() }).await.unwrap();
+    rt.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: pod }).await.unwrap();
+    assert!(mounts_under(daemon.dir.path()).is_empty(), "{:?}", mounts_under(daemon.dir.path()));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_holder_lost_while_the_daemon_is_down_is_found_at_start() {
+    require_root();
+    let mut daemon = Daemon::start("");
+    import_busybox(&daemon);
+    let logs = daemon.dir.path().join("logs");
+    let pod_config = shared_pid_pod("lost-holder", &logs);
+    let pod = run_sandbox(&daemon, pod_config.clone()).await;
+    let shared = start(&daemon, &pod, &pod_config, in_pod_pid_namespace("shared")).await;
+    let holder = holder_pid(&daemon, &pod).await;
+
+    daemon.stop_with(Signal::SIGKILL);
+    kill(Pid::from_raw(holder), Signal::SIGKILL).unwrap();
+    daemon.restart();
+
+    let (state, info) = pod_status(&daemon, &pod).await;
+    assert_eq!(state, cri::PodSandboxState::SandboxNotready as i32);
+    assert!(info["notReadyReason"].as_str().unwrap_or_default().contains("while swapcri was not running"), "{info}");
+    assert_eq!(wait_exited(&daemon, &shared, Duration::from_secs(5)).await.exit_code, 137);
+    let mut rt = daemon.runtime().await;
+    rt.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: pod }).await.unwrap();
+    assert!(mounts_under(daemon.dir.path()).is_empty(), "{:?}", mounts_under(daemon.dir.path()));
+}
