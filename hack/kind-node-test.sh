@@ -208,8 +208,10 @@ inode crictl rmp -f "$POD" >/dev/null || true
 LEFT=$(inode sh -c "ls -d /sys/fs/cgroup/*/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-burstable.slice/$PARENT/swapcri-* 2>/dev/null | wc -l")
 check crictl-removal '[ "$LEFT" = 0 ]' "$LEFT container scopes left after removing the pod"
 
-# critest's basic specs inside the node, their images served by a registry inside the node.
-say "critest's basic specs inside the node"
+# The CRI validation suite inside the node, its images served by a registry inside the node:
+# every spec that can run there, then the pod and basic specs SOAK times over (default 5),
+# with the machine loaded by a parallel build unless LOAD=0.
+say "critest inside the node"
 put /usr/bin/docker-registry /usr/local/bin/docker-registry 0755
 tar -C "$REGISTRY_DIR" -c data | inode_in sh -c 'mkdir -p /tmp/registry && tar -C /tmp/registry -x'
 inode_in sh -c 'cat >/tmp/registry.yml' <<'EOF'
@@ -225,14 +227,48 @@ inode sh -c 'setsid docker-registry serve /tmp/registry.yml >/tmp/registry.log 2
   done
 } | inode_in sh -c 'cat >>/etc/swapcri/config.toml'
 inode systemctl restart swapcri.service
+# An upstream-only digest cannot be served by any local registry.
+NODE_SKIP=${NODE_SKIP:-'public image with digest should be pulled and removed'}
+node_critest() { # NAME [FOCUS]: one run inside the node; prints its TOTAL line
+  local name=$1 status t0=$SECONDS
+  local args=(-runtime-endpoint unix:///run/swapcri/swapcri.sock -image-endpoint unix:///run/swapcri/swapcri.sock
+    -ginkgo.no-color -ginkgo.skip "$NODE_SKIP" -ginkgo.json-report "/tmp/critest-$name.json")
+  [ -n "${2:-}" ] && args+=(-ginkgo.focus "$2")
+  inode env TMPDIR=/tmp critest "${args[@]}" >"$work/critest-$name.log" 2>&1
+  status=$?
+  inode cat "/tmp/critest-$name.json" >"$work/critest-$name.json" 2>/dev/null || true
+  python3 hack/critest/summary.py "$work/critest-$name.json" "$status" "$((SECONDS - t0))" >"$work/critest-$name.txt"
+  grep -m1 '^TOTAL' "$work/critest-$name.txt"
+}
+critest_ok() { grep -qE '^TOTAL [1-9][0-9]* .* FAILED 0 ' "$work/critest-$1.txt"; }
+critest_failures() { sed -n '/^FAILED:/,/^SKIPPED/p' "$work/critest-$1.txt" | grep -v '^SKIPPED'; }
 set +e
-inode critest --runtime-endpoint unix:///run/swapcri/swapcri.sock --image-endpoint unix:///run/swapcri/swapcri.sock \
-  --ginkgo.focus 'basic operations' --ginkgo.no-color >"$work/critest.log" 2>&1
-critest_status=$?
+FULL=$(node_critest full)
+check critest-full 'critest_ok full' "$FULL"
+critest_ok full || critest_failures full
+load_pid=
+if [ "${LOAD:-1}" = 1 ]; then
+  # A build on every core, over and over: the load under which pods once lost their namespaces.
+  (while :; do
+    cargo build --release --locked --quiet --target-dir "$work/load-target" >/dev/null 2>&1
+    rm -rf "$work/load-target"
+  done) &
+  load_pid=$!
+fi
+SOAK_FAILED=0
+for n in $(seq "${SOAK:-5}"); do
+  line=$(node_critest "soak-$n" 'basic operations|PodSandbox')
+  echo "    soak $n: $line"
+  critest_ok "soak-$n" || { SOAK_FAILED=$((SOAK_FAILED + 1)); critest_failures "soak-$n"; }
+done
+if [ -n "$load_pid" ]; then
+  kill "$load_pid"
+  pkill -f -- "--target-dir $work/load-target"
+  wait "$load_pid" 2>/dev/null
+fi
 set -e
-CRITEST=$(grep -E '^(Ran|PASS|FAIL|SUCCESS)' "$work/critest.log" | tr '\n' ' ')
-check critest-basic '[ "$critest_status" = 0 ] && grep -q "^Ran [1-9]" "$work/critest.log"' "$CRITEST"
-[ "$critest_status" = 0 ] || tail -40 "$work/critest.log"
+check critest-soak '[ "$SOAK_FAILED" = 0 ]' \
+  "basic and pod specs ${SOAK:-5} times back to back${load_pid:+ under a parallel build}: $SOAK_FAILED runs with failures"
 
 if [ "$FAIL" != 0 ]; then
   echo "==> swapcri's journal in the node"

@@ -6,6 +6,9 @@
 # scenarios (hack/vm/systemd-scenarios.sh) run in a unit of their own and print E2E-RESULT
 # lines, which become pass/fail here.
 #   hack/vm/systemd-node.sh        (also: hack/vm/e2e.sh --node systemd)
+# SWAPCRI_VM_CRITEST=N: after the scenarios, critest's basic and pod specs N times with the
+# systemd driver and the node's vCPUs kept busy (hack/vm/critest-soak.sh; a long form, about
+# 3 minutes a run under emulation).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source hack/lib.sh
@@ -45,6 +48,18 @@ hack/install.sh --root "$root" --no-build
 hack/build-busybox-image.sh "$work/busybox" localhost/busybox:latest >/dev/null
 install -D -m 0644 "$work/busybox.tar" "$root/images/busybox.tar"
 install -D -m 0755 hack/vm/systemd-scenarios.sh "$root/e2e/systemd-scenarios.sh"
+critest_runs=${SWAPCRI_VM_CRITEST:-0}
+if [ "$critest_runs" -gt 0 ]; then
+  log "critest and the suite's images for the node"
+  prepare_critest "$work" >/dev/null
+  install -m 0755 /var/cache/swapcri-tools/critest /usr/bin/docker-registry "$root/usr/local/bin/"
+  mkdir -p "$root/var/lib/e2e-registry"
+  cp -a "$REGISTRY_DIR/data" "$root/var/lib/e2e-registry/"
+  printf 'version: 0.1\nstorage: { filesystem: { rootdirectory: /var/lib/e2e-registry/data } }\nhttp: { addr: 127.0.0.1:5000 }\n' \
+    >"$root/e2e/registry.yml"
+  install -m 0755 hack/vm/critest-soak.sh "$root/e2e/critest-soak.sh"
+  echo "$critest_runs" >"$root/e2e/critest-runs"
+fi
 install -m 0644 hack/vm/helpers.sh "$root/e2e/helpers.sh"
 cat >"$root/e2e/run.sh" <<'EOF'
 #!/bin/sh
@@ -55,6 +70,7 @@ mkswap /dev/zram0 >/dev/null && swapon -p 10 /dev/zram0
 mkswap /dev/vdb1 >/dev/null && swapon -p 100 /dev/vdb1
 echo "E2E-LOG booted in $(cut -d' ' -f1 /proc/uptime) s; $(systemctl is-system-running)"
 sh /e2e/systemd-scenarios.sh || echo "E2E-RESULT scenarios-ran-through FAIL the script stopped with status $?"
+[ -s /e2e/critest-runs ] && sh /e2e/critest-soak.sh
 echo "E2E-DONE"
 systemctl poweroff
 EOF
@@ -116,7 +132,7 @@ out=$work/console.log
 # transparent_hugepage=madvise: with THP on every anonymous mapping, 6.12 hardly swaps huge
 # pages out to a rotational disk under a cgroup limit (the hog's read fails short instead).
 # zswap off: swapped pages go to the devices, where the io protection is measured.
-timeout 900 qemu-system-x86_64 -accel tcg,thread=single -m 2048 -smp 2 -nographic -no-reboot \
+timeout $((900 + critest_runs * 400)) qemu-system-x86_64 -accel tcg,thread=single -m 2048 -smp 2 -nographic -no-reboot \
   -kernel "$kdir/boot/vmlinuz-$release" -initrd "$work/initrd.gz" \
   -drive "file=$work/root.img,if=virtio,format=raw,cache=unsafe" \
   -drive "file=$work/swap.img,if=virtio,format=raw,cache=unsafe" \
