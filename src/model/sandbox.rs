@@ -1,5 +1,6 @@
 //! Pod sandbox records: immutable metadata and mutable status, stored apart.
 
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
 
 use crate::cri;
@@ -102,6 +103,51 @@ impl ProcessRef {
     }
 }
 
+impl ProcessRef {
+    /// A pidfd for this process, opened and then checked against the start time: it names
+    /// this process, never one that took its pid later. None when it is gone (or a zombie),
+    /// and on kernels without pidfds (before 5.3).
+    pub fn pidfd(&self) -> Option<OwnedFd> {
+        open_pidfd(self.pid).ok().filter(|_| self.is_alive())
+    }
+
+    /// Sends `signal` to this process and to no other: through a checked pidfd, so a pid
+    /// the process left behind (and another process took) is never signalled. Where pidfds
+    /// are missing, the start time is checked just before the signal. Returns whether it
+    /// was sent.
+    pub fn signal(&self, signal: nix::sys::signal::Signal) -> bool {
+        match open_pidfd(self.pid) {
+            Ok(fd) if self.is_alive() => {
+                // SAFETY: a valid pidfd, a signal number, no siginfo, no flags.
+                let sent = unsafe {
+                    nix::libc::syscall(
+                        nix::libc::SYS_pidfd_send_signal,
+                        fd.as_raw_fd(),
+                        signal as i32,
+                        std::ptr::null::<nix::libc::siginfo_t>(),
+                        0,
+                    )
+                };
+                sent == 0
+            }
+            Err(nix::errno::Errno::ENOSYS) => {
+                self.is_alive() && nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid), signal).is_ok()
+            }
+            _ => false,
+        }
+    }
+}
+
+fn open_pidfd(pid: i32) -> Result<OwnedFd, nix::errno::Errno> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { nix::libc::syscall(nix::libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(nix::errno::Errno::last());
+    }
+    // SAFETY: the descriptor was just returned to us and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
 fn process_start_time(pid: i32) -> Option<u64> {
     process_stat(pid).map(|(_, start)| start)
 }
@@ -128,6 +174,20 @@ mod tests {
         let me = ProcessRef::of(std::process::id() as i32).unwrap();
         assert!(me.is_alive());
         assert!(!ProcessRef { start_time: me.start_time + 1, ..me }.is_alive());
+    }
+
+    #[test]
+    fn a_signal_reaches_the_recorded_process_and_never_a_pid_reuser() {
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let sleeper = ProcessRef::of(child.id() as i32).unwrap();
+        // The same pid with another start time stands for a process that took the pid later.
+        let reused = ProcessRef { start_time: sleeper.start_time + 1, ..sleeper };
+        assert!(!reused.signal(nix::sys::signal::Signal::SIGKILL));
+        assert!(sleeper.is_alive(), "a stale reference signals nothing");
+        assert!(sleeper.signal(nix::sys::signal::Signal::SIGKILL));
+        let status = child.wait().unwrap();
+        assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(9));
+        assert!(!sleeper.signal(nix::sys::signal::Signal::SIGKILL), "gone");
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-use super::cli::{read_pid, PID_FILE};
+use super::cli::PID_FILE;
 use super::{kill_tree, ExecOutput, OciError, OciRuntime};
 
 /// How long the runtime's exec process gets to reap a process killed at a timeout.
@@ -36,8 +36,8 @@ pub async fn run(
         Some(t) => match tokio::time::timeout(t, child.wait()).await {
             Ok(status) => status,
             Err(_) => {
-                if let Some(pid) = read_pid(&dir.path().join(PID_FILE)) {
-                    kill_tree(pid);
+                if let Some(process) = super::process_tree::named_by(&dir.path().join(PID_FILE)) {
+                    kill_tree(process);
                     // The runtime's exec process is the killed process's parent: let it reap
                     // it, or it lingers as a zombie under the container's init (which may
                     // never reap) and still shows in the container's process list.

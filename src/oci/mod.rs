@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 pub use cli::CliRuntime;
 pub use features::Features;
-pub use process_tree::{descendants, kill_tree};
+pub use process_tree::{descendants, kill_tree, named_by};
 
 /// A process's exit code, with death by signal N reported as 128 + N (as shells do).
 pub fn exit_code(status: std::process::ExitStatus) -> i32 {

@@ -1,42 +1,76 @@
-//! Descendants of a process, from /proc, to kill what an exec left behind.
+//! Descendants of a process, from /proc, to kill what an exec left behind. Every process
+//! is held by its pid and start time, so one that ended meanwhile is never mistaken for the
+//! process that took its pid.
 
 use std::collections::HashMap;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use crate::model::sandbox::ProcessRef;
 
 /// All descendants of `root` (not `root` itself).
-pub fn descendants(root: i32) -> Vec<i32> {
-    let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
+pub fn descendants(root: i32) -> Vec<ProcessRef> {
+    let mut children: HashMap<i32, Vec<ProcessRef>> = HashMap::new();
     if let Ok(entries) = std::fs::read_dir("/proc") {
         for entry in entries.flatten() {
             let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
                 continue;
             };
-            if let Some(ppid) = parent_of(pid) {
-                children.entry(ppid).or_default().push(pid);
+            if let Some((ppid, start_time)) = parent_and_start(pid) {
+                children.entry(ppid).or_default().push(ProcessRef { pid, start_time });
             }
         }
     }
     let mut out = Vec::new();
     let mut stack = vec![root];
     while let Some(p) = stack.pop() {
-        for &c in children.get(&p).map(Vec::as_slice).unwrap_or(&[]) {
-            out.push(c);
-            stack.push(c);
+        for c in children.get(&p).map(Vec::as_slice).unwrap_or(&[]) {
+            out.push(*c);
+            stack.push(c.pid);
         }
     }
     out
 }
 
-fn parent_of(pid: i32) -> Option<i32> {
+/// Fields 4 (parent) and 22 (start time) of /proc/<pid>/stat.
+fn parent_and_start(pid: i32) -> Option<(i32, u64)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat[stat.rfind(')')? + 2..].split_whitespace().nth(1)?.parse().ok()
+    let fields: Vec<&str> = stat[stat.rfind(')')? + 2..].split_whitespace().collect();
+    Some((fields.get(1)?.parse().ok()?, fields.get(19)?.parse().ok()?))
 }
 
-/// SIGKILLs `root` and everything below it (children first are found before the kill).
-pub fn kill_tree(root: i32) {
-    let all = descendants(root);
-    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(root), nix::sys::signal::Signal::SIGKILL);
-    for pid in all {
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+/// The process a runtime's pid file names, unless that pid now belongs to a process that
+/// started after the file was written: the process it named is gone and its pid was reused.
+pub fn named_by(pid_file: &Path) -> Option<ProcessRef> {
+    let pid = std::fs::read_to_string(pid_file).ok()?.trim().parse::<i32>().ok()?;
+    let process = ProcessRef::of(pid)?;
+    let written = std::fs::metadata(pid_file).ok()?.modified().ok()?;
+    let age = SystemTime::now().duration_since(written).unwrap_or_default();
+    let since_boot = boot_clock()?;
+    // SAFETY: sysconf only reads a system constant.
+    let ticks = unsafe { nix::libc::sysconf(nix::libc::_SC_CLK_TCK) }.max(1) as u64;
+    let written_ticks = since_boot.saturating_sub(age).as_millis() as u64 * ticks / 1000;
+    // Two ticks of slack for the rounding of both clocks.
+    (process.start_time <= written_ticks + 2).then_some(process)
+}
+
+/// Time since boot, suspend included: the clock /proc's start times count in.
+fn boot_clock() -> Option<Duration> {
+    let mut now = nix::libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec.
+    if unsafe { nix::libc::clock_gettime(nix::libc::CLOCK_BOOTTIME, &mut now) } != 0 {
+        return None;
+    }
+    Some(Duration::new(now.tv_sec as u64, now.tv_nsec as u32))
+}
+
+/// SIGKILLs `root` and everything below it (found before the kill, so the children a
+/// killed parent leaves to others are still reached).
+pub fn kill_tree(root: ProcessRef) {
+    let below = descendants(root.pid);
+    root.signal(nix::sys::signal::Signal::SIGKILL);
+    for process in below {
+        process.signal(nix::sys::signal::Signal::SIGKILL);
     }
 }
 
@@ -54,12 +88,27 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         let below = descendants(pid);
-        kill_tree(pid);
+        kill_tree(ProcessRef::of(pid).unwrap());
         child.wait().unwrap();
         std::thread::sleep(std::time::Duration::from_millis(100));
         for p in below {
-            let state = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
-            assert!(state.is_empty() || state.contains(") Z "), "{p} still running: {state}");
+            assert!(!p.is_alive(), "{} still running", p.pid);
         }
+    }
+
+    #[test]
+    fn a_pid_file_names_its_process_and_not_a_later_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("pid");
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        std::fs::write(&file, child.id().to_string()).unwrap();
+        assert_eq!(named_by(&file).map(|p| p.pid), Some(child.id() as i32));
+        // A file written before the process started names someone else's pid.
+        let old = SystemTime::now() - Duration::from_secs(3600);
+        std::fs::File::options().write(true).open(&file).unwrap().set_modified(old).unwrap();
+        assert!(named_by(&file).is_none(), "the process started after the file was written");
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(named_by(&file).is_none());
     }
 }

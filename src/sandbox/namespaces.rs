@@ -109,9 +109,7 @@ pub fn holders_of(work_dir: &Path) -> Vec<ProcessRef> {
 
 /// SIGKILLs a holder (and with it every process of its PID namespace) and waits for it.
 pub fn stop_holder(holder: ProcessRef) {
-    if holder.is_alive() {
-        let pid = nix::unistd::Pid::from_raw(holder.pid);
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+    if holder.signal(nix::sys::signal::Signal::SIGKILL) {
         // The holder is not our child once its helper exited; wait until it is gone.
         for _ in 0..100 {
             if !holder.is_alive() {

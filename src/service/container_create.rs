@@ -140,7 +140,7 @@ impl PodService {
             if let Err(e) = runtime.delete_blocking(&cid) {
                 tracing::warn!(container = %cid, error = %e, "rollback");
             }
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(monitor.pid), nix::sys::signal::Signal::SIGKILL);
+            monitor.signal(nix::sys::signal::Signal::SIGKILL);
         });
         Ok((monitor, pid))
     }

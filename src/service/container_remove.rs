@@ -28,8 +28,8 @@ impl PodService {
             }
         }
         crate::crash::point("container-remove-after-runtime-delete");
-        if let Some(monitor) = container.status.monitor.filter(|m| m.is_alive()) {
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(monitor.pid), nix::sys::signal::Signal::SIGKILL);
+        if let Some(monitor) = container.status.monitor {
+            monitor.signal(nix::sys::signal::Signal::SIGKILL);
         }
         let run_dir = self.registry.container_run_dir(&cid);
         super::step("unmount")

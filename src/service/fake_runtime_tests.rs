@@ -73,7 +73,13 @@ fn fixture_with(
             created_at: 0,
             dir: dir.path().join("pod"),
         }),
-        status: SandboxStatus { state: SandboxState::Ready, holder: None, addresses: None, resized: None, reason: None },
+        status: SandboxStatus {
+            state: SandboxState::Ready,
+            holder: None,
+            addresses: None,
+            resized: None,
+            reason: None,
+        },
     };
     // The test process stands in for a live monitor.
     let me = ProcessRef::of(std::process::id() as i32).unwrap();

@@ -126,7 +126,8 @@ impl Host for FakeHost {
 
     fn release_namespaces(&self, _: &NsRequest, holder: Option<ProcessRef>) {
         if let Some(holder) = holder {
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(holder.pid), nix::sys::signal::Signal::SIGKILL);
+            // Never a pid one of our stand-ins left behind: it may be anyone's by now.
+            holder.signal(nix::sys::signal::Signal::SIGKILL);
         }
     }
 

@@ -5,7 +5,6 @@
 //! never a Ready pod without namespaces.
 
 use std::collections::HashMap;
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -101,22 +100,16 @@ impl PodService {
 
 /// Returns when the process exits (at once when it is gone already).
 async fn exit_of(process: ProcessRef) {
-    match pidfd_open(process.pid) {
+    let Some(fd) = process.pidfd() else {
+        // Gone already, or no pidfds on this kernel.
+        return poll_exit(process).await;
+    };
+    // SAFETY: the AsyncFd owns the OwnedFd, which stays open until it is dropped.
+    match unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) } {
+        // A pidfd turns readable when its process exits.
         Ok(fd) => {
-            // Opened after a pid reuse: the process we meant is gone.
-            if !process.is_alive() {
-                return;
-            }
-            // SAFETY: the AsyncFd owns the OwnedFd, which stays open until it is dropped.
-            match unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) } {
-                // A pidfd turns readable when its process exits.
-                Ok(fd) => {
-                    let _ = fd.readable().await;
-                }
-                Err(_) => poll_exit(process).await,
-            }
+            let _ = fd.readable().await;
         }
-        Err(nix::errno::Errno::ESRCH) => {}
         Err(_) => poll_exit(process).await,
     }
 }
@@ -125,16 +118,6 @@ async fn poll_exit(process: ProcessRef) {
     while process.is_alive() {
         tokio::time::sleep(POLL).await;
     }
-}
-
-fn pidfd_open(pid: i32) -> Result<OwnedFd, nix::errno::Errno> {
-    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
-    let fd = unsafe { nix::libc::syscall(nix::libc::SYS_pidfd_open, pid, 0) };
-    if fd < 0 {
-        return Err(nix::errno::Errno::last());
-    }
-    // SAFETY: the descriptor was just returned to us and is owned by nothing else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
 #[cfg(test)]

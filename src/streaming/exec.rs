@@ -132,11 +132,12 @@ async fn wait_or_kill(
     dir: &Path,
 ) -> Result<std::process::ExitStatus, StreamError> {
     let kill_command = || {
-        let pid = std::fs::read_to_string(dir.join("pid")).ok().and_then(|p| p.trim().parse::<i32>().ok());
-        if let Some(pid) = pid {
-            crate::oci::kill_tree(pid);
+        // The process the pid file names, never one that took its pid after it ended.
+        let process = crate::oci::named_by(&dir.join("pid"));
+        if let Some(process) = process {
+            crate::oci::kill_tree(process);
         }
-        pid.is_some()
+        process.is_some()
     };
     tokio::select! {
         status = child.wait() => status.map_err(StreamError::io("waiting for the exec")),
