@@ -16,7 +16,7 @@ source hack/vm/lib.sh
 t_start=$(date +%s)
 
 # What the node's root filesystem holds besides swapcri; the cache key follows it.
-PACKAGES=systemd,systemd-sysv,dbus,udev,kmod,iproute2,runc,procps,e2fsprogs,util-linux,fdisk
+PACKAGES=systemd,systemd-sysv,dbus,udev,kmod,iproute2,runc,procps,e2fsprogs,util-linux,fdisk,ca-certificates
 
 log "building swapcri (release)"
 cargo build --release --locked --quiet

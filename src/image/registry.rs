@@ -48,24 +48,35 @@ impl Registries {
         })
     }
 
-    fn client_for(&self, host: &str) -> Arc<Client> {
+    /// The client for a registry host, made on first use. A client that cannot be made as
+    /// configured is an error: oci-client's fallback, a default client, would ignore the
+    /// host's plain-HTTP and TLS settings and every timeout.
+    fn client_for(&self, host: &str, image: &str) -> Result<Arc<Client>, ImageError> {
         let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
-        clients
-            .entry(host.to_string())
-            .or_insert_with(|| {
-                let settings = self.settings_for(host);
-                Arc::new(Client::new(ClientConfig {
-                    protocol: if settings.plain_http { ClientProtocol::Http } else { ClientProtocol::Https },
-                    accept_invalid_certificates: settings.insecure_skip_verify,
-                    platform_resolver: None,
-                    // A backstop only: the transfer watchdog below fires first and says why.
-                    read_timeout: Some(self.progress_timeout * 2),
-                    connect_timeout: Some(Duration::from_secs(30)),
-                    user_agent: concat!("swapcri/", env!("CARGO_PKG_VERSION")),
-                    ..Default::default()
-                }))
-            })
-            .clone()
+        if let Some(client) = clients.get(host) {
+            return Ok(client.clone());
+        }
+        let settings = self.settings_for(host);
+        let config = ClientConfig {
+            protocol: if settings.plain_http { ClientProtocol::Http } else { ClientProtocol::Https },
+            accept_invalid_certificates: settings.insecure_skip_verify,
+            platform_resolver: None,
+            // A backstop only: the transfer watchdog below fires first and says why.
+            read_timeout: Some(self.progress_timeout * 2),
+            connect_timeout: Some(Duration::from_secs(30)),
+            user_agent: concat!("swapcri/", env!("CARGO_PKG_VERSION")),
+            ..Default::default()
+        };
+        let client = Client::try_from(config).map_err(|e| ImageError::Registry {
+            registry: host.into(),
+            image: image.into(),
+            message: format!(
+                "cannot set up a client for it: {e} (a node without CA certificates needs the ca-certificates package)"
+            ),
+        })?;
+        let client = Arc::new(client);
+        clients.insert(host.to_string(), client.clone());
+        Ok(client)
     }
 
     /// Connects to the first endpoint (mirrors, then the registry) that has the image's
@@ -115,8 +126,8 @@ impl RegistrySource {
         self.reference.resolve_registry()
     }
 
-    fn client(&self) -> Arc<Client> {
-        self.registries.client_for(self.host())
+    fn client(&self) -> Result<Arc<Client>, ImageError> {
+        self.registries.client_for(self.host(), &self.name.to_string())
     }
 
     fn timeout(&self) -> Duration {
@@ -150,7 +161,7 @@ impl ImageSource for RegistrySource {
             }
             None => self.reference.clone(),
         };
-        let client = self.client();
+        let client = self.client()?;
         let fetch = client.pull_manifest_raw(&reference, &self.auth, MANIFEST_MEDIA_TYPES);
         let (bytes, _) = tokio::time::timeout(self.timeout(), fetch)
             .await
@@ -180,7 +191,7 @@ impl ImageSource for RegistrySource {
             artifact_type: None,
         };
         let what = format!("blob {}", blob.digest);
-        let client = self.client();
+        let client = self.client()?;
         let stream = tokio::time::timeout(self.timeout(), client.pull_blob_stream(&self.reference, &descriptor))
             .await
             .map_err(|_| self.stalled(&what))?
