@@ -13,20 +13,6 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use swapcri::cri;
 
-fn shared_pid_pod(name: &str, logs: &std::path::Path) -> cri::PodSandboxConfig {
-    let mut config = sandbox_config(name, logs);
-    let options = config.linux.as_mut().unwrap().security_context.as_mut().unwrap();
-    options.namespace_options.as_mut().unwrap().pid = cri::NamespaceMode::Pod as i32;
-    config
-}
-
-fn in_pod_pid_namespace(name: &str) -> cri::ContainerConfig {
-    let mut config = container_config(name, &["sleep", "1000"]);
-    let context = config.linux.as_mut().unwrap().security_context.as_mut().unwrap();
-    context.namespace_options.as_mut().unwrap().pid = cri::NamespaceMode::Pod as i32;
-    config
-}
-
 async fn pod_status(daemon: &Daemon, id: &str) -> (i32, serde_json::Value) {
     let answer = daemon
         .runtime()
@@ -49,9 +35,10 @@ async fn a_pod_whose_holder_is_killed_is_not_ready_at_once() {
     let daemon = Daemon::start("");
     import_busybox(&daemon);
     let logs = daemon.dir.path().join("logs");
-    let pod_config = shared_pid_pod("holderless", &logs);
+    let pod_config = with_pod_pid_namespace(sandbox_config("holderless", &logs));
     let pod = run_sandbox(&daemon, pod_config.clone()).await;
-    let shared = start(&daemon, &pod, &pod_config, in_pod_pid_namespace("shared")).await;
+    let shared =
+        start(&daemon, &pod, &pod_config, in_pod_pid_namespace(container_config("shared", &["sleep", "1000"]))).await;
     let own = start(&daemon, &pod, &pod_config, container_config("own", &["sleep", "1000"])).await;
     assert_eq!(pod_status(&daemon, &pod).await.0, cri::PodSandboxState::SandboxReady as i32);
 
@@ -104,9 +91,10 @@ async fn a_holder_lost_while_the_daemon_is_down_is_found_at_start() {
     let mut daemon = Daemon::start("");
     import_busybox(&daemon);
     let logs = daemon.dir.path().join("logs");
-    let pod_config = shared_pid_pod("lost-holder", &logs);
+    let pod_config = with_pod_pid_namespace(sandbox_config("lost-holder", &logs));
     let pod = run_sandbox(&daemon, pod_config.clone()).await;
-    let shared = start(&daemon, &pod, &pod_config, in_pod_pid_namespace("shared")).await;
+    let shared =
+        start(&daemon, &pod, &pod_config, in_pod_pid_namespace(container_config("shared", &["sleep", "1000"]))).await;
     let holder = holder_pid(&daemon, &pod).await;
 
     daemon.stop_with(Signal::SIGKILL);

@@ -130,13 +130,9 @@ async fn a_sandbox_whose_record_is_lost_releases_what_it_held() {
     let mut daemon = Daemon::start("");
     import_busybox(&daemon);
     let logs = daemon.dir.path().join("logs");
-    let mut pod_config = sandbox_config("lost", &logs);
-    let options = pod_config.linux.as_mut().unwrap().security_context.as_mut().unwrap();
-    options.namespace_options.as_mut().unwrap().pid = cri::NamespaceMode::Pod as i32;
+    let pod_config = with_pod_pid_namespace(sandbox_config("lost", &logs));
     let pod = run_sandbox(&daemon, pod_config.clone()).await;
-    let mut sleeper = container_config("sleeper", &["sleep", "1000"]);
-    sleeper.linux.as_mut().unwrap().security_context.as_mut().unwrap().namespace_options.as_mut().unwrap().pid =
-        cri::NamespaceMode::Pod as i32;
+    let sleeper = in_pod_pid_namespace(container_config("sleeper", &["sleep", "1000"]));
     let sleeper = start(&daemon, &pod, &pod_config, sleeper).await;
     assert_eq!(holders_of(&pod).len(), 1, "the pod's PID namespace has a holder");
     let pod_run_dir = daemon.dir.path().join("run/sandboxes").join(&pod);

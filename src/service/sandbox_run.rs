@@ -53,23 +53,7 @@ impl PodService {
     }
 
     pub async fn run_sandbox(&self, config: cri::PodSandboxConfig, runtime_handler: &str) -> Result<SandboxId, Error> {
-        let metadata =
-            config.metadata.clone().ok_or_else(|| Error::InvalidArgument("sandbox metadata is required".into()))?;
-        if metadata.name.is_empty() || metadata.namespace.is_empty() || metadata.uid.is_empty() {
-            return Err(Error::InvalidArgument("sandbox metadata needs name, namespace and uid".into()));
-        }
-        let handler = self.runtimes.resolve(runtime_handler)?;
-        if !config.log_directory.is_empty() && !std::path::Path::new(&config.log_directory).is_absolute() {
-            return Err(Error::InvalidArgument(format!("log_directory {:?} is not absolute", config.log_directory)));
-        }
-        self.check_userns(&config, &handler)?;
-        if let Some(parent) = config.linux.as_ref().map(|l| l.cgroup_parent.as_str()).filter(|p| !p.is_empty()) {
-            self.layout().check_parent(parent).map_err(Error::InvalidArgument)?;
-        }
-        let modes = ns_modes(&config);
-        let sysctls = config.linux.as_ref().map(|l| l.sysctls.clone()).unwrap_or_default();
-        crate::policy::sysctls::check(&sysctls, modes.host_network, modes.host_ipc)?;
-        let name = sandbox_name(&metadata);
+        let (name, handler, modes) = self.check_run_request(&config, runtime_handler)?;
         let _guard = self.registry.locks.lock(&format!("sandbox-name/{name}")).await;
         if let Some(existing) = self.registry.read().sandboxes.values().find(|s| s.meta.name == name) {
             if existing.status.state == SandboxState::Ready {
@@ -205,6 +189,32 @@ impl PodService {
             )));
         }
         Ok(())
+    }
+
+    /// Bad input is refused before anything is made: returns the sandbox's name, its
+    /// runtime handler and how its namespaces are asked for.
+    fn check_run_request(
+        &self,
+        config: &cri::PodSandboxConfig,
+        runtime_handler: &str,
+    ) -> Result<(String, String, NsModes), Error> {
+        let metadata =
+            config.metadata.as_ref().ok_or_else(|| Error::InvalidArgument("sandbox metadata is required".into()))?;
+        if metadata.name.is_empty() || metadata.namespace.is_empty() || metadata.uid.is_empty() {
+            return Err(Error::InvalidArgument("sandbox metadata needs name, namespace and uid".into()));
+        }
+        let handler = self.runtimes.resolve(runtime_handler)?;
+        if !config.log_directory.is_empty() && !std::path::Path::new(&config.log_directory).is_absolute() {
+            return Err(Error::InvalidArgument(format!("log_directory {:?} is not absolute", config.log_directory)));
+        }
+        self.check_userns(config, &handler)?;
+        if let Some(parent) = config.linux.as_ref().map(|l| l.cgroup_parent.as_str()).filter(|p| !p.is_empty()) {
+            self.layout().check_parent(parent).map_err(Error::InvalidArgument)?;
+        }
+        let modes = ns_modes(config);
+        let sysctls = config.linux.as_ref().map(|l| l.sysctls.clone()).unwrap_or_default();
+        crate::policy::sysctls::check(&sysctls, modes.host_network, modes.host_ipc)?;
+        Ok((sandbox_name(metadata), handler, modes))
     }
 
     pub(super) fn layout(&self) -> crate::cgroup::layout::Layout {

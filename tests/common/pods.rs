@@ -110,6 +110,20 @@ pub fn container_config(name: &str, command: &[&str]) -> cri::ContainerConfig {
     }
 }
 
+/// The pod shares one PID namespace among its containers (it gets a holder).
+pub fn with_pod_pid_namespace(mut config: cri::PodSandboxConfig) -> cri::PodSandboxConfig {
+    let context = config.linux.as_mut().unwrap().security_context.as_mut().unwrap();
+    context.namespace_options.as_mut().unwrap().pid = cri::NamespaceMode::Pod as i32;
+    config
+}
+
+/// The container joins its pod's PID namespace.
+pub fn in_pod_pid_namespace(mut config: cri::ContainerConfig) -> cri::ContainerConfig {
+    let context = config.linux.as_mut().unwrap().security_context.as_mut().unwrap();
+    context.namespace_options.as_mut().unwrap().pid = cri::NamespaceMode::Pod as i32;
+    config
+}
+
 pub async fn run_sandbox(daemon: &Daemon, config: cri::PodSandboxConfig) -> String {
     let mut rt = daemon.runtime().await;
     rt.run_pod_sandbox(cri::RunPodSandboxRequest { config: Some(config), runtime_handler: String::new() })
