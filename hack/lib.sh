@@ -36,16 +36,36 @@ require_root() {
 
 # Installs the packages that are not installed yet.
 install_packages() {
-  local missing=()
+  local missing=() p
   for p in "${SWAPCRI_PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    installed "$p" || missing+=("$p")
   done
-  if [ ${#missing[@]} -gt 0 ]; then
-    echo "==> installing Debian packages: ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-  fi
+  [ ${#missing[@]} -gt 0 ] || return 0
+  echo "==> installing Debian packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  # The whole list, so that apt never removes a listed package to make room for another.
+  apt-get install -y -qq --no-install-recommends "${SWAPCRI_PACKAGES[@]}" >/dev/null && return 0
+  # A package installed from a release the node no longer lists (a backport, say) can block
+  # its siblings: qemu-system-x86 needs the qemu-utils of its own release. Such packages are
+  # aligned with the node's release, then the install is tried again.
+  local release wanted=() aligned=()
+  release=$(. /etc/os-release && echo "$VERSION_CODENAME")
+  for p in "${SWAPCRI_PACKAGES[@]}"; do
+    if installed "$p" && ! apt-cache madison "$p" | awk -F'|' '{gsub(/ /, "", $2); print $2}' |
+      grep -qxF "$(dpkg-query -W -f='${Version}' "$p")"; then
+      wanted+=("$p/$release"); aligned+=("$p")
+    else
+      wanted+=("$p")
+    fi
+  done
+  [ ${#aligned[@]} -gt 0 ] || return 1
+  echo "==> held at versions no archive of this node carries: ${aligned[*]}; installing them from $release"
+  apt-get install -y -qq --no-install-recommends --allow-downgrades "${wanted[@]}" >/dev/null
+}
+
+installed() {
+  dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"
 }
 
 # sudo resets PATH; find the Rust toolchain of root or of the invoking user.

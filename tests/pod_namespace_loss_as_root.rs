@@ -1,33 +1,18 @@
-//! A pod whose PID-namespace holder is killed from outside: NotReady within a second, with
-//! the reason in the verbose pod status and the log, its containers exited (those in the
+//! A pod whose PID-namespace holder is killed from outside: NotReady, with the reason in the
+//! verbose pod status and the log, its containers exited (those in the
 //! pod's PID namespace and those in their own), no new container in it; and the same when
-//! the holder dies while the daemon is down.
+//! the holder dies while the daemon is down. The bound here only tells a watch from none
+//! (nothing else ever turns the pod NotReady); benches/holder_loss.rs measures the latency.
 
 mod common;
 
 use std::time::{Duration, Instant};
 
 use common::pods::*;
-use common::{require_root, Daemon};
+use common::{require_root, scaled, Daemon};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use swapcri::cri;
-
-async fn pod_status(daemon: &Daemon, id: &str) -> (i32, serde_json::Value) {
-    let answer = daemon
-        .runtime()
-        .await
-        .pod_sandbox_status(cri::PodSandboxStatusRequest { pod_sandbox_id: id.into(), verbose: true })
-        .await
-        .unwrap()
-        .into_inner();
-    (answer.status.unwrap().state, serde_json::from_str(&answer.info["info"]).unwrap())
-}
-
-async fn holder_pid(daemon: &Daemon, pod: &str) -> i32 {
-    let (_, info) = pod_status(daemon, pod).await;
-    info["pidNamespaceHolder"]["pid"].as_i64().expect("the pod has a PID namespace holder") as i32
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_pod_whose_holder_is_killed_is_not_ready_at_once() {
@@ -40,30 +25,33 @@ async fn a_pod_whose_holder_is_killed_is_not_ready_at_once() {
     let shared =
         start(&daemon, &pod, &pod_config, in_pod_pid_namespace(container_config("shared", &["sleep", "1000"]))).await;
     let own = start(&daemon, &pod, &pod_config, container_config("own", &["sleep", "1000"])).await;
-    assert_eq!(pod_status(&daemon, &pod).await.0, cri::PodSandboxState::SandboxReady as i32);
+    assert_eq!(verbose_pod_status(&daemon, &pod).await.0, cri::PodSandboxState::SandboxReady as i32);
 
     let holder = holder_pid(&daemon, &pod).await;
     kill(Pid::from_raw(holder), Signal::SIGKILL).unwrap();
     let killed = Instant::now();
+    let within = scaled(Duration::from_secs(5));
     let (state, info) = loop {
-        let (state, info) = pod_status(&daemon, &pod).await;
-        if state == cri::PodSandboxState::SandboxNotready as i32 || killed.elapsed() > Duration::from_secs(5) {
+        let (state, info) = verbose_pod_status(&daemon, &pod).await;
+        if state == cri::PodSandboxState::SandboxNotready as i32 || killed.elapsed() > within {
             break (state, info);
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     let noticed = killed.elapsed();
+    eprintln!("NotReady {noticed:?} after the holder was killed");
     assert_eq!(state, cri::PodSandboxState::SandboxNotready as i32, "the pod lost its PID namespace");
-    assert!(noticed < Duration::from_secs(1), "NotReady {noticed:?} after the holder was killed");
+    assert!(noticed < within, "NotReady {noticed:?} after the holder was killed");
     let reason = info["notReadyReason"].as_str().unwrap_or_default();
     assert!(reason.contains(&format!("PID namespace holder (pid {holder}) exited")), "{info}");
     assert!(info["pidNamespaceHolder"].is_null(), "{info}");
 
     // Both containers end: the kernel kills the pod's PID namespace, swapcri the other one.
     for id in [&shared, &own] {
-        let left = Duration::from_secs(1).saturating_sub(killed.elapsed());
+        let left = within.saturating_sub(killed.elapsed());
         wait_exited(&daemon, id, left.max(Duration::from_millis(200))).await;
     }
+    eprintln!("both containers exited {:?} after the holder was killed", killed.elapsed());
     assert!(daemon.log().contains(&format!("PID namespace holder (pid {holder}) exited")), "logged");
 
     let refused = daemon
@@ -101,7 +89,7 @@ async fn a_holder_lost_while_the_daemon_is_down_is_found_at_start() {
     kill(Pid::from_raw(holder), Signal::SIGKILL).unwrap();
     daemon.restart();
 
-    let (state, info) = pod_status(&daemon, &pod).await;
+    let (state, info) = verbose_pod_status(&daemon, &pod).await;
     assert_eq!(state, cri::PodSandboxState::SandboxNotready as i32);
     assert!(info["notReadyReason"].as_str().unwrap_or_default().contains("while swapcri was not running"), "{info}");
     assert_eq!(wait_exited(&daemon, &shared, Duration::from_secs(5)).await.exit_code, 137);

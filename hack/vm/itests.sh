@@ -3,6 +3,9 @@
 # e2e.sh) on this cgroup v2 node with swap. One E2E-RESULT line per test binary.
 # runc 1.4.3, copied in by e2e.sh, for the tests that compare handlers.
 [ -x /usr/local/bin/runc-new ] && export SWAPCRI_TEST_RUNC_NEW=/usr/local/bin/runc-new
+# Plain emulation (TCG) runs a process start or a runc call ten or more times slower than
+# hardware: the time bounds of the tests are stretched by this much here.
+export SWAPCRI_TEST_TIME_SCALE=10
 for t in /e2e/itests/*; do
   case $t in *.filter) continue ;; esac
   [ -x "$t" ] || continue

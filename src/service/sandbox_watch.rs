@@ -88,10 +88,12 @@ impl PodService {
         if let Err(e) = self.registry.save_sandbox_status(id, status) {
             tracing::error!(sandbox = %id, error = %e, "cannot record that the sandbox is not ready");
         }
-        // Containers in the pod's PID namespace are dead already; the others are stopped so
-        // that nothing of the pod runs on.
-        for container in self.registry.containers_of(id) {
-            if let Err(e) = self.stop_container(container.as_str(), Duration::ZERO).await {
+        // Containers in the pod's PID namespace are dead already; the others are stopped, all
+        // at once, so that nothing of the pod runs on.
+        let containers = self.registry.containers_of(id);
+        let stops = containers.iter().map(|c| self.stop_container(c.as_str(), Duration::ZERO));
+        for (container, result) in containers.iter().zip(futures::future::join_all(stops).await) {
+            if let Err(e) = result {
                 tracing::warn!(sandbox = %id, %container, error = %e, "cannot stop a container of a pod that lost its holder");
             }
         }

@@ -217,3 +217,10 @@ pub async fn connect(socket: &Path) -> Channel {
 pub fn require_root() {
     assert!(nix::unistd::geteuid().is_root(), "these tests need root: run them through hack/test.sh");
 }
+
+/// A time bound stretched by `SWAPCRI_TEST_TIME_SCALE` on nodes that run everything many times
+/// slower than hardware (the VM e2e runs under plain emulation).
+pub fn scaled(bound: std::time::Duration) -> std::time::Duration {
+    let scale = std::env::var("SWAPCRI_TEST_TIME_SCALE").ok().and_then(|s| s.parse::<u32>().ok()).unwrap_or(1);
+    bound * scale.max(1)
+}

@@ -219,3 +219,21 @@ pub async fn exec_url(daemon: &Daemon, id: &str, cmd: &[&str], tty: bool, stdin:
     };
     rt.exec(req).await.expect("Exec").into_inner().url
 }
+
+/// The pod's state and the `info` of its verbose status.
+pub async fn verbose_pod_status(daemon: &Daemon, id: &str) -> (i32, serde_json::Value) {
+    let answer = daemon
+        .runtime()
+        .await
+        .pod_sandbox_status(cri::PodSandboxStatusRequest { pod_sandbox_id: id.into(), verbose: true })
+        .await
+        .unwrap()
+        .into_inner();
+    (answer.status.unwrap().state, serde_json::from_str(&answer.info["info"]).unwrap())
+}
+
+/// The pid of the process holding the pod's PID namespace.
+pub async fn holder_pid(daemon: &Daemon, pod: &str) -> i32 {
+    let (_, info) = verbose_pod_status(daemon, pod).await;
+    info["pidNamespaceHolder"]["pid"].as_i64().expect("the pod has a PID namespace holder") as i32
+}
