@@ -45,6 +45,7 @@ while [ "$i" -le "$runs" ]; do
   else
     echo "E2E-RESULT critest-soak-$i FAIL $ran (status $status)"
     grep -A6 '\[FAIL\]' /tmp/critest-$i.log | head -n 40 | sed 's/^/E2E-LOG /'
+    grep -A3 '\[FAILED\]' /tmp/critest-$i.log | head -n 40 | sed 's/^/E2E-LOG /'
     journalctl -u swapcri.service --no-pager -o cat | grep -E ' (WARN|ERROR) ' | tail -n 20 | sed 's/^/E2E-LOG swapcri: /'
   fi
   i=$((i + 1))

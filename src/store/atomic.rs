@@ -1,6 +1,6 @@
 //! Atomic, versioned JSON files: write to a temporary file, fsync, rename, fsync the directory.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -25,24 +25,20 @@ struct Envelope<T> {
     data: T,
 }
 
-/// Writes `bytes` to `path` so that readers see either the old or the new content.
+/// Writes `bytes` to `path` so that readers see either the old or the new content. Each
+/// write has a temporary file of its own (a unique name, mode 0600): two writers of one path
+/// never share one, the last rename wins whole.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     let err = |source| StoreError::Write { path: path.to_path_buf(), source };
     let dir = path.parent().unwrap_or(Path::new("."));
     fs::create_dir_all(dir).map_err(err)?;
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("state");
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    let result = (|| {
-        let mut file = OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        fs::rename(&tmp, path)?;
-        File::open(dir)?.sync_all()
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result.map_err(err)
+    // Dropped on any error, the temporary file is removed.
+    let mut tmp = tempfile::Builder::new().prefix(&format!(".{name}.tmp-")).tempfile_in(dir).map_err(err)?;
+    tmp.write_all(bytes).map_err(err)?;
+    tmp.as_file().sync_all().map_err(err)?;
+    tmp.persist(path).map_err(|e| err(e.error))?;
+    File::open(dir).and_then(|d| d.sync_all()).map_err(err)
 }
 
 /// Writes `data` as `{"version": N, "data": …}`.
@@ -89,6 +85,29 @@ mod tests {
         // No temporary file is left beside the document.
         let names: Vec<_> = fs::read_dir(path.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names, vec![std::ffi::OsString::from("state.json")]);
+    }
+
+    #[test]
+    fn concurrent_writers_never_tear_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("status.json");
+        let documents: Vec<Vec<u8>> = (0..8u8).map(|n| vec![b'a' + n; 64 * 1024]).collect();
+        let (documents, path) = (&documents, &path);
+        std::thread::scope(|scope| {
+            for document in documents {
+                scope.spawn(move || {
+                    for _ in 0..20 {
+                        write_atomic(path, document).unwrap();
+                        let seen = fs::read(path).unwrap();
+                        assert!(documents.contains(&seen), "a torn file of {} bytes", seen.len());
+                    }
+                });
+            }
+        });
+        let names: Vec<_> = fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("status.json")], "no temporary file is left");
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(fs::metadata(path).unwrap().permissions().mode() & 0o777, 0o600);
     }
 
     #[test]
