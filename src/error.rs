@@ -79,9 +79,22 @@ pub enum Error {
     DeadlineExceeded(String),
     #[error("internal error: {0}")]
     Internal(String),
+    /// A filesystem or system call failed; the source is kept, so that a full disk is
+    /// ResourceExhausted wherever it is hit.
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl Error {
+    /// Wraps an io error with what was being done: `.map_err(Error::io("writing pod files"))`.
+    pub fn io(context: impl std::fmt::Display) -> impl FnOnce(std::io::Error) -> Error {
+        move |source| Error::Io { context: context.to_string(), source }
+    }
+
     pub fn kind(&self) -> ErrorKind {
         if out_of_space(self) {
             return ErrorKind::ResourceExhausted;
@@ -99,7 +112,7 @@ impl Error {
             Error::DeadlineExceeded(_) => ErrorKind::DeadlineExceeded,
             Error::Network(e) => network_kind(e),
             Error::Stream(e) => stream_kind(e),
-            Error::Store(_) | Error::Monitor(_) | Error::Internal(_) => ErrorKind::Internal,
+            Error::Store(_) | Error::Monitor(_) | Error::Internal(_) | Error::Io { .. } => ErrorKind::Internal,
         }
     }
 }
@@ -235,6 +248,18 @@ mod tests {
                     source: std::io::Error::from_raw_os_error(nix::libc::ENOSPC),
                 }),
                 tonic::Code::ResourceExhausted,
+            ),
+            (
+                Error::io("writing pod files")(std::io::Error::from_raw_os_error(nix::libc::ENOSPC)),
+                tonic::Code::ResourceExhausted,
+            ),
+            (
+                Error::io("mounting /run/x/shm")(std::io::Error::from_raw_os_error(nix::libc::EDQUOT)),
+                tonic::Code::ResourceExhausted,
+            ),
+            (
+                Error::io("writing pod files")(std::io::Error::from_raw_os_error(nix::libc::EACCES)),
+                tonic::Code::Internal,
             ),
             (
                 Error::Store(crate::store::StoreError::Write {

@@ -49,7 +49,7 @@ impl PodService {
         let state_dir = self.registry.container_state_dir(id);
         for dir in [&run_dir, &state_dir] {
             let d = dir.clone();
-            std::fs::create_dir_all(&d).map_err(|e| Error::Internal(format!("{}: {e}", d.display())))?;
+            std::fs::create_dir_all(&d).map_err(Error::io(d.display()))?;
             rollback.push("remove directory", move || {
                 let _ = std::fs::remove_dir_all(d);
             });
@@ -70,8 +70,11 @@ impl PodService {
             tracing::warn!(container = %id, "{warning}");
         }
         let dir = run_dir.join("bundle");
-        std::fs::create_dir_all(&dir).map_err(|e| Error::Internal(format!("{}: {e}", dir.display())))?;
-        built.spec.save(dir.join("config.json")).map_err(|e| Error::Internal(format!("writing the OCI spec: {e}")))?;
+        std::fs::create_dir_all(&dir).map_err(Error::io(dir.display()))?;
+        built.spec.save(dir.join("config.json")).map_err(|e| match e {
+            oci_spec::OciSpecError::Io(e) => Error::io("writing the OCI spec")(e),
+            e => Error::Internal(format!("writing the OCI spec: {e}")),
+        })?;
         Ok(Bundle { run_dir, dir, defaults, warnings: built.warnings, user: built.user, shared_binds })
     }
 
@@ -123,7 +126,7 @@ impl PodService {
         let upper = state_dir.join("upper");
         let work = state_dir.join("work");
         for d in [&upper, &work, &rootfs.to_path_buf()] {
-            std::fs::create_dir_all(d).map_err(|e| Error::Internal(format!("{}: {e}", d.display())))?;
+            std::fs::create_dir_all(d).map_err(Error::io(d.display()))?;
         }
         let mut lower = self.lower_dirs(image, userns, "rootfs")?;
         if lower.is_empty() {
@@ -133,14 +136,13 @@ impl PodService {
         }
         if let Some(mapped) = userns {
             let (uid, gid) = mapped.map.root();
-            std::os::unix::fs::chown(&upper, Some(uid), Some(gid))
-                .map_err(|e| Error::Internal(format!("{}: {e}", upper.display())))?;
+            std::os::unix::fs::chown(&upper, Some(uid), Some(gid)).map_err(Error::io(upper.display()))?;
         }
         let lower: Vec<String> = lower.iter().map(|p| p.display().to_string()).collect();
         let data = format!("lowerdir={},upperdir={},workdir={}", lower.join(":"), upper.display(), work.display());
         self.host
             .mount_overlay(rootfs, &data, false)
-            .map_err(|e| Error::Internal(format!("mounting the root filesystem ({} layers): {e}", image.layers.len())))
+            .map_err(Error::io(format!("mounting the root filesystem ({} layers)", image.layers.len())))
     }
 
     fn image_defaults(&self, image: &ImageRecord) -> Result<ImageDefaults, Error> {

@@ -46,35 +46,48 @@ impl PodService {
             .in_scope(|| self.prepare_bundle(&id, &sandbox, &config, &image, &volumes, &memory_plan, &mut rollback))?;
         let reserved = self.registry.owned_pod_reservations();
         self.memory.apply_pod_reservations(&sandbox, &reserved, Some(&memory_plan)).await?;
-        let (monitor, pid) = self
-            .start_monitor(&id, &sandbox, &config, &bundle, &log_path, &mut rollback)
-            .instrument(super::step("monitor and runtime create"))
-            .await?;
-        crate::crash::point("container-after-runtime-create");
+        let launched = async {
+            let (monitor, pid) = self
+                .start_monitor(&id, &sandbox, &config, &bundle, &log_path, &mut rollback)
+                .instrument(super::step("monitor and runtime create"))
+                .await?;
+            crate::crash::point("container-after-runtime-create");
 
-        let meta = ContainerMeta {
-            id: id.clone(),
-            sandbox_id: sandbox.meta.id.clone(),
-            name,
-            image_ref: image_name,
-            image_id: image.id.clone(),
-            log_path,
-            created_at: now_nanos(),
-            stop_signal: stop_signal(&config, &bundle.defaults.stop_signal),
-            user: Some(bundle.user),
-            shared_binds: bundle.shared_binds,
-            warnings: bundle.warnings,
-            config: {
-                let mut recorded = config.clone();
-                record_image_refs(&mut recorded, &volumes);
-                recorded
-            },
-        };
-        let requested = config.linux.as_ref().and_then(|l| l.resources.clone());
-        let mut status = ContainerStatus::created(monitor, pid, requested);
-        status.cgroup = self.cgroups.cgroup_of(pid);
-        status.memory_plan = Some(memory_plan);
-        self.registry.add_container(meta, status)?;
+            let meta = ContainerMeta {
+                id: id.clone(),
+                sandbox_id: sandbox.meta.id.clone(),
+                name,
+                image_ref: image_name,
+                image_id: image.id.clone(),
+                log_path,
+                created_at: now_nanos(),
+                stop_signal: stop_signal(&config, &bundle.defaults.stop_signal),
+                user: Some(bundle.user),
+                shared_binds: bundle.shared_binds,
+                warnings: bundle.warnings,
+                config: {
+                    let mut recorded = config.clone();
+                    record_image_refs(&mut recorded, &volumes);
+                    recorded
+                },
+            };
+            let requested = config.linux.as_ref().and_then(|l| l.resources.clone());
+            let mut status = ContainerStatus::created(monitor, pid, requested);
+            status.cgroup = self.cgroups.cgroup_of(pid);
+            status.memory_plan = Some(memory_plan);
+            self.registry.add_container(meta, status)?;
+            Ok::<_, Error>(())
+        }
+        .await;
+        if let Err(e) = launched {
+            drop(rollback);
+            // The pod's reservations go back to what its live containers hold.
+            let live = self.registry.owned_pod_reservations();
+            if let Err(undo) = self.memory.apply_pod_reservations(&sandbox, &live, None).await {
+                tracing::warn!(sandbox = %sandbox.meta.id, error = %undo, "cannot take back the memory reservation of a failed create");
+            }
+            return Err(e);
+        }
         rollback.commit();
         tracing::info!(container = %id, sandbox = %sandbox.meta.id, "container created");
         Ok(id)
@@ -127,7 +140,7 @@ impl PodService {
             stdin_once: config.stdin_once,
             attach_socket: Some(self.registry.socket_path(id, "attach")),
         };
-        let internal = |e: std::io::Error| Error::Internal(format!("preparing the monitor: {e}"));
+        let internal = |e| Error::io("preparing the monitor")(e);
         std::fs::create_dir_all(self.config.run_root.join("sock")).map_err(internal)?;
         let monitor_path = bundle.run_dir.join("monitor.json");
         let json = serde_json::to_vec(&monitor_config).map_err(|e| Error::Internal(e.to_string()))?;

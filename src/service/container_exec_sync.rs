@@ -21,10 +21,9 @@ impl PodService {
             return Err(Error::FailedPrecondition(format!("container {} is not running", container.meta.id)));
         }
         let spec_path = self.registry.container_run_dir(&container.meta.id).join("bundle/config.json");
-        let spec: serde_json::Value = serde_json::from_slice(
-            &std::fs::read(&spec_path).map_err(|e| Error::Internal(format!("{}: {e}", spec_path.display())))?,
-        )
-        .map_err(|e| Error::Internal(e.to_string()))?;
+        let spec: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&spec_path).map_err(Error::io(spec_path.display()))?)
+                .map_err(|e| Error::Internal(e.to_string()))?;
         let mut process = spec.get("process").cloned().unwrap_or_else(|| json!({}));
         process["args"] = json!(cmd);
         process["terminal"] = json!(tty);

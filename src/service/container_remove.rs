@@ -34,7 +34,7 @@ impl PodService {
         let run_dir = self.registry.container_run_dir(&cid);
         super::step("unmount")
             .in_scope(|| unmount_container(&*self.host, &run_dir))
-            .map_err(|e| Error::Internal(format!("unmounting the root filesystem and image volumes: {e}")))?;
+            .map_err(Error::io("unmounting the root filesystem and image volumes"))?;
         let _ = std::fs::remove_dir_all(&run_dir);
         for kind in ["ctl", "console", "attach"] {
             let _ = std::fs::remove_file(self.registry.socket_path(&cid, kind));

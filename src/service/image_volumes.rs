@@ -75,7 +75,7 @@ impl PodService {
         userns: Option<&MappedLayers>,
         index: usize,
     ) -> Result<PathBuf, Error> {
-        let io = |e: std::io::Error| Error::Internal(format!("image volume of {}: {e}", image.id));
+        let io = |e| Error::io(format!("image volume of {}", image.id))(e);
         if image.layers.is_empty() {
             std::fs::create_dir_all(target).map_err(io)?;
             return Ok(target.to_path_buf());

@@ -46,7 +46,7 @@ impl PodService {
                 let target = mapped.dir.join(format!("{usage}-{n}"));
                 std::fs::create_dir_all(&target)
                     .and_then(|()| self.host.bind_mapped(&layer, &target, &mapped.userns, true))
-                    .map_err(|e| Error::Internal(format!("id-mapping layer {}: {e}", layer.display())))?;
+                    .map_err(Error::io(format!("id-mapping layer {}", layer.display())))?;
                 Ok(target)
             })
             .collect()

@@ -191,7 +191,7 @@ impl MemoryQos {
                 }
             }
             _ => {
-                let io = |e: std::io::Error| Error::Internal(format!("writing pod memory reservations: {e}"));
+                let io = |e| Error::io("writing pod memory reservations")(e);
                 for (cgroup, (min, low)) in targets {
                     memory_files::ensure_memory_path(&self.cgroup_root, cgroup).map_err(io)?;
                     memory_files::write_reservation(&self.cgroup_root.join(cgroup.trim_start_matches('/')), min, low)

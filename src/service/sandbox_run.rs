@@ -64,7 +64,7 @@ impl PodService {
         let id = SandboxId::generate();
         let dir = self.registry.sandbox_run_dir(&id);
         let mut rollback = Rollback::new();
-        std::fs::create_dir_all(dir.join("ns")).map_err(|e| Error::Internal(format!("{}: {e}", dir.display())))?;
+        std::fs::create_dir_all(dir.join("ns")).map_err(Error::io(dir.display()))?;
         let cleanup_dir = dir.clone();
         rollback.push("remove run directory", move || {
             let _ = std::fs::remove_dir_all(cleanup_dir);
@@ -139,7 +139,7 @@ impl PodService {
             }
             super::step("shm")
                 .in_scope(|| self.host.mount_tmpfs(&shm, &options))
-                .map_err(|e| Error::Internal(format!("mounting {}: {e}", shm.display())))?;
+                .map_err(Error::io(format!("mounting {}", shm.display())))?;
             let host = self.host.clone();
             rollback.push("unmount shm", move || {
                 let _ = host.unmount(&shm);
@@ -154,7 +154,7 @@ impl PodService {
             .in_scope(|| {
                 sandbox::write_pod_files(&dir, &hostname, config.dns_config.as_ref(), modes.userns.map(|u| u.root()))
             })
-            .map_err(|e| Error::Internal(format!("writing pod files: {e}")))?;
+            .map_err(Error::io("writing pod files"))?;
         Ok(())
     }
 
