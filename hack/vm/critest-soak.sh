@@ -5,8 +5,16 @@
 export PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 CONF=/etc/swapcri/config.toml
 runs=$(cat /e2e/critest-runs)
+# Pods get a bridge network of their own here (the node's default is loopback only): the
+# pod metrics spec wants each pod's interface counters.
+mkdir -p /etc/swapcri/cni-critest
+cat >/etc/swapcri/cni-critest/10-critest.conflist <<'JSON'
+{"cniVersion": "1.0.0", "name": "critest", "plugins": [{"type": "bridge", "bridge": "critest0",
+ "isGateway": true, "ipMasq": false, "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.89.0.0/16"}]]}}]}
+JSON
 {
   printf 'log_level = "info"\n[runtime]\ncgroup_driver = "systemd"\n'
+  printf '[network]\nconfig_dir = "/etc/swapcri/cni-critest"\n'
   for r in registry.k8s.io gcr.io k8s.gcr.io docker.io registry-1.docker.io quay.io public.ecr.aws; do
     printf '[registries."%s"]\nmirrors = ["127.0.0.1:5000"]\n' "$r"
   done

@@ -39,9 +39,12 @@ for unit in serial-getty@ttyS0.service getty@tty1.service systemd-firstboot.serv
   apt-daily-upgrade.timer e2scrub_all.timer fstrim.timer systemd-timesyncd.service; do
   ln -sf /dev/null "$root/etc/systemd/system/$unit"
 done
-install_modules "$root" zram overlay
-# Pods get a loopback-only network (the VM has no other); hack/install.sh keeps it.
-install -D -m 0755 /usr/lib/cni/loopback "$root/usr/lib/cni/loopback"
+install_modules "$root" zram overlay bridge veth  # bridge, veth: the critest soak's pod network
+# Pods get a loopback-only network (the VM has no other; the critest soak brings a bridge of
+# its own); hack/install.sh keeps it.
+for plugin in loopback bridge host-local; do
+  install -D -m 0755 /usr/lib/cni/$plugin "$root/usr/lib/cni/$plugin"
+done
 mkdir -p "$root/etc/cni/net.d"
 echo '{"cniVersion": "1.0.0", "name": "lo-only", "plugins": [{"type": "loopback"}]}' >"$root/etc/cni/net.d/99-loopback.conflist"
 hack/install.sh --root "$root" --no-build

@@ -3,6 +3,7 @@ use tracing::Instrument;
 
 use crate::error::Error;
 use crate::model::container::ContainerState;
+use crate::model::sandbox::ProcessRef;
 
 use super::pods::PodService;
 
@@ -46,7 +47,12 @@ impl PodService {
             tracing::warn!(container = %cid, error = %e, "SIGKILL not delivered");
         }
         let mut exited = self.wait_exit(&cid, KILL_ALL_WAIT).instrument(super::step("wait for exit")).await;
-        if !exited {
+        // An init that is gone has exited: its monitor has yet to record it (a slow node).
+        let init_alive = container.status.pid.and_then(ProcessRef::of).is_some_and(|p| p.is_alive());
+        if !exited && !init_alive {
+            exited = self.wait_exit(&cid, KILL_WAIT).instrument(super::step("wait for exit")).await;
+        }
+        if !exited && init_alive {
             tracing::warn!(container = %cid, "still running after SIGKILL to its cgroup; signalling its init directly");
             if let Err(e) = runtime.kill(cid.as_str(), "SIGKILL", false).instrument(super::step("runtime kill")).await {
                 tracing::warn!(container = %cid, error = %e, "SIGKILL to the init not delivered");
