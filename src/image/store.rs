@@ -325,22 +325,23 @@ impl ImageStore {
         Ok(usage)
     }
 
+    /// Deletes the blobs no image references, under the index lock: a commit writes its blobs
+    /// under that lock too, so none is taken for garbage between its write and its record.
     fn collect_blobs(&self) -> Result<(), ImageError> {
-        let referenced = self.with_index(|index| {
-            let set: BTreeSet<String> = index
+        let blobs = self.root.join("blobs/sha256");
+        self.with_index(|index| {
+            let referenced: BTreeSet<String> = index
                 .images
                 .values()
                 .flat_map(|i| [i.id.digest().hex().to_string(), i.manifest.hex().to_string()])
                 .collect();
-            Ok((set, false))
-        })?;
-        let blobs = self.root.join("blobs/sha256");
-        for entry in fs::read_dir(&blobs).map_err(ImageError::io(&blobs))?.flatten() {
-            if !referenced.contains(entry.file_name().to_string_lossy().as_ref()) {
-                let _ = fs::remove_file(entry.path());
+            for entry in fs::read_dir(&blobs).map_err(ImageError::io(&blobs))?.flatten() {
+                if !referenced.contains(entry.file_name().to_string_lossy().as_ref()) {
+                    let _ = fs::remove_file(entry.path());
+                }
             }
-        }
-        Ok(())
+            Ok(((), false))
+        })
     }
 
     fn delete_layers(&self, diff_ids: &[Digest]) {
