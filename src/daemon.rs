@@ -18,8 +18,11 @@ use crate::service::{ImageService, PodService, RuntimeService, StreamingService}
 
 /// kubelet sends and accepts messages up to 16 MiB.
 const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
-/// How long in-flight calls may run after SIGTERM.
+/// How long connections may stay open after SIGTERM.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long calls still running (their clients gone or not) may take to end after SIGTERM:
+/// a call cut short could leave half its work.
+const CALLS_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
 
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
@@ -135,9 +138,10 @@ pub async fn run(config: Config, mut manager: ServiceManager) -> Result<(), Daem
         crate::streaming::StreamingServer::start(&config.streaming.address, ttl, idle, tls, metrics.streaming())
             .await
             .map_err(|source| DaemonError::Prepare { path: config.streaming.address.clone().into(), source })?;
+    let calls = tokio_util::task::TaskTracker::new();
     let server = tonic::transport::Server::builder()
         .layer(crate::metrics::GrpcMetricsLayer(metrics))
-        .layer(crate::grpc::DeadlineLayer)
+        .layer(crate::grpc::DeadlineLayer { calls: calls.clone() })
         .add_service(
             RuntimeServiceServer::new(RuntimeApi::new(runtime, pods.clone(), StreamingService::new(pods, streaming)))
                 .max_decoding_message_size(MAX_MESSAGE_BYTES)
@@ -159,6 +163,13 @@ pub async fn run(config: Config, mut manager: ServiceManager) -> Result<(), Daem
         }
     };
     manager.stopping();
+    calls.close();
+    if !calls.is_empty() {
+        tracing::info!(calls = calls.len(), "waiting for the calls still running");
+        if tokio::time::timeout(CALLS_GRACE, calls.wait()).await.is_err() {
+            tracing::warn!(calls = calls.len(), grace_secs = CALLS_GRACE.as_secs(), "calls still running at exit");
+        }
+    }
     if !activated {
         // An activated socket is the service manager's: it keeps it, and queues clients.
         let _ = std::fs::remove_file(&config.socket);

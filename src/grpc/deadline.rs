@@ -1,3 +1,8 @@
+//! Every call runs to completion in a task of its own: a client's deadline or disconnect
+//! ends its wait, never the work, so no handler is cut between two side effects (a CNI
+//! address allocated and not recorded, a runc container created and not undone). The
+//! daemon waits for these tasks, bounded, when it stops.
+//!
 //! Calls whose client deadline (`grpc-timeout`) passes end with DEADLINE_EXCEEDED, as the
 //! gRPC protocol says. The transport's own timer would answer CANCELLED; this one fires a
 //! millisecond before it, so the client learns what happened.
@@ -6,26 +11,31 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use tokio_util::task::TaskTracker;
 use tonic::codegen::http;
 use tower::{Layer, Service};
 
 /// How much earlier than the transport's timer this one fires.
 const AHEAD: Duration = Duration::from_millis(1);
 
-#[derive(Clone, Copy)]
-pub struct DeadlineLayer;
+/// Runs calls as tasks of `calls`, which the daemon waits for when it stops.
+#[derive(Clone)]
+pub struct DeadlineLayer {
+    pub calls: TaskTracker,
+}
 
 impl<S> Layer<S> for DeadlineLayer {
     type Service = Deadline<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        Deadline { inner }
+        Deadline { inner, calls: self.calls.clone() }
     }
 }
 
 #[derive(Clone)]
 pub struct Deadline<S> {
     inner: S,
+    calls: TaskTracker,
 }
 
 /// `grpc-timeout`: at most 8 digits and a unit (H, M, S, m, u, n).
@@ -51,6 +61,7 @@ impl<S, B, RB> Service<http::Request<B>> for Deadline<S>
 where
     S: Service<http::Request<B>, Response = http::Response<RB>> + Send + 'static,
     S::Future: Send + 'static,
+    S::Error: Send + 'static,
     B: Send + 'static,
     RB: Default + Send + 'static,
 {
@@ -64,12 +75,25 @@ where
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
         let timeout = request.headers().get("grpc-timeout").and_then(|v| v.to_str().ok()).and_then(parse_timeout);
-        let future = self.inner.call(request);
+        let method = request.uri().path().to_string();
+        let running = self.calls.spawn(self.inner.call(request));
         Box::pin(async move {
-            let Some(timeout) = timeout else { return future.await };
-            match tokio::time::timeout(timeout.saturating_sub(AHEAD), future).await {
+            let finished = async {
+                match running.await {
+                    Ok(response) => response,
+                    Err(e) => {
+                        tracing::error!(%method, error = %e, "the call's task failed");
+                        Ok(tonic::Status::internal(format!("the call failed: {e}")).into_http())
+                    }
+                }
+            };
+            let Some(timeout) = timeout else { return finished.await };
+            match tokio::time::timeout(timeout.saturating_sub(AHEAD), finished).await {
                 Ok(response) => response,
-                Err(_) => Ok(tonic::Status::deadline_exceeded("the client's deadline passed").into_http()),
+                Err(_) => {
+                    tracing::info!(%method, "the client's deadline passed; the call goes on to its end");
+                    Ok(tonic::Status::deadline_exceeded("the client's deadline passed").into_http())
+                }
             }
         })
     }
@@ -105,7 +129,8 @@ mod tests {
         let never = tower::service_fn(|_: http::Request<()>| async {
             std::future::pending::<Result<http::Response<String>, std::convert::Infallible>>().await
         });
-        let mut service = DeadlineLayer.layer(never);
+        let layer = DeadlineLayer { calls: TaskTracker::new() };
+        let mut service = layer.layer(never);
         let request = http::Request::builder().header("grpc-timeout", "5m").body(()).unwrap();
         let response = service.call(request).await.unwrap();
         assert_eq!(response.headers()["grpc-status"], "4");
@@ -113,7 +138,34 @@ mod tests {
         let quick = tower::service_fn(|_: http::Request<()>| async {
             Ok::<_, std::convert::Infallible>(http::Response::new(String::from("ok")))
         });
-        let response = DeadlineLayer.layer(quick).call(http::Request::new(())).await.unwrap();
+        let response = layer.layer(quick).call(http::Request::new(())).await.unwrap();
         assert_eq!(response.into_body(), "ok");
+    }
+
+    #[tokio::test]
+    async fn a_call_whose_client_left_runs_to_its_end() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let ended = std::sync::Arc::new(AtomicUsize::new(0));
+        let counter = ended.clone();
+        let slow = tower::service_fn(move |_: http::Request<()>| {
+            let counter = counter.clone();
+            async move {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                counter.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+            }
+        });
+        let calls = TaskTracker::new();
+        let mut service = DeadlineLayer { calls: calls.clone() }.layer(slow);
+        // Past the deadline the client has its answer; the work carries on.
+        let request = http::Request::builder().header("grpc-timeout", "5m").body(()).unwrap();
+        let response = service.call(request).await.unwrap();
+        assert_eq!(response.headers()["grpc-status"], "4");
+        assert_eq!(ended.load(Ordering::SeqCst), 0, "answered before the work ended");
+        // A client that disconnects drops the call's future: the work carries on too.
+        drop(service.call(http::Request::new(())));
+        calls.close();
+        tokio::time::timeout(Duration::from_secs(5), calls.wait()).await.expect("both calls ended");
+        assert_eq!(ended.load(Ordering::SeqCst), 2);
     }
 }

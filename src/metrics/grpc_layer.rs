@@ -60,11 +60,25 @@ where
         let metrics = self.metrics.clone();
         let future = self.inner.call(request);
         Box::pin(async move {
+            // Counted as Cancelled if the client goes before the answer (the future is dropped).
+            let mut pending = Abandoned(Some((metrics, method, started)));
             let response = future.await;
-            if let Ok(r) = &response {
+            let answered = pending.0.take();
+            if let (Ok(r), Some((metrics, method, started))) = (&response, answered) {
                 metrics.observe_rpc(&method, &code_of(r), started.elapsed());
             }
             response
         })
+    }
+}
+
+/// A call whose client left before the answer.
+struct Abandoned(Option<(Arc<Metrics>, String, Instant)>);
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        if let Some((metrics, method, started)) = self.0.take() {
+            metrics.observe_rpc(&method, "Cancelled", started.elapsed());
+        }
     }
 }

@@ -1,0 +1,112 @@
+//! A call whose client gives up (a deadline that passes, as kubelet's does under load) ends
+//! the client's wait, not the work: the pod or container is made whole, kubelet's retry with
+//! the same name gets it, and removing it through the CRI leaves nothing behind.
+
+mod common;
+
+use std::time::Duration;
+
+use common::pods::*;
+use common::{require_root, Daemon};
+use swapcri::cri;
+
+/// Deadlines from "gone before the handler starts" to "gone half way through".
+const DEADLINES_MS: [u64; 8] = [1, 2, 5, 10, 20, 40, 80, 160];
+
+/// Waits until `count` says the work of a call cut short is there.
+async fn appears<F, Fut>(what: &str, mut count: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = usize>,
+{
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while count().await == 0 {
+        assert!(std::time::Instant::now() < deadline, "{what} of a call cut short never appeared");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn with_deadline<T>(message: T, ms: u64) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    request.set_timeout(Duration::from_millis(ms));
+    request
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn calls_past_their_deadline_still_finish_their_work() {
+    require_root();
+    let daemon = Daemon::start("");
+    import_busybox(&daemon);
+    let logs = daemon.dir.path().join("logs");
+    let mut rt = daemon.runtime().await;
+    let mut cut_short = 0;
+    for (n, ms) in DEADLINES_MS.into_iter().enumerate() {
+        let pod_config = sandbox_config(&format!("cancelled-{n}"), &logs);
+        let run = cri::RunPodSandboxRequest { config: Some(pod_config.clone()), runtime_handler: String::new() };
+        let first = rt.run_pod_sandbox(with_deadline(run, ms)).await;
+        if let Err(status) = &first {
+            // The client's own timer may end its wait first (Cancelled).
+            assert!(matches!(status.code(), tonic::Code::DeadlineExceeded | tonic::Code::Cancelled), "{status:?}");
+            cut_short += 1;
+            let name = format!("cancelled-{n}");
+            appears("the pod", || {
+                let (mut rt, name) = (rt.clone(), name.clone());
+                async move {
+                    let pods = rt.list_pod_sandbox(cri::ListPodSandboxRequest { filter: None }).await.unwrap();
+                    let ready = cri::PodSandboxState::SandboxReady as i32;
+                    let mine = |p: &cri::PodSandbox| p.metadata.as_ref().is_some_and(|m| m.name == name);
+                    pods.into_inner().items.iter().filter(|p| mine(p) && p.state == ready).count()
+                }
+            })
+            .await;
+        }
+        // kubelet retries with the same config: it gets the pod the first call made.
+        let pod = run_sandbox(&daemon, pod_config.clone()).await;
+        if let Ok(answer) = first {
+            assert_eq!(answer.into_inner().pod_sandbox_id, pod);
+        }
+        let create = cri::CreateContainerRequest {
+            pod_sandbox_id: pod.clone(),
+            config: Some(container_config("c", &["sleep", "600"])),
+            sandbox_config: Some(pod_config.clone()),
+        };
+        let first = rt.create_container(with_deadline(create.clone(), ms)).await;
+        if let Err(status) = &first {
+            // The client's own timer may end its wait first (Cancelled).
+            assert!(matches!(status.code(), tonic::Code::DeadlineExceeded | tonic::Code::Cancelled), "{status:?}");
+            cut_short += 1;
+            appears("the container", || {
+                let (mut rt, pod) = (rt.clone(), pod.clone());
+                async move {
+                    let filter = cri::ContainerFilter { pod_sandbox_id: pod, ..Default::default() };
+                    let listed = rt.list_containers(cri::ListContainersRequest { filter: Some(filter) }).await.unwrap();
+                    listed.into_inner().containers.len()
+                }
+            })
+            .await;
+        }
+        let container = rt.create_container(create).await.expect("CreateContainer again").into_inner().container_id;
+        if let Ok(answer) = first {
+            assert_eq!(answer.into_inner().container_id, container);
+        }
+        rt.start_container(cri::StartContainerRequest { container_id: container.clone() }).await.unwrap();
+    }
+    assert!(cut_short > 0, "no call was cut short: the deadlines were too long to test anything");
+    eprintln!("{cut_short} of {} calls ended at their deadline", DEADLINES_MS.len() * 2);
+
+    // One pod per name, one running container per pod: nothing half made, nothing twice.
+    let pods = rt.list_pod_sandbox(cri::ListPodSandboxRequest { filter: None }).await.unwrap().into_inner().items;
+    assert_eq!(pods.len(), DEADLINES_MS.len());
+    assert!(pods.iter().all(|p| p.state == cri::PodSandboxState::SandboxReady as i32));
+    let containers = rt.list_containers(cri::ListContainersRequest { filter: None }).await.unwrap().into_inner();
+    assert_eq!(containers.containers.len(), DEADLINES_MS.len());
+    assert!(containers.containers.iter().all(|c| c.state == cri::ContainerState::ContainerRunning as i32));
+
+    for pod in pods {
+        rt.stop_pod_sandbox(cri::StopPodSandboxRequest { pod_sandbox_id: pod.id.clone() }).await.unwrap();
+        rt.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: pod.id }).await.unwrap();
+    }
+    assert!(mounts_under(daemon.dir.path()).is_empty(), "{:?}", mounts_under(daemon.dir.path()));
+    let left = std::fs::read_dir(daemon.state_root().join("containers")).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(left, 0, "container records left");
+}
