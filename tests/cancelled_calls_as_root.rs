@@ -1,6 +1,7 @@
 //! A call whose client gives up (a deadline that passes, as kubelet's does under load) ends
 //! the client's wait, not the work: the pod or container is made whole, kubelet's retry with
-//! the same name gets it, and removing it through the CRI leaves nothing behind.
+//! the same name gets it, a pod stop cut short still leaves the pod NotReady (never Ready
+//! without its namespaces), and removing it through the CRI leaves nothing behind.
 
 mod common;
 
@@ -41,7 +42,7 @@ async fn calls_past_their_deadline_still_finish_their_work() {
     let mut rt = daemon.runtime().await;
     let mut cut_short = 0;
     for (n, ms) in DEADLINES_MS.into_iter().enumerate() {
-        let pod_config = sandbox_config(&format!("cancelled-{n}"), &logs);
+        let pod_config = with_pod_pid_namespace(sandbox_config(&format!("cancelled-{n}"), &logs));
         let run = cri::RunPodSandboxRequest { config: Some(pod_config.clone()), runtime_handler: String::new() };
         let first = rt.run_pod_sandbox(with_deadline(run, ms)).await;
         if let Err(status) = &first {
@@ -92,7 +93,6 @@ async fn calls_past_their_deadline_still_finish_their_work() {
         rt.start_container(cri::StartContainerRequest { container_id: container.clone() }).await.unwrap();
     }
     assert!(cut_short > 0, "no call was cut short: the deadlines were too long to test anything");
-    eprintln!("{cut_short} of {} calls ended at their deadline", DEADLINES_MS.len() * 2);
 
     // One pod per name, one running container per pod: nothing half made, nothing twice.
     let pods = rt.list_pod_sandbox(cri::ListPodSandboxRequest { filter: None }).await.unwrap().into_inner().items;
@@ -102,6 +102,25 @@ async fn calls_past_their_deadline_still_finish_their_work() {
     assert_eq!(containers.containers.len(), DEADLINES_MS.len());
     assert!(containers.containers.iter().all(|c| c.state == cri::ContainerState::ContainerRunning as i32));
 
+    // A StopPodSandbox cut short still ends with the pod NotReady: never a Ready pod whose
+    // PID-namespace holder and namespaces are gone.
+    for (pod, ms) in pods.iter().zip(DEADLINES_MS) {
+        let stop = cri::StopPodSandboxRequest { pod_sandbox_id: pod.id.clone() };
+        if rt.stop_pod_sandbox(with_deadline(stop, ms)).await.is_err() {
+            cut_short += 1;
+            appears("the stopped pod", || {
+                let (mut rt, id) = (rt.clone(), pod.id.clone());
+                async move {
+                    let status =
+                        rt.pod_sandbox_status(cri::PodSandboxStatusRequest { pod_sandbox_id: id, verbose: false });
+                    let state = status.await.unwrap().into_inner().status.unwrap().state;
+                    (state == cri::PodSandboxState::SandboxNotready as i32) as usize
+                }
+            })
+            .await;
+        }
+    }
+    eprintln!("{cut_short} of {} calls ended at their deadline", DEADLINES_MS.len() * 3);
     for pod in pods {
         rt.stop_pod_sandbox(cri::StopPodSandboxRequest { pod_sandbox_id: pod.id.clone() }).await.unwrap();
         rt.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: pod.id }).await.unwrap();

@@ -21,16 +21,20 @@ use super::pods::{now_nanos, PodService, Sandbox};
 use super::rollback::Rollback;
 
 impl PodService {
-    /// CreateContainer: reserves the name, prepares the bundle, has a monitor create the
+    /// CreateContainer: under the pod's lock, reserves the name, prepares the bundle, has a monitor create the
     /// container through the pod's runtime handler, then records it. A failure undoes every
     /// step already taken, in reverse.
     pub async fn create_container(&self, sandbox_id: &str, config: cri::ContainerConfig) -> Result<ContainerId, Error> {
         let (name, image_name) = name_and_image(&config)?;
         let sandbox = self.registry.find_sandbox(sandbox_id)?;
+        // The pod's lock, taken before any container's (the one order every pod call keeps):
+        // a StopPodSandbox or RemovePodSandbox either waits for this create to end and then
+        // stops what it made, or has ended and this create sees a pod that is not ready.
+        let _pod = self.registry.locks.lock(sandbox.meta.id.as_str()).await;
+        let sandbox = self.registry.find_sandbox(sandbox.meta.id.as_str())?;
         if !sandbox.status.state.can_start_containers() {
             return Err(Error::FailedPrecondition(format!("pod sandbox {} is not ready", sandbox.meta.id)));
         }
-        let _guard = self.registry.locks.lock(&format!("container-name/{}/{name}", sandbox.meta.id)).await;
         if let Some(id) = self.created_with_name(&sandbox, &name)? {
             return Ok(id);
         }
