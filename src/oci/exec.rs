@@ -12,6 +12,8 @@ use super::{kill_tree, ExecOutput, OciError, OciRuntime};
 
 /// How long the runtime's exec process gets to reap a process killed at a timeout.
 const REAP_GRACE: Duration = Duration::from_secs(2);
+/// How long a runtime still setting up the exec at the timeout gets to name its process.
+const SETUP_GRACE: Duration = Duration::from_secs(10);
 
 pub async fn run(
     runtime: &dyn OciRuntime,
@@ -36,7 +38,7 @@ pub async fn run(
         Some(t) => match tokio::time::timeout(t, child.wait()).await {
             Ok(status) => status,
             Err(_) => {
-                if let Some(process) = super::process_tree::named_by(&dir.path().join(PID_FILE)) {
+                if let Some(process) = started_process(&mut child, &dir.path().join(PID_FILE)).await {
                     kill_tree(process);
                     // The runtime's exec process is the killed process's parent: let it reap
                     // it, or it lingers as a zombie under the container's init (which may
@@ -54,6 +56,26 @@ pub async fn run(
     let stderr = stderr.await.unwrap_or_default();
     let exit_code = runtime.exec_outcome(id, status, dir.path(), &stderr)?;
     Ok(ExecOutput { stdout, stderr, exit_code })
+}
+
+/// The exec's process, once the runtime has named it in its pid file. A timeout can fire while
+/// the runtime is still setting up (a loaded node): killing the runtime then would leave the
+/// process it is about to start running in the container, so its pid file is awaited (as
+/// long as the runtime runs, at most SETUP_GRACE).
+async fn started_process(
+    child: &mut tokio::process::Child,
+    pid_file: &std::path::Path,
+) -> Option<crate::model::sandbox::ProcessRef> {
+    let deadline = tokio::time::Instant::now() + SETUP_GRACE;
+    loop {
+        if let Some(process) = super::process_tree::named_by(pid_file) {
+            return Some(process);
+        }
+        if !matches!(child.try_wait(), Ok(None)) || tokio::time::Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// Reads a stream to the end, keeping at most `cap` bytes (the rest is drained).

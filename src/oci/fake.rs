@@ -22,11 +22,14 @@ pub struct FakeRuntime {
     pub exit_on: &'static str,
     pub exit_file: PathBuf,
     pub fail_update: bool,
+    /// An exec's process starts outside the exec command's own tree (as runc init joins the
+    /// container) and only after this many milliseconds (as on a loaded node); 0: at once.
+    pub exec_setup_ms: std::sync::atomic::AtomicU32,
 }
 
 impl FakeRuntime {
     pub fn new(exit_on: &'static str, exit_file: PathBuf, fail_update: bool) -> Self {
-        FakeRuntime { calls: Mutex::default(), exit_on, exit_file, fail_update }
+        FakeRuntime { calls: Mutex::default(), exit_on, exit_file, fail_update, exec_setup_ms: Default::default() }
     }
 
     pub fn calls(&self) -> Vec<String> {
@@ -57,6 +60,9 @@ fn args_of(doc: &serde_json::Value) -> Vec<String> {
 
 /// `sh -c` that writes its pid where runc would, then becomes the command.
 const WRITE_PID_THEN_EXEC: &str = "echo $$ > \"$0\"; exec \"$@\"";
+/// The same in a session of its own started after a delay (`$SETUP` seconds); the exec
+/// command waits for it.
+const SLOW_DETACHED_EXEC: &str = "setsid sh -c 'sleep \"$SETUP\"; echo $$ > \"$0\"; exec \"$@\"' \"$0\" \"$@\" & wait";
 
 #[async_trait]
 impl OciRuntime for FakeRuntime {
@@ -97,7 +103,10 @@ impl OciRuntime for FakeRuntime {
         self.record(format!("exec {id}"));
         let doc = std::fs::read(process).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
         let mut cmd = tokio::process::Command::new("sh");
-        cmd.arg("-c").arg(WRITE_PID_THEN_EXEC).arg(work_dir.join(PID_FILE)).args(args_of(&doc));
+        let setup_ms = self.exec_setup_ms.load(std::sync::atomic::Ordering::Relaxed);
+        let script = if setup_ms > 0 { SLOW_DETACHED_EXEC } else { WRITE_PID_THEN_EXEC };
+        cmd.env("SETUP", format!("{}.{:03}", setup_ms / 1000, setup_ms % 1000));
+        cmd.arg("-c").arg(script).arg(work_dir.join(PID_FILE)).args(args_of(&doc));
         cmd.kill_on_drop(true);
         cmd
     }

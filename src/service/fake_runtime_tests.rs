@@ -306,6 +306,22 @@ async fn exec_sync_timeout_kills_the_command_and_its_children_first() {
 }
 
 #[tokio::test]
+async fn an_exec_timing_out_before_the_runtime_started_it_is_killed_once_it_starts() {
+    let f = fixture(ContainerState::Running, "SIGTERM", "", false);
+    write_spec(&f);
+    f.fake.exec_setup_ms.store(800, std::sync::atomic::Ordering::Relaxed);
+    let marker = format!("29.{}", std::process::id());
+    let cmd = vec!["sleep".into(), marker.clone()];
+    let timeout = Some(std::time::Duration::from_millis(200));
+    let err = f.service.exec_sync(f.id.as_str(), cmd, timeout).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::DeadlineExceeded, "{err}");
+    assert!(processes_with(&marker).is_empty(), "still running: {:?}", processes_with(&marker));
+    // Nothing starts later either.
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    assert!(processes_with(&marker).is_empty(), "started after the timeout: {:?}", processes_with(&marker));
+}
+
+#[tokio::test]
 async fn exec_sync_of_a_stopped_container_is_refused_before_the_runtime() {
     let f = fixture(ContainerState::Exited, "SIGTERM", "", false);
     write_spec(&f);
