@@ -163,6 +163,17 @@ pub async fn run(config: Config, mut manager: ServiceManager) -> Result<(), Daem
         }
     };
     manager.stopping();
+    finish_calls(calls).await;
+    if !activated {
+        // An activated socket is the service manager's: it keeps it, and queues clients.
+        let _ = std::fs::remove_file(&config.socket);
+    }
+    tracing::info!("swapcri stopped");
+    Ok(result?)
+}
+
+/// Lets the calls still running end, for at most CALLS_GRACE.
+async fn finish_calls(calls: tokio_util::task::TaskTracker) {
     calls.close();
     if !calls.is_empty() {
         tracing::info!(calls = calls.len(), "waiting for the calls still running");
@@ -170,12 +181,6 @@ pub async fn run(config: Config, mut manager: ServiceManager) -> Result<(), Daem
             tracing::warn!(calls = calls.len(), grace_secs = CALLS_GRACE.as_secs(), "calls still running at exit");
         }
     }
-    if !activated {
-        // An activated socket is the service manager's: it keeps it, and queues clients.
-        let _ = std::fs::remove_file(&config.socket);
-    }
-    tracing::info!("swapcri stopped");
-    Ok(result?)
 }
 
 /// The CRI socket: the one socket activation handed over, else one of our own.

@@ -102,8 +102,24 @@ async fn calls_past_their_deadline_still_finish_their_work() {
     assert_eq!(containers.containers.len(), DEADLINES_MS.len());
     assert!(containers.containers.iter().all(|c| c.state == cri::ContainerState::ContainerRunning as i32));
 
-    // A StopPodSandbox cut short still ends with the pod NotReady: never a Ready pod whose
-    // PID-namespace holder and namespaces are gone.
+    cut_short += stop_with_deadlines(&mut rt, &pods).await;
+    eprintln!("{cut_short} of {} calls ended at their deadline", DEADLINES_MS.len() * 3);
+    for pod in pods {
+        rt.stop_pod_sandbox(cri::StopPodSandboxRequest { pod_sandbox_id: pod.id.clone() }).await.unwrap();
+        rt.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: pod.id }).await.unwrap();
+    }
+    assert!(mounts_under(daemon.dir.path()).is_empty(), "{:?}", mounts_under(daemon.dir.path()));
+    let left = std::fs::read_dir(daemon.state_root().join("containers")).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(left, 0, "container records left");
+}
+
+/// A StopPodSandbox cut short still ends with the pod NotReady: never a Ready pod whose
+/// PID-namespace holder and namespaces are gone. Returns how many stops were cut short.
+async fn stop_with_deadlines(
+    rt: &mut cri::runtime_service_client::RuntimeServiceClient<tonic::transport::Channel>,
+    pods: &[cri::PodSandbox],
+) -> usize {
+    let mut cut_short = 0;
     for (pod, ms) in pods.iter().zip(DEADLINES_MS) {
         let stop = cri::StopPodSandboxRequest { pod_sandbox_id: pod.id.clone() };
         if rt.stop_pod_sandbox(with_deadline(stop, ms)).await.is_err() {
@@ -120,12 +136,5 @@ async fn calls_past_their_deadline_still_finish_their_work() {
             .await;
         }
     }
-    eprintln!("{cut_short} of {} calls ended at their deadline", DEADLINES_MS.len() * 3);
-    for pod in pods {
-        rt.stop_pod_sandbox(cri::StopPodSandboxRequest { pod_sandbox_id: pod.id.clone() }).await.unwrap();
-        rt.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: pod.id }).await.unwrap();
-    }
-    assert!(mounts_under(daemon.dir.path()).is_empty(), "{:?}", mounts_under(daemon.dir.path()));
-    let left = std::fs::read_dir(daemon.state_root().join("containers")).map(|d| d.count()).unwrap_or(0);
-    assert_eq!(left, 0, "container records left");
+    cut_short
 }
