@@ -32,10 +32,6 @@ fn report(name: &str, mut samples: Vec<Duration>) {
     );
 }
 
-async fn state_of(daemon: &Daemon, id: &str) -> i32 {
-    status(daemon, id).await.state
-}
-
 #[tokio::main]
 async fn main() {
     common::require_root();
@@ -65,7 +61,7 @@ async fn main() {
             }
             let mut all_exited = true;
             for c in &containers {
-                all_exited &= state_of(&daemon, c).await == cri::ContainerState::ContainerExited as i32;
+                all_exited &= status(&daemon, c).await.state == cri::ContainerState::ContainerExited as i32;
             }
             if let (Some(seen), true) = (pod_seen, all_exited) {
                 not_ready.push(seen);

@@ -14,17 +14,33 @@ use swapcri::cri;
 /// Deadlines from "gone before the handler starts" to "gone half way through".
 const DEADLINES_MS: [u64; 8] = [1, 2, 5, 10, 20, 40, 80, 160];
 
-/// Waits until `count` says the work of a call cut short is there.
-async fn appears<F, Fut>(what: &str, mut count: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = usize>,
-{
+/// Waits until `done` says the work of a call cut short is there.
+async fn appears<Fut: std::future::Future<Output = bool>>(what: &str, mut done: impl FnMut() -> Fut) {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while count().await == 0 {
+    while !done().await {
         assert!(std::time::Instant::now() < deadline, "{what} of a call cut short never appeared");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// Whether the call ended before its answer: at its deadline, or at the client's own timer
+/// (Cancelled), which may end the wait first.
+fn cut_short<T>(answer: &Result<T, tonic::Status>) -> bool {
+    let Err(status) = answer else { return false };
+    assert!(matches!(status.code(), tonic::Code::DeadlineExceeded | tonic::Code::Cancelled), "{status:?}");
+    true
+}
+
+async fn ready_pods_named(daemon: &Daemon, name: &str) -> bool {
+    let pods = daemon.runtime().await.list_pod_sandbox(cri::ListPodSandboxRequest { filter: None }).await.unwrap();
+    let ready = cri::PodSandboxState::SandboxReady as i32;
+    pods.into_inner().items.iter().any(|p| p.state == ready && p.metadata.as_ref().is_some_and(|m| m.name == name))
+}
+
+async fn has_containers(daemon: &Daemon, pod: &str) -> bool {
+    let filter = cri::ContainerFilter { pod_sandbox_id: pod.into(), ..Default::default() };
+    let listed = daemon.runtime().await.list_containers(cri::ListContainersRequest { filter: Some(filter) }).await;
+    !listed.unwrap().into_inner().containers.is_empty()
 }
 
 fn with_deadline<T>(message: T, ms: u64) -> tonic::Request<T> {
@@ -40,26 +56,15 @@ async fn calls_past_their_deadline_still_finish_their_work() {
     import_busybox(&daemon);
     let logs = daemon.dir.path().join("logs");
     let mut rt = daemon.runtime().await;
-    let mut cut_short = 0;
+    let mut cuts = 0;
     for (n, ms) in DEADLINES_MS.into_iter().enumerate() {
         let pod_config = with_pod_pid_namespace(sandbox_config(&format!("cancelled-{n}"), &logs));
         let run = cri::RunPodSandboxRequest { config: Some(pod_config.clone()), runtime_handler: String::new() };
         let first = rt.run_pod_sandbox(with_deadline(run, ms)).await;
-        if let Err(status) = &first {
-            // The client's own timer may end its wait first (Cancelled).
-            assert!(matches!(status.code(), tonic::Code::DeadlineExceeded | tonic::Code::Cancelled), "{status:?}");
-            cut_short += 1;
+        if cut_short(&first) {
+            cuts += 1;
             let name = format!("cancelled-{n}");
-            appears("the pod", || {
-                let (mut rt, name) = (rt.clone(), name.clone());
-                async move {
-                    let pods = rt.list_pod_sandbox(cri::ListPodSandboxRequest { filter: None }).await.unwrap();
-                    let ready = cri::PodSandboxState::SandboxReady as i32;
-                    let mine = |p: &cri::PodSandbox| p.metadata.as_ref().is_some_and(|m| m.name == name);
-                    pods.into_inner().items.iter().filter(|p| mine(p) && p.state == ready).count()
-                }
-            })
-            .await;
+            appears("the pod", || ready_pods_named(&daemon, &name)).await;
         }
         // kubelet retries with the same config: it gets the pod the first call made.
         let pod = run_sandbox(&daemon, pod_config.clone()).await;
@@ -72,19 +77,9 @@ async fn calls_past_their_deadline_still_finish_their_work() {
             sandbox_config: Some(pod_config.clone()),
         };
         let first = rt.create_container(with_deadline(create.clone(), ms)).await;
-        if let Err(status) = &first {
-            // The client's own timer may end its wait first (Cancelled).
-            assert!(matches!(status.code(), tonic::Code::DeadlineExceeded | tonic::Code::Cancelled), "{status:?}");
-            cut_short += 1;
-            appears("the container", || {
-                let (mut rt, pod) = (rt.clone(), pod.clone());
-                async move {
-                    let filter = cri::ContainerFilter { pod_sandbox_id: pod, ..Default::default() };
-                    let listed = rt.list_containers(cri::ListContainersRequest { filter: Some(filter) }).await.unwrap();
-                    listed.into_inner().containers.len()
-                }
-            })
-            .await;
+        if cut_short(&first) {
+            cuts += 1;
+            appears("the container", || has_containers(&daemon, &pod)).await;
         }
         let container = rt.create_container(create).await.expect("CreateContainer again").into_inner().container_id;
         if let Ok(answer) = first {
@@ -92,7 +87,7 @@ async fn calls_past_their_deadline_still_finish_their_work() {
         }
         rt.start_container(cri::StartContainerRequest { container_id: container.clone() }).await.unwrap();
     }
-    assert!(cut_short > 0, "no call was cut short: the deadlines were too long to test anything");
+    assert!(cuts > 0, "no call was cut short: the deadlines were too long to test anything");
 
     // One pod per name, one running container per pod: nothing half made, nothing twice.
     let pods = rt.list_pod_sandbox(cri::ListPodSandboxRequest { filter: None }).await.unwrap().into_inner().items;
@@ -102,8 +97,8 @@ async fn calls_past_their_deadline_still_finish_their_work() {
     assert_eq!(containers.containers.len(), DEADLINES_MS.len());
     assert!(containers.containers.iter().all(|c| c.state == cri::ContainerState::ContainerRunning as i32));
 
-    cut_short += stop_with_deadlines(&mut rt, &pods).await;
-    eprintln!("{cut_short} of {} calls ended at their deadline", DEADLINES_MS.len() * 3);
+    cuts += stop_with_deadlines(&daemon, &pods).await;
+    eprintln!("{cuts} of {} calls ended at their deadline", DEADLINES_MS.len() * 3);
     for pod in pods {
         rt.stop_pod_sandbox(cri::StopPodSandboxRequest { pod_sandbox_id: pod.id.clone() }).await.unwrap();
         rt.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: pod.id }).await.unwrap();
@@ -115,26 +110,15 @@ async fn calls_past_their_deadline_still_finish_their_work() {
 
 /// A StopPodSandbox cut short still ends with the pod NotReady: never a Ready pod whose
 /// PID-namespace holder and namespaces are gone. Returns how many stops were cut short.
-async fn stop_with_deadlines(
-    rt: &mut cri::runtime_service_client::RuntimeServiceClient<tonic::transport::Channel>,
-    pods: &[cri::PodSandbox],
-) -> usize {
-    let mut cut_short = 0;
+async fn stop_with_deadlines(daemon: &Daemon, pods: &[cri::PodSandbox]) -> usize {
+    let mut cuts = 0;
     for (pod, ms) in pods.iter().zip(DEADLINES_MS) {
         let stop = cri::StopPodSandboxRequest { pod_sandbox_id: pod.id.clone() };
-        if rt.stop_pod_sandbox(with_deadline(stop, ms)).await.is_err() {
-            cut_short += 1;
-            appears("the stopped pod", || {
-                let (mut rt, id) = (rt.clone(), pod.id.clone());
-                async move {
-                    let status =
-                        rt.pod_sandbox_status(cri::PodSandboxStatusRequest { pod_sandbox_id: id, verbose: false });
-                    let state = status.await.unwrap().into_inner().status.unwrap().state;
-                    (state == cri::PodSandboxState::SandboxNotready as i32) as usize
-                }
-            })
-            .await;
+        if cut_short(&daemon.runtime().await.stop_pod_sandbox(with_deadline(stop, ms)).await) {
+            cuts += 1;
+            let not_ready = cri::PodSandboxState::SandboxNotready as i32;
+            appears("the stopped pod", || async { verbose_pod_status(daemon, &pod.id).await.0 == not_ready }).await;
         }
     }
-    cut_short
+    cuts
 }

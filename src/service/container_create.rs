@@ -21,9 +21,9 @@ use super::pods::{now_nanos, PodService, Sandbox};
 use super::rollback::Rollback;
 
 impl PodService {
-    /// CreateContainer: under the pod's lock, reserves the name, prepares the bundle, has a monitor create the
-    /// container through the pod's runtime handler, then records it. A failure undoes every
-    /// step already taken, in reverse.
+    /// CreateContainer: under the pod's lock, checks the name, prepares the bundle, has a
+    /// monitor create the container through the pod's runtime handler, then records it. A
+    /// failure undoes every step already taken, in reverse.
     pub async fn create_container(&self, sandbox_id: &str, config: cri::ContainerConfig) -> Result<ContainerId, Error> {
         let (name, image_name) = name_and_image(&config)?;
         let sandbox = self.registry.find_sandbox(sandbox_id)?;

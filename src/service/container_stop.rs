@@ -47,15 +47,15 @@ impl PodService {
             tracing::warn!(container = %cid, error = %e, "SIGKILL not delivered");
         }
         let mut exited = self.wait_exit(&cid, KILL_ALL_WAIT).instrument(super::step("wait for exit")).await;
-        // An init that is gone has exited: its monitor has yet to record it (a slow node).
-        let init_alive = container.status.pid.and_then(ProcessRef::of).is_some_and(|p| p.is_alive());
-        if !exited && !init_alive {
-            exited = self.wait_exit(&cid, KILL_WAIT).instrument(super::step("wait for exit")).await;
-        }
-        if !exited && init_alive {
-            tracing::warn!(container = %cid, "still running after SIGKILL to its cgroup; signalling its init directly");
-            if let Err(e) = runtime.kill(cid.as_str(), "SIGKILL", false).instrument(super::step("runtime kill")).await {
-                tracing::warn!(container = %cid, error = %e, "SIGKILL to the init not delivered");
+        if !exited {
+            // An init that is gone has exited and its monitor has yet to record it (a slow
+            // node): only a live one is signalled again.
+            if container.status.pid.and_then(ProcessRef::of).is_some_and(|p| p.is_alive()) {
+                tracing::warn!(container = %cid, "still running after SIGKILL to its cgroup; signalling its init directly");
+                let killed = runtime.kill(cid.as_str(), "SIGKILL", false).instrument(super::step("runtime kill")).await;
+                if let Err(e) = killed {
+                    tracing::warn!(container = %cid, error = %e, "SIGKILL to the init not delivered");
+                }
             }
             exited = self.wait_exit(&cid, KILL_WAIT).instrument(super::step("wait for exit")).await;
         }
