@@ -99,7 +99,14 @@ impl ProcessRef {
     /// Running, and not a zombie: a killed process whose parent (often PID 1 of the host)
     /// has not reaped it yet is gone for every purpose of ours.
     pub fn is_alive(&self) -> bool {
-        matches!(process_stat(self.pid), Some((state, start)) if start == self.start_time && !matches!(state, 'Z' | 'X'))
+        matches!(process_stat(self.pid), Some((state, _, start)) if start == self.start_time && !matches!(state, 'Z' | 'X'))
+    }
+
+    /// The live child `pid` of this live process: a pid whose parent is a process of ours
+    /// (a subreaper that has not reaped it) cannot have been taken by another process.
+    pub fn child(&self, pid: i32) -> Option<ProcessRef> {
+        let (state, parent, start_time) = process_stat(pid)?;
+        (parent == self.pid && !matches!(state, 'Z' | 'X') && self.is_alive()).then_some(ProcessRef { pid, start_time })
     }
 }
 
@@ -149,16 +156,17 @@ fn open_pidfd(pid: i32) -> Result<OwnedFd, nix::errno::Errno> {
 }
 
 fn process_start_time(pid: i32) -> Option<u64> {
-    process_stat(pid).map(|(_, start)| start)
+    process_stat(pid).map(|(_, _, start)| start)
 }
 
-/// Fields 3 (state) and 22 (start time) of /proc/<pid>/stat; the command name may contain
-/// spaces and parentheses.
-fn process_stat(pid: i32) -> Option<(char, u64)> {
+/// Fields 3 (state), 4 (parent pid) and 22 (start time) of /proc/<pid>/stat; the command
+/// name may contain spaces and parentheses.
+fn process_stat(pid: i32) -> Option<(char, i32, u64)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let mut fields = stat[stat.rfind(')')? + 2..].split_whitespace();
     let state = fields.next()?.chars().next()?;
-    Some((state, fields.nth(18)?.parse().ok()?))
+    let parent = fields.next()?.parse().ok()?;
+    Some((state, parent, fields.nth(17)?.parse().ok()?))
 }
 
 pub fn sandbox_name(metadata: &cri::PodSandboxMetadata) -> String {
@@ -188,6 +196,21 @@ mod tests {
         let status = child.wait().unwrap();
         assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(9));
         assert!(!sleeper.signal(nix::sys::signal::Signal::SIGKILL), "gone");
+    }
+
+    #[test]
+    fn a_child_is_named_only_through_its_live_parent() {
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = child.id() as i32;
+        let me = ProcessRef::of(std::process::id() as i32).unwrap();
+        assert_eq!(me.child(pid), ProcessRef::of(pid));
+        // Another parent, a stale parent, no such process.
+        assert_eq!(ProcessRef::of(pid).unwrap().child(pid), None);
+        assert_eq!(ProcessRef { start_time: me.start_time + 1, ..me }.child(pid), None);
+        assert_eq!(me.child(i32::MAX), None);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(me.child(pid), None, "reaped");
     }
 
     #[test]

@@ -44,7 +44,12 @@ impl PodService {
             tracing::info!(container = %cid, timeout_s = timeout.as_secs(), "stop timeout passed, killing");
         }
         if let Err(e) = runtime.kill(cid.as_str(), "SIGKILL", true).instrument(super::step("runtime kill")).await {
-            tracing::warn!(container = %cid, error = %e, "SIGKILL not delivered");
+            // A container that exited meanwhile is gone from the runtime: nothing to signal.
+            if self.wait_exit(&cid, Duration::ZERO).await {
+                tracing::debug!(container = %cid, error = %e, "exited before the SIGKILL");
+            } else {
+                tracing::warn!(container = %cid, error = %e, "SIGKILL not delivered");
+            }
         }
         let mut exited = self.wait_exit(&cid, KILL_ALL_WAIT).instrument(super::step("wait for exit")).await;
         if !exited {

@@ -89,13 +89,30 @@ impl PodService {
             tracing::error!(sandbox = %id, error = %e, "cannot record that the sandbox is not ready");
         }
         // Containers in the pod's PID namespace are dead already; the others are stopped, all
-        // at once, so that nothing of the pod runs on.
+        // at once, so that nothing of the pod runs on. Their inits are killed here first: a
+        // container in a PID namespace of its own dies with its init, without waiting for a
+        // runtime binary to start on a loaded node; the stop then sweeps the cgroup.
         let containers = self.registry.containers_of(id);
+        for container in &containers {
+            self.kill_init(container);
+        }
         let stops = containers.iter().map(|c| self.stop_container(c.as_str(), Duration::ZERO));
         for (container, result) in containers.iter().zip(futures::future::join_all(stops).await) {
             if let Err(e) = result {
                 tracing::warn!(sandbox = %id, %container, error = %e, "cannot stop a container of a pod that lost its holder");
             }
+        }
+    }
+}
+
+impl PodService {
+    /// SIGKILLs a running container's init, found as the live child of its live monitor
+    /// (the subreaper that reaps it), so a pid another process took is never signalled.
+    fn kill_init(&self, id: &crate::model::ids::ContainerId) {
+        let Ok(container) = self.registry.find_container(id.as_str()) else { return };
+        let init = container.status.pid.zip(container.status.monitor);
+        if let Some(init) = init.and_then(|(pid, monitor)| monitor.child(pid)) {
+            init.signal(nix::sys::signal::Signal::SIGKILL);
         }
     }
 }
