@@ -5,6 +5,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         // Records on disk keep the CRI configs a pod or container was created with.
         .type_attribute(".", "#[derive(serde::Serialize, serde::Deserialize)]")
+        // A field a record lacks (written before the field existed) takes its proto default,
+        // and a field it has that this build does not know is ignored: records written by
+        // an older or a newer CRI read alike.
+        .message_attribute(".", "#[serde(default)]")
         // The CRI fuzzer (unit tests only) builds arbitrary messages of every type.
         .type_attribute(".", "#[cfg_attr(test, derive(arbitrary::Arbitrary))]")
         .compile_protos(&["proto/runtime/v1/api.proto"], &["proto"])?;

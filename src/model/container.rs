@@ -11,11 +11,15 @@ use super::sandbox::ProcessRef;
 use crate::model::memory::MemoryPlan;
 
 /// created --start--> running --exit/stop--> exited; unknown when the runtime cannot tell.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// A state this build does not know (written by a newer one) reads as Unknown, which the
+/// exit record and the runtime then settle.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ContainerState {
     Created,
     Running,
     Exited,
+    #[default]
+    #[serde(other)]
     Unknown,
 }
 
@@ -49,50 +53,70 @@ pub struct ContainerMeta {
     pub id: ContainerId,
     pub sandbox_id: SandboxId,
     /// `<name>_<attempt>` within the sandbox.
+    #[serde(default)]
     pub name: String,
     pub config: cri::ContainerConfig,
     /// The image as the request named it, and the id it resolved to.
+    #[serde(default)]
     pub image_ref: String,
+    #[serde(default)]
     pub image_id: ImageId,
     /// Absolute log path, empty when kubelet gave none.
+    #[serde(default)]
     pub log_path: String,
+    #[serde(default)]
     pub created_at: i64,
     /// Signal sent first by StopContainer: the request's stop_signal, else the image's
     /// StopSignal, else SIGTERM.
+    #[serde(default = "sigterm")]
     pub stop_signal: String,
     /// The uid, gid and groups the first process started with (ContainerStatus.user).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::store::tolerant")]
     pub user: Option<crate::policy::user::ResolvedUser>,
     /// Bind mounts made so volume sources propagate; unmounted with the last container
     /// that needs them.
     #[serde(default)]
     pub shared_binds: Vec<std::path::PathBuf>,
     /// Notes about what could not be applied as asked (shown in verbose status).
+    #[serde(default, deserialize_with = "crate::store::tolerant")]
     pub warnings: Vec<String>,
+}
+
+fn sigterm() -> String {
+    "SIGTERM".into()
 }
 
 /// What changes over a container's life.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ContainerStatus {
+    #[serde(default)]
     pub state: ContainerState,
+    #[serde(default)]
     pub monitor: Option<ProcessRef>,
+    #[serde(default)]
     pub pid: Option<i32>,
+    #[serde(default)]
     pub started_at: i64,
+    #[serde(default)]
     pub finished_at: i64,
+    #[serde(default)]
     pub exit_code: i32,
+    #[serde(default)]
     pub reason: String,
+    #[serde(default)]
     pub message: String,
     /// Current resources (in-place updates included).
+    #[serde(default)]
     pub resources: Option<cri::LinuxContainerResources>,
     /// The cgroup the runtime put the container in (read from its init's /proc/<pid>/cgroup
     /// at creation), relative to the cgroup root.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cgroup: Option<String>,
     /// The memory and swap plan applied (recomputed on resource updates).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::store::tolerant")]
     pub memory_plan: Option<MemoryPlan>,
     /// Plan values the kernel did not hold when read back (empty: all matched or unchecked).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::store::tolerant")]
     pub memory_mismatches: Vec<String>,
 }
 

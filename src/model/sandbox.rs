@@ -8,9 +8,13 @@ use serde::{Deserialize, Serialize};
 
 use super::ids::SandboxId;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// A state this build does not know (written by a newer one) reads as NotReady: nothing is
+/// started in a pod whose state is in doubt.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SandboxState {
     Ready,
+    #[default]
+    #[serde(other)]
     NotReady,
 }
 
@@ -25,16 +29,21 @@ impl SandboxState {
 pub struct SandboxMeta {
     pub id: SandboxId,
     /// `<name>_<namespace>_<uid>_<attempt>`, unique among sandboxes.
+    #[serde(default)]
     pub name: String,
     pub config: cri::PodSandboxConfig,
+    #[serde(default)]
     pub runtime_handler: String,
     /// The cgroup parent containers go under (kubelet's, or one swapcri owns).
+    #[serde(default)]
     pub cgroup_parent: String,
     /// True when swapcri created `cgroup_parent` and removes it with the sandbox.
+    #[serde(default)]
     pub owns_cgroup_parent: bool,
     /// The driver the pod was placed with: `cgroup_parent` is a slice name under systemd.
     #[serde(default = "cgroupfs")]
     pub cgroup_driver: crate::config::CgroupDriver,
+    #[serde(default)]
     pub created_at: i64,
     /// Where the sandbox's namespaces, shm and files live.
     pub dir: PathBuf,
@@ -58,15 +67,17 @@ impl SandboxMeta {
 /// What changes over a sandbox's life.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SandboxStatus {
+    #[serde(default)]
     pub state: SandboxState,
     /// The PID-namespace holder (pod-shared PID namespace only), with its start time to
     /// detect pid reuse.
+    #[serde(default)]
     pub holder: Option<ProcessRef>,
     /// The pod's addresses from CNI; none for host-network pods and before networking.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::store::tolerant")]
     pub addresses: Option<PodAddresses>,
     /// Pod-level resources from the latest UpdatePodSandboxResources (in-place pod resize).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::store::tolerant")]
     pub resized: Option<PodResources>,
     /// Why the pod turned NotReady when nobody stopped it (its namespaces were lost).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -15,8 +15,6 @@ pub enum StoreError {
     Read { path: PathBuf, source: std::io::Error },
     #[error("corrupt state file {path}: {source}")]
     Corrupt { path: PathBuf, source: serde_json::Error },
-    #[error("state file {path} has version {found}, this swapcri reads version {expected}")]
-    Version { path: PathBuf, found: u32, expected: u32 },
 }
 
 #[derive(Serialize, Deserialize)]
@@ -48,24 +46,21 @@ pub fn write_versioned<T: Serialize>(path: &Path, version: u32, data: &T) -> Res
     write_atomic(path, &bytes)
 }
 
-/// Reads a versioned document; `Ok(None)` when the file does not exist.
+/// Reads a versioned document; `Ok(None)` when the file does not exist. A document of an
+/// older version is read as this one (its missing fields take their defaults), one of a
+/// newer version too (fields this build does not know are ignored): an upgrade and a
+/// downgrade both keep the state. Only a document that does not decode is an error.
 pub fn read_versioned<T: DeserializeOwned>(path: &Path, version: u32) -> Result<Option<T>, StoreError> {
     let bytes = match fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(source) => return Err(StoreError::Read { path: path.to_path_buf(), source }),
     };
-    #[derive(Deserialize)]
-    struct Header {
-        version: u32,
-    }
-    let header: Header =
-        serde_json::from_slice(&bytes).map_err(|source| StoreError::Corrupt { path: path.to_path_buf(), source })?;
-    if header.version != version {
-        return Err(StoreError::Version { path: path.to_path_buf(), found: header.version, expected: version });
-    }
     let envelope: Envelope<T> =
         serde_json::from_slice(&bytes).map_err(|source| StoreError::Corrupt { path: path.to_path_buf(), source })?;
+    if envelope.version != version {
+        tracing::debug!(path = %path.display(), found = envelope.version, current = version, "read a document of another version");
+    }
     Ok(Some(envelope.data))
 }
 
@@ -74,14 +69,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn round_trip_and_version_check() {
+    fn round_trip_in_every_version() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sub/state.json");
         assert!(read_versioned::<Vec<u32>>(&path, 1).unwrap().is_none());
         write_versioned(&path, 1, &vec![1u32, 2, 3]).unwrap();
         assert_eq!(read_versioned::<Vec<u32>>(&path, 1).unwrap(), Some(vec![1, 2, 3]));
-        let err = read_versioned::<Vec<u32>>(&path, 2).unwrap_err();
-        assert!(matches!(err, StoreError::Version { found: 1, expected: 2, .. }));
+        // A later build (version 2) reads it, and this one reads what the later one wrote.
+        assert_eq!(read_versioned::<Vec<u32>>(&path, 2).unwrap(), Some(vec![1, 2, 3]));
+        write_versioned(&path, 2, &vec![4u32]).unwrap();
+        assert_eq!(read_versioned::<Vec<u32>>(&path, 1).unwrap(), Some(vec![4]));
+        write_versioned(&path, 1, &vec![1u32, 2, 3]).unwrap();
         // No temporary file is left beside the document.
         let names: Vec<_> = fs::read_dir(path.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names, vec![std::ffi::OsString::from("state.json")]);
