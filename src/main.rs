@@ -67,6 +67,12 @@ enum Command {
         #[arg(long, conflicts_with = "eviction_threshold")]
         kubelet_config: Option<PathBuf>,
     },
+    /// Records this build could not read: the pods and containers kept aside and left
+    /// running. Adopt or release one, then restart the daemon (running containers carry on).
+    Quarantine {
+        #[command(subcommand)]
+        command: QuarantineCommand,
+    },
     /// Image store helpers.
     Image {
         #[command(subcommand)]
@@ -78,6 +84,16 @@ enum Command {
 enum ConfigCommand {
     /// Print the default configuration, commented.
     Default,
+}
+
+#[derive(Subcommand)]
+enum QuarantineCommand {
+    /// List the records kept aside, with why each cannot be read.
+    List,
+    /// Take a record back (it must read with this build): the daemon lists it from its next start.
+    Adopt { id: String },
+    /// Let the next start stop and remove what the object holds, and drop its record.
+    Release { id: String },
 }
 
 #[derive(Subcommand)]
@@ -150,6 +166,7 @@ fn run(cli: Cli, manager: swapcri::service_manager::ServiceManager) -> anyhow::R
                 },
             }
         }
+        Command::Quarantine { command } => quarantine(&config, command)?,
         Command::Doctor { json, root, eviction_threshold, kubelet_config } => {
             doctor(&config, json, root, eviction_threshold, kubelet_config)?
         }
@@ -157,6 +174,26 @@ fn run(cli: Cli, manager: swapcri::service_manager::ServiceManager) -> anyhow::R
             unreachable!("handled before loading the config")
         }
     }
+    Ok(())
+}
+
+fn quarantine(config: &Config, command: QuarantineCommand) -> anyhow::Result<()> {
+    use swapcri::service::quarantine;
+    let root = &config.state_root;
+    let (done, what) = match command {
+        QuarantineCommand::List => {
+            for aside in quarantine::list(root)? {
+                println!("{}\t{}\t{}", aside.kind, aside.id, aside.why);
+            }
+            return Ok(());
+        }
+        QuarantineCommand::Adopt { id } => (quarantine::adopt(root, &id)?, "adopted: it is listed again"),
+        QuarantineCommand::Release { id } => (quarantine::release(root, &id)?, "released: what it holds is cleaned up"),
+    };
+    println!(
+        "{} {} {what} once swapcri starts again (`systemctl restart swapcri`; running containers carry on)",
+        done.kind, done.id
+    );
     Ok(())
 }
 
@@ -189,6 +226,7 @@ fn doctor(
         system_cgroup: config.system.cgroup.clone(),
         eviction_threshold: threshold,
         cgroup_driver: config.runtime.cgroup_driver,
+        state_root: Some(config.state_root.clone()),
     };
     let checks = swapcri::doctor::run_checks(&inputs);
     if json {

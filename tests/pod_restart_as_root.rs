@@ -124,8 +124,39 @@ fn holders_of(pod: &str) -> Vec<i32> {
         .collect()
 }
 
+async fn container_pid(daemon: &Daemon, id: &str) -> i64 {
+    let request = cri::ContainerStatusRequest { container_id: id.into(), verbose: true };
+    let status = daemon.runtime().await.container_status(request).await.unwrap().into_inner();
+    serde_json::from_str::<serde_json::Value>(&status.info["info"]).unwrap()["pid"].as_i64().unwrap()
+}
+
+/// The RecordsReadable condition of Status: (status, message).
+async fn records_condition(daemon: &Daemon) -> (bool, String) {
+    let status = daemon.runtime().await.status(cri::StatusRequest { verbose: false }).await.unwrap().into_inner();
+    let conditions = status.status.unwrap().conditions;
+    let condition =
+        conditions.into_iter().find(|c| c.r#type == "RecordsReadable").expect("a RecordsReadable condition");
+    (condition.status, condition.message)
+}
+
+fn quarantine(daemon: &Daemon, args: &[&str]) -> String {
+    let out = daemon.command().arg("quarantine").args(args).output().unwrap();
+    assert!(out.status.success(), "quarantine {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Half-writes the pod's status record while the daemon is down; returns the whole bytes.
+fn tear_status(daemon: &mut Daemon, pod: &str) -> Vec<u8> {
+    daemon.stop_with(Signal::SIGKILL);
+    let status_file = daemon.state_root().join("sandboxes").join(pod).join("status.json");
+    let bytes = std::fs::read(&status_file).unwrap();
+    std::fs::write(&status_file, &bytes[..bytes.len() / 2]).unwrap();
+    daemon.restart();
+    bytes
+}
+
 #[tokio::test(flavor = "multi_thread")]
-async fn a_sandbox_whose_record_is_lost_releases_what_it_held() {
+async fn a_pod_whose_record_is_unreadable_runs_on_until_adopted_or_released() {
     require_root();
     let mut daemon = Daemon::start("");
     import_busybox(&daemon);
@@ -134,26 +165,62 @@ async fn a_sandbox_whose_record_is_lost_releases_what_it_held() {
     let pod = run_sandbox(&daemon, pod_config.clone()).await;
     let sleeper = in_pod_pid_namespace(container_config("sleeper", &["sleep", "1000"]));
     let sleeper = start(&daemon, &pod, &pod_config, sleeper).await;
+    let pid = container_pid(&daemon, &sleeper).await;
     assert_eq!(holders_of(&pod).len(), 1, "the pod's PID namespace has a holder");
     let pod_run_dir = daemon.dir.path().join("run/sandboxes").join(&pod);
-    assert!(!mounts_under(&pod_run_dir).is_empty());
+    let mounts = mounts_under(&pod_run_dir);
+    assert!(!mounts.is_empty());
+    assert!(records_condition(&daemon).await.0);
 
-    daemon.stop_with(Signal::SIGKILL);
-    let status_file = daemon.state_root().join("sandboxes").join(&pod).join("status.json");
-    let bytes = std::fs::read(&status_file).unwrap();
-    std::fs::write(&status_file, &bytes[..bytes.len() / 2]).unwrap();
-    daemon.restart();
-
-    let sandboxes =
-        daemon.runtime().await.list_pod_sandbox(cri::ListPodSandboxRequest::default()).await.unwrap().into_inner();
-    assert!(sandboxes.items.is_empty(), "{:?}", sandboxes.items);
-    assert!(daemon.state_root().join("sandboxes").join(format!("{pod}.corrupt")).exists(), "record kept aside");
+    let whole = tear_status(&mut daemon, &pod);
+    let mut rt = daemon.runtime().await;
+    assert!(rt.list_pod_sandbox(cri::ListPodSandboxRequest::default()).await.unwrap().into_inner().items.is_empty());
+    assert!(rt
+        .list_containers(cri::ListContainersRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .containers
+        .is_empty());
+    let aside = daemon.state_root().join("sandboxes").join(format!("{pod}.corrupt"));
+    assert!(aside.exists(), "record kept aside");
     assert!(daemon.log().contains("unreadable sandbox record"), "logged");
-    assert!(holders_of(&pod).is_empty(), "the holder of a pod nobody can see is stopped");
-    assert!(mounts_under(&pod_run_dir).is_empty(), "pinned namespaces and shm unmounted");
-    assert!(!pod_run_dir.exists());
-    // Its container stays visible and ends with the PID namespace it lived in.
-    assert_eq!(wait_exited(&daemon, &sleeper, Duration::from_secs(10)).await.exit_code, 137);
-    daemon.runtime().await.remove_container(cri::RemoveContainerRequest { container_id: sleeper }).await.unwrap();
+    let (readable, message) = records_condition(&daemon).await;
+    assert!(!readable && message.contains(&pod) && message.contains(&sleeper), "{message}");
+    assert_eq!(holders_of(&pod).len(), 1, "the holder is left alone");
+    assert_eq!(mounts_under(&pod_run_dir), mounts, "and the pinned namespaces");
+    assert!(std::path::Path::new(&format!("/proc/{pid}")).exists(), "and the container");
+    assert!(quarantine(&daemon, &["list"]).contains(&pod));
+
+    // Repaired, adopted and picked up by a restart: listed again, the container untouched.
+    std::fs::write(aside.join("status.json"), &whole).unwrap();
+    assert!(quarantine(&daemon, &["adopt", &pod[..12]]).contains("adopted"));
+    daemon.stop_with(Signal::SIGTERM);
+    daemon.restart();
+    let pod_status = daemon
+        .runtime()
+        .await
+        .pod_sandbox_status(cri::PodSandboxStatusRequest { pod_sandbox_id: pod.clone(), verbose: false })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(pod_status.status.unwrap().state, cri::PodSandboxState::SandboxReady as i32);
+    assert_eq!(status(&daemon, &sleeper).await.state, cri::ContainerState::ContainerRunning as i32);
+    assert_eq!(container_pid(&daemon, &sleeper).await, pid, "the same process");
+    assert!(records_condition(&daemon).await.0);
+
+    // Unreadable again, then released: the next start takes down what the pod held.
+    tear_status(&mut daemon, &pod);
+    assert!(quarantine(&daemon, &["release", &pod]).contains("released"));
+    daemon.stop_with(Signal::SIGTERM);
+    daemon.restart();
+    assert!(holders_of(&pod).is_empty(), "the holder is stopped");
+    assert!(mounts_under(&pod_run_dir).is_empty() && !pod_run_dir.exists(), "pinned namespaces unmounted");
+    let gone = || !std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "));
+    assert!(gone(), "the container is stopped");
+    assert!(records_condition(&daemon).await.0, "nothing is kept aside");
+    assert!(quarantine(&daemon, &["list"]).is_empty());
+    let containers = daemon.runtime().await.list_containers(cri::ListContainersRequest::default()).await.unwrap();
+    assert!(containers.into_inner().containers.is_empty(), "its container went with it");
     assert!(mounts_under(daemon.dir.path()).is_empty(), "{:?}", mounts_under(daemon.dir.path()));
 }

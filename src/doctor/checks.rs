@@ -347,6 +347,29 @@ fn compression_check(inputs: &Inputs, swaps: &[SwapDevice]) -> Check {
     check("zswap / zram", Status::Info, format!("{zswap_text}; {zram_text}"), "")
 }
 
+/// Records swapcri could not read: their pods and containers run unmanaged.
+fn records_check(state_root: &std::path::Path) -> Check {
+    let name = "unreadable records";
+    match crate::service::quarantine::list(state_root) {
+        Ok(aside) if aside.is_empty() => check(name, Status::Ok, "every pod and container record is readable", ""),
+        Ok(aside) => {
+            let listed: Vec<String> = aside.iter().map(|a| format!("{} {} ({})", a.kind, a.id, a.why)).collect();
+            check(
+                name,
+                Status::Fail,
+                format!(
+                    "{} record(s) kept aside, their objects left running unmanaged: {}",
+                    aside.len(),
+                    listed.join("; ")
+                ),
+                "adopt each (`swapcri quarantine adopt ID`, once this build reads it) or release it \
+                 (`swapcri quarantine release ID`), then restart swapcri",
+            )
+        }
+        Err(e) => check(name, Status::Warn, format!("cannot read {}: {e}", state_root.display()), ""),
+    }
+}
+
 pub fn run_checks(inputs: &Inputs) -> Vec<Check> {
     let roots = Roots { proc: inputs.path("/proc"), sys: inputs.path("/sys"), fs: inputs.root.clone() };
     let swaps = swap_devices(&roots);
@@ -368,5 +391,8 @@ pub fn run_checks(inputs: &Inputs) -> Vec<Check> {
     checks.push(eviction_check(inputs));
     checks.push(control_plane_check(inputs, swap_on));
     checks.push(compression_check(inputs, &swaps));
+    if let Some(state_root) = inputs.state_root.as_deref().filter(|p| p.exists()) {
+        checks.push(records_check(state_root));
+    }
     checks
 }

@@ -41,6 +41,8 @@ pub struct Inputs {
     pub eviction_threshold: Option<u64>,
     /// The configured cgroup driver.
     pub cgroup_driver: crate::config::CgroupDriver,
+    /// swapcri's state directory, for the records kept aside (None: not checked).
+    pub state_root: Option<PathBuf>,
 }
 
 impl Inputs {

@@ -69,6 +69,7 @@ fn run_with(root: &Path, threshold: Option<u64>, cgroup_driver: crate::config::C
         system_cgroup: "system.slice".into(),
         eviction_threshold: threshold,
         cgroup_driver,
+        state_root: None,
     })
 }
 
@@ -183,4 +184,25 @@ fn thresholds_from_flags_and_kubelet_config() {
     assert_eq!(eviction_from_kubelet_config("kind: KubeletConfiguration\n", gib), None);
     assert_eq!(human(1536), "1.5 KiB");
     assert_eq!(human(12), "12 B");
+}
+
+#[test]
+fn records_kept_aside_fail_the_check() {
+    let state = tempfile::tempdir().unwrap();
+    let node = tempfile::tempdir().unwrap();
+    let inputs = |root: &Path| Inputs {
+        root: node.path().to_path_buf(),
+        system_cgroup: "system.slice".into(),
+        eviction_threshold: None,
+        cgroup_driver: crate::config::CgroupDriver::Systemd,
+        state_root: Some(root.to_path_buf()),
+    };
+    assert_eq!(status_of(&run_checks(&inputs(state.path())), "unreadable records"), Status::Ok);
+    let aside = state.path().join("containers").join(format!("{}.corrupt", "d".repeat(64)));
+    std::fs::create_dir_all(&aside).unwrap();
+    std::fs::write(aside.join("meta.json"), b"{").unwrap();
+    let checks = run_checks(&inputs(state.path()));
+    assert_eq!(status_of(&checks, "unreadable records"), Status::Fail);
+    let check = checks.iter().find(|c| c.name == "unreadable records").unwrap();
+    assert!(check.found.contains(&"d".repeat(64)) && check.advice.contains("swapcri quarantine"), "{check:?}");
 }

@@ -410,7 +410,7 @@ async fn removal_deletes_from_the_runtime_only_what_the_monitor_did_not() {
 }
 
 #[tokio::test]
-async fn recovery_removes_from_the_runtime_a_container_whose_record_is_unreadable() {
+async fn recovery_leaves_a_container_whose_record_is_unreadable_as_it_is_until_released() {
     let f = fixture(ContainerState::Running, "SIGTERM", "", false);
     let records = &f.service.registry.container_records;
     // One container record that no longer parses, with a run directory of its own.
@@ -420,13 +420,21 @@ async fn recovery_removes_from_the_runtime_a_container_whose_record_is_unreadabl
     let run_dir = f.service.config.run_root.join("containers").join(lost.as_str());
     std::fs::create_dir_all(run_dir.join("rootfs")).unwrap();
 
-    f.service.recover().unwrap();
+    for start in 0..2 {
+        f.service.recover().unwrap();
+        assert!(f.fake.calls().is_empty(), "start {start}: the runtime is not asked to touch it: {:?}", f.fake.calls());
+        assert!(run_dir.exists(), "start {start}: its run directory stays");
+        assert!(records.dir(&format!("{lost}.corrupt")).exists(), "the record is kept aside");
+        assert!(f.service.registry.find_container(lost.as_str()).is_err(), "and it is not listed");
+        let condition = f.service.records_condition();
+        assert!(!condition.status && condition.message.contains(lost.as_str()), "{condition:?}");
+    }
 
-    assert!(f.fake.calls().contains(&format!("delete {lost}")), "{:?}", f.fake.calls());
-    assert!(!run_dir.exists(), "its run directory is gone");
-    assert!(records.dir(&format!("{lost}.corrupt")).exists(), "the record is kept aside for a look");
-    assert!(f.service.registry.find_container(lost.as_str()).is_err(), "and it is not listed");
-    // A second start leaves the quarantined record alone.
+    // The operator releases it: the next start removes it from the runtime and forgets it.
+    crate::service::quarantine::release(f.service.config.state_root.as_path(), lost.as_str()).unwrap();
     f.service.recover().unwrap();
-    assert_eq!(f.fake.calls().iter().filter(|c| **c == format!("delete {lost}")).count(), 1);
+    assert_eq!(f.fake.calls(), vec![format!("delete {lost}")]);
+    assert!(!run_dir.exists(), "its run directory is gone");
+    assert!(!records.dir(&format!("{lost}.release")).exists(), "the record is gone");
+    assert!(f.service.records_condition().status, "nothing is kept aside any more");
 }

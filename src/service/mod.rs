@@ -28,6 +28,7 @@ mod layers;
 mod memory;
 mod metrics_source;
 mod pods;
+pub mod quarantine;
 mod recovery;
 mod registry;
 mod rollback;

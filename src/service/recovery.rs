@@ -9,6 +9,7 @@ use crate::sandbox;
 
 use super::image_volumes::unmount_container;
 use super::pods::{Container, PodService, Sandbox};
+use super::registry::QuarantinedRecord;
 
 /// statfs magic of the nsfs filesystem (a pinned namespace file).
 const NSFS_MAGIC: i64 = 0x6e73_6673;
@@ -17,8 +18,11 @@ impl PodService {
     /// Releases the networks of pods that no longer exist (or whose creation a crash cut
     /// short after CNI ADD). Runs after `recover`, before the socket opens.
     pub async fn recover_network(&self) {
+        let state = self.registry.read();
+        let quarantined = state.quarantined.iter().filter(|q| q.kind == "sandbox").map(|q| q.id.clone());
         let known: std::collections::HashSet<String> =
-            self.registry.read().sandboxes.keys().map(|id| id.to_string()).collect();
+            state.sandboxes.keys().map(|id| id.to_string()).chain(quarantined).collect();
+        drop(state);
         let released = self.network.recover(|id| known.contains(id)).await;
         if !released.is_empty() {
             tracing::info!(count = released.len(), "released networks no pod accounts for");
@@ -41,36 +45,19 @@ impl PodService {
     /// creation left. Runs before the socket opens.
     pub fn recover(&self) -> Result<(), Error> {
         let sandboxes = self.registry.sandbox_records.load::<SandboxMeta, SandboxStatus>()?;
-        for (id, error) in &sandboxes.quarantined {
-            // Nobody can list or remove the pod any more: what it holds on the node goes now
-            // (its network later, with the networks no pod accounts for).
-            tracing::error!(sandbox = %id, %error, "unreadable sandbox record moved aside as {id}.corrupt; releasing what the pod holds");
-            self.discard_sandbox(id);
+        let mut quarantined = Vec::new();
+        for (id, why) in sandboxes.quarantined {
+            tracing::error!(sandbox = %id, %why, "unreadable sandbox record kept aside as {id}.corrupt: the pod and its containers are left as they are and not listed; `swapcri quarantine` adopts or releases it");
+            quarantined.push(QuarantinedRecord { kind: "sandbox", id, why });
         }
+        let released_pods = sandboxes.released;
         for id in &sandboxes.incomplete {
             tracing::info!(sandbox = %id, "cleaning up a sandbox whose creation did not finish");
             cleanup_sandbox_dir(&self.config.run_root.join("sandboxes").join(id));
             self.registry.sandbox_records.remove(id)?;
         }
-        for (meta, mut status) in sandboxes.complete {
-            if status.state == SandboxState::Ready {
-                let request = self.ns_request(&meta.id, &meta.config);
-                let pinned = [&request.net, &request.ipc, &request.uts].into_iter().flatten().all(|p| is_nsfs(p));
-                let holder_ok = !request.pid_holder || status.holder.is_some_and(|h| h.is_alive());
-                if !pinned || !holder_ok {
-                    let reason = if pinned {
-                        "the pod's PID namespace holder exited while swapcri was not running"
-                    } else {
-                        "the pod's pinned namespaces were gone when swapcri started"
-                    };
-                    tracing::warn!(sandbox = %meta.id, "{reason}; the sandbox is not ready");
-                    sandbox::release(&request, status.holder.filter(|h| h.is_alive()));
-                    status.state = SandboxState::NotReady;
-                    status.holder = None;
-                    status.reason = Some(reason.to_string());
-                    self.registry.sandbox_records.write_status(meta.id.as_str(), &status)?;
-                }
-            }
+        for (meta, status) in sandboxes.complete {
+            let status = self.settle_sandbox(&meta, status)?;
             self.registry
                 .write()
                 .sandboxes
@@ -78,11 +65,14 @@ impl PodService {
         }
 
         let containers = self.registry.container_records.load::<ContainerMeta, ContainerStatus>()?;
-        for (id, error) in &containers.quarantined {
-            // Nobody can list or remove it any more: a container still running under that id
-            // would go on unseen, so it is stopped and removed from the runtime now.
-            tracing::error!(container = %id, %error, "unreadable container record moved aside as {id}.corrupt; stopping and removing the container");
+        for (id, why) in containers.quarantined {
+            tracing::error!(container = %id, %why, "unreadable container record kept aside as {id}.corrupt: the container is left as it is and not listed; `swapcri quarantine` adopts or releases it");
+            quarantined.push(QuarantinedRecord { kind: "container", id, why });
+        }
+        for id in &containers.released {
+            tracing::info!(container = %id, "stopping and removing a quarantined container, as the operator asked");
             self.discard_container(id);
+            self.registry.container_records.forget_released(id)?;
         }
         for id in &containers.incomplete {
             tracing::info!(container = %id, "cleaning up a container whose creation did not finish");
@@ -91,19 +81,65 @@ impl PodService {
         }
         let mut ids = Vec::new();
         for (meta, status) in containers.complete {
-            ids.push(meta.id.clone());
-            self.registry
-                .write()
-                .containers
-                .insert(meta.id.clone(), Container { meta: std::sync::Arc::new(meta), status });
+            let pod = meta.sandbox_id.as_str();
+            if released_pods.iter().any(|p| p == pod) {
+                // The operator released its pod: it goes with it.
+                self.discard_container(meta.id.as_str());
+                self.registry.container_records.remove(meta.id.as_str())?;
+            } else if quarantined.iter().any(|q| q.kind == "sandbox" && q.id == pod) {
+                // Left with its pod; listed again once the pod is adopted.
+                let why = format!("its pod's record ({pod}) is quarantined");
+                quarantined.push(QuarantinedRecord { kind: "container", id: meta.id.to_string(), why });
+            } else {
+                ids.push(meta.id.clone());
+                let container = Container { meta: std::sync::Arc::new(meta), status };
+                self.registry.write().containers.insert(container.meta.id.clone(), container);
+            }
+        }
+        self.registry.write().quarantined = quarantined;
+        // After their containers, so that the pod cgroup is empty when it is removed.
+        for id in &released_pods {
+            tracing::info!(sandbox = %id, "releasing what a quarantined pod held, as the operator asked");
+            self.discard_sandbox(id);
+            self.registry.sandbox_records.forget_released(id)?;
         }
         for id in &ids {
             self.registry.refresh(id);
         }
         self.sweep_orphan_dirs();
         let state = self.registry.read();
-        tracing::info!(sandboxes = state.sandboxes.len(), containers = state.containers.len(), "state recovered");
+        tracing::info!(
+            sandboxes = state.sandboxes.len(),
+            containers = state.containers.len(),
+            quarantined = state.quarantined.len(),
+            "state recovered"
+        );
         Ok(())
+    }
+
+    /// A ready pod whose pinned namespaces or PID-namespace holder are gone is NotReady.
+    fn settle_sandbox(&self, meta: &SandboxMeta, mut status: SandboxStatus) -> Result<SandboxStatus, Error> {
+        if status.state != SandboxState::Ready {
+            return Ok(status);
+        }
+        let request = self.ns_request(&meta.id, &meta.config);
+        let pinned = [&request.net, &request.ipc, &request.uts].into_iter().flatten().all(|p| is_nsfs(p));
+        let holder_ok = !request.pid_holder || status.holder.is_some_and(|h| h.is_alive());
+        if pinned && holder_ok {
+            return Ok(status);
+        }
+        let reason = if pinned {
+            "the pod's PID namespace holder exited while swapcri was not running"
+        } else {
+            "the pod's pinned namespaces were gone when swapcri started"
+        };
+        tracing::warn!(sandbox = %meta.id, "{reason}; the sandbox is not ready");
+        sandbox::release(&request, status.holder.filter(|h| h.is_alive()));
+        status.state = SandboxState::NotReady;
+        status.holder = None;
+        status.reason = Some(reason.to_string());
+        self.registry.sandbox_records.write_status(meta.id.as_str(), &status)?;
+        Ok(status)
     }
 
     /// Removes a container no record describes from every handler (`delete --force` kills it
@@ -135,10 +171,17 @@ impl PodService {
         }
     }
 
-    /// Run directories that no record owns (a crash before the first record was written).
+    /// Run directories that no record owns (a crash before the first record was written);
+    /// a quarantined object's are left alone.
     fn sweep_orphan_dirs(&self) {
-        let known_containers: Vec<String> = self.registry.read().containers.keys().map(|k| k.to_string()).collect();
-        let known_sandboxes: Vec<String> = self.registry.read().sandboxes.keys().map(|k| k.to_string()).collect();
+        let state = self.registry.read();
+        let known = |kind: &str, listed: Vec<String>| -> Vec<String> {
+            let aside = state.quarantined.iter().filter(|q| q.kind == kind).map(|q| q.id.clone());
+            listed.into_iter().chain(aside).collect()
+        };
+        let known_containers = known("container", state.containers.keys().map(|k| k.to_string()).collect());
+        let known_sandboxes = known("sandbox", state.sandboxes.keys().map(|k| k.to_string()).collect());
+        drop(state);
         for (dir, known, is_sandbox) in [("containers", known_containers, false), ("sandboxes", known_sandboxes, true)]
         {
             let Ok(entries) = std::fs::read_dir(self.config.run_root.join(dir)) else { continue };

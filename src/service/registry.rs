@@ -18,6 +18,18 @@ use super::pods::{now_nanos, Container, Sandbox};
 pub(super) struct State {
     pub sandboxes: HashMap<SandboxId, Sandbox>,
     pub containers: HashMap<ContainerId, Container>,
+    /// Objects whose records this build cannot read: not listed, left as they are.
+    pub quarantined: Vec<QuarantinedRecord>,
+}
+
+/// An object kept aside because its record (or its pod's) cannot be read: its processes,
+/// mounts and network stay as they are until the operator adopts or releases it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuarantinedRecord {
+    /// "sandbox" or "container".
+    pub kind: &'static str,
+    pub id: String,
+    pub why: String,
 }
 
 /// One async lock per sandbox or container id: state changes of one object run in order

@@ -33,6 +33,7 @@ impl RuntimeService {
             tracing::warn!(error = %e, "probing the runtime handlers again");
         }
         let mut status = self.conditions(verbose, network);
+        status.conditions.push(pods.records_condition());
         if let Some(info) = &mut status.info {
             pods.memory.add_status(info);
         }
@@ -97,5 +98,30 @@ impl RuntimeService {
             })
         });
         RuntimeStatus { conditions: vec![runtime_ready, network_ready], handlers, info }
+    }
+}
+
+/// The condition that reports records this build cannot read (kubelet acts on RuntimeReady
+/// and NetworkReady only; this one is for the operator, in `crictl info`).
+pub const RECORDS_READABLE: &str = "RecordsReadable";
+
+impl PodService {
+    /// False while any object is quarantined, naming each and why.
+    pub fn records_condition(&self) -> Condition {
+        let state = self.registry.read();
+        if state.quarantined.is_empty() {
+            return Condition { kind: RECORDS_READABLE, status: true, reason: String::new(), message: String::new() };
+        }
+        let listed: Vec<String> = state.quarantined.iter().map(|q| format!("{} {}: {}", q.kind, q.id, q.why)).collect();
+        Condition {
+            kind: RECORDS_READABLE,
+            status: false,
+            reason: "RecordsQuarantined".into(),
+            message: format!(
+                "{} object(s) kept aside and left running, not listed (see `swapcri quarantine list`): {}",
+                listed.len(),
+                listed.join("; ")
+            ),
+        }
     }
 }
