@@ -26,6 +26,8 @@ pub const LOOPBACK_CONFLIST: &str = r#"{"cniVersion": "1.0.0", "name": "lo-only"
 pub struct Daemon {
     pub dir: tempfile::TempDir,
     pub config_path: PathBuf,
+    /// The swapcri binary `restart` starts (this build unless a test names another).
+    pub binary: PathBuf,
     child: Option<Child>,
 }
 
@@ -56,7 +58,7 @@ impl Daemon {
             root = root.display()
         );
         std::fs::write(&config_path, config).unwrap();
-        Daemon { dir, config_path, child: None }
+        Daemon { dir, config_path, binary: PathBuf::from(env!("CARGO_BIN_EXE_swapcri")), child: None }
     }
 
     pub fn socket(&self) -> PathBuf {
@@ -77,7 +79,7 @@ impl Daemon {
 
     /// The swapcri command with this daemon's config.
     pub fn command(&self) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_swapcri"));
+        let mut cmd = Command::new(&self.binary);
         cmd.arg("--config").arg(&self.config_path);
         cmd
     }
