@@ -3,7 +3,15 @@
 //! systemd a parent is a slice name (`kubepods-burstable-pod<uid>.slice`), whose dashes spell
 //! its place in the tree, and a container a transient scope `swapcri-<id>.scope` in it.
 
-use crate::config::CgroupDriver;
+use serde::{Deserialize, Serialize};
+
+/// Who manages the cgroup tree: swapcri itself (cgroupfs) or systemd.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CgroupDriver {
+    Cgroupfs,
+    Systemd,
+}
 
 /// The prefix of container scopes (`<prefix>-<id>.scope`) and of the OCI cgroupsPath.
 pub const SCOPE_PREFIX: &str = "swapcri";

@@ -84,12 +84,7 @@ pub struct RuntimeConfig {
     pub tmpfs_noswap: NoswapMode,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CgroupDriver {
-    Cgroupfs,
-    Systemd,
-}
+pub use crate::cgroup::layout::CgroupDriver;
 
 /// How containers' `memory.swap.max` is decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

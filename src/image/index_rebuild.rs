@@ -12,7 +12,7 @@ use oci_spec::image::{ImageConfiguration, ImageManifest};
 
 use crate::model::image::{Digest, ImageId, ImageRecord, LayerRecord};
 
-use super::store::Index;
+use super::index::Index;
 use super::unpack::layer_stats;
 
 /// The index the blobs and layer directories under `root` describe.

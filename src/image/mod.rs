@@ -2,6 +2,7 @@
 
 mod error;
 pub mod import;
+mod index;
 mod index_rebuild;
 mod pull;
 pub mod reference;

@@ -3,27 +3,21 @@
 //! `swapcri image import` through a lock file; each side reloads the index when the
 //! other changed it.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::fs::{self, File, OpenOptions};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use nix::fcntl::{Flock, FlockArg};
-use serde::{Deserialize, Serialize};
 
 use crate::model::image::{Digest, ImageId, ImageRecord, LayerRecord};
 use crate::store::{read_versioned, write_atomic, write_versioned, StoreError};
 
+use super::index::Index;
 use super::{ImageError, ImageLookup};
 
 const INDEX_VERSION: u32 = 1;
-
-#[derive(Debug, Default, Clone, Serialize, Deserialize)]
-pub(super) struct Index {
-    pub(super) images: BTreeMap<ImageId, ImageRecord>,
-    pub(super) layers: BTreeMap<Digest, LayerRecord>,
-}
 
 /// Identity of the index file as last read, to notice writes by another process.
 type Stamp = Option<(u64, i64, i64)>;

@@ -7,11 +7,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::process::Command;
 
-use super::{CreateIo, ExecOutput, Features, HandlerSpec, OciError, OciRuntime, RuntimeState};
+use super::{CreateIo, ExecOutput, Features, HandlerSpec, OciError, OciRuntime, RuntimeState, PID_FILE};
 
 /// The runtime's log inside a work directory (`--log`).
 const LOG_FILE: &str = "runtime.log";
-pub(super) const PID_FILE: &str = "pid";
 
 #[derive(Debug, Clone)]
 pub struct CliRuntime {

@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-use super::cli::PID_FILE;
-use super::{kill_tree, ExecOutput, OciError, OciRuntime};
+use super::{kill_tree, ExecOutput, OciError, OciRuntime, PID_FILE};
 
 /// How long the runtime's exec process gets to reap a process killed at a timeout.
 const REAP_GRACE: Duration = Duration::from_secs(2);

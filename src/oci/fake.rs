@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::cli::PID_FILE;
+use super::PID_FILE;
 use super::{CreateIo, ExecOutput, Features, OciError, OciRuntime, RuntimeState};
 use crate::model::container::ExitRecord;
 

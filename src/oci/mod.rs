@@ -21,6 +21,10 @@ pub use cli::CliRuntime;
 pub use features::Features;
 pub use process_tree::{descendants, kill_tree, named_by};
 
+/// The file the runtime writes the pid of a created container or exec process to, in
+/// the work directory it was given.
+pub(crate) const PID_FILE: &str = "pid";
+
 /// A process's exit code, with death by signal N reported as 128 + N (as shells do).
 pub fn exit_code(status: std::process::ExitStatus) -> i32 {
     use std::os::unix::process::ExitStatusExt;
@@ -31,7 +35,7 @@ pub fn exit_code(status: std::process::ExitStatus) -> i32 {
 /// writes once the process runs: the runtime failed, the process never started.
 fn exec_exit_code(status: std::process::ExitStatus, work_dir: &Path) -> Option<i32> {
     let code = exit_code(status);
-    (code == 0 || work_dir.join(cli::PID_FILE).exists()).then_some(code)
+    (code == 0 || work_dir.join(PID_FILE).exists()).then_some(code)
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -113,7 +113,7 @@ fn id_map(mount: &mut Mount, m: &cri::Mount, supported: bool) -> Result<(), Stri
         return Err(format!("id-mapped mount {at:?}: the runtime handler cannot map mounts"));
     }
     let one = |kind: &str, list: &[cri::IdMapping]| match list {
-        [only] if only.length > 0 => Ok(crate::policy::spec::oci_mapping(&crate::model::userns::IdRange {
+        [only] if only.length > 0 => Ok(crate::policy::userns::oci_mapping(&crate::model::userns::IdRange {
             container_id: only.container_id,
             host_id: only.host_id,
             length: only.length,

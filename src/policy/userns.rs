@@ -81,6 +81,16 @@ fn describe(userns: Option<&PodUserns>) -> String {
     }
 }
 
+/// One OCI uid or gid mapping line of a range.
+pub(crate) fn oci_mapping(range: &IdRange) -> oci_spec::runtime::LinuxIdMapping {
+    oci_spec::runtime::LinuxIdMappingBuilder::default()
+        .container_id(range.container_id)
+        .host_id(range.host_id)
+        .size(range.length)
+        .build()
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,9 +17,10 @@ use crate::sandbox;
 
 use super::image_volumes::{unmount_container, ImageVolume};
 use super::layers::MappedLayers;
-use super::pods::{PodService, Sandbox};
+use super::objects::Sandbox;
 use super::rollback::Rollback;
 use super::sandbox_run::ns_modes;
+use super::PodService;
 
 /// A bundle ready for the runtime.
 pub(super) struct Bundle {

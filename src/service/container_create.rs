@@ -17,8 +17,9 @@ use crate::monitor::MonitorConfig;
 
 use super::container_bundle::Bundle;
 use super::image_volumes::record_image_refs;
-use super::pods::{now_nanos, PodService, Sandbox};
+use super::objects::{now_nanos, Sandbox};
 use super::rollback::Rollback;
+use super::PodService;
 
 impl PodService {
     /// CreateContainer: under the pod's lock, checks the name, prepares the bundle, has a

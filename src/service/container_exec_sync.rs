@@ -5,7 +5,7 @@ use serde_json::json;
 use crate::error::Error;
 use crate::oci::{ExecOutput, OciError};
 
-use super::pods::PodService;
+use super::PodService;
 
 impl PodService {
     /// The OCI process for a command in a running container: the container's own process
@@ -15,7 +15,7 @@ impl PodService {
         id: &str,
         cmd: &[String],
         tty: bool,
-    ) -> Result<(super::pods::Container, serde_json::Value), Error> {
+    ) -> Result<(super::objects::Container, serde_json::Value), Error> {
         let container = self.registry.find_container(id)?;
         if !container.status.state.can_exec() {
             return Err(Error::FailedPrecondition(format!("container {} is not running", container.meta.id)));

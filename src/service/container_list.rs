@@ -1,6 +1,7 @@
 use crate::cri;
 
-use super::pods::{labels_match, Container, PodService};
+use super::objects::{labels_match, Container};
+use super::PodService;
 
 impl PodService {
     pub fn list_containers(&self, filter: Option<&cri::ContainerFilter>) -> Vec<Container> {

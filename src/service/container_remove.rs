@@ -5,7 +5,7 @@ use tracing::Instrument;
 use crate::error::Error;
 
 use super::image_volumes::unmount_container;
-use super::pods::PodService;
+use super::PodService;
 
 impl PodService {
     /// Kills the container if it runs, deletes it from the runtime and removes its root

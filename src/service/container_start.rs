@@ -2,7 +2,8 @@ use crate::error::Error;
 use crate::model::container::ContainerState;
 use tracing::Instrument;
 
-use super::pods::{now_nanos, PodService};
+use super::objects::now_nanos;
+use super::PodService;
 
 impl PodService {
     pub async fn start_container(&self, id: &str) -> Result<(), Error> {

@@ -2,7 +2,8 @@ use serde_json::json;
 
 use crate::error::Error;
 
-use super::pods::{Container, PodService};
+use super::objects::Container;
+use super::PodService;
 
 impl PodService {
     /// The container and, when verbose, its OCI spec, pid, cgroup and notes as JSON.

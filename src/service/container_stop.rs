@@ -5,7 +5,7 @@ use crate::error::Error;
 use crate::model::container::ContainerState;
 use crate::model::sandbox::ProcessRef;
 
-use super::pods::PodService;
+use super::PodService;
 
 /// How long to wait for the exit after SIGKILL before giving up.
 const KILL_WAIT: Duration = Duration::from_secs(10);

@@ -3,7 +3,7 @@ use crate::cri;
 use crate::error::Error;
 use crate::policy::spec;
 
-use super::pods::PodService;
+use super::PodService;
 
 impl PodService {
     /// Applies new resources to a running or created container (in-place resize).

@@ -7,8 +7,9 @@ use crate::cgroup::stats::CgroupStats;
 use crate::model::container::ContainerState;
 use crate::network::interfaces::{self, InterfaceCounters};
 
-use super::pods::{Container, PodService, Sandbox};
+use super::objects::{Container, Sandbox};
 use super::sandbox_run::ns_modes;
+use super::PodService;
 
 /// The filesystem holding the writable layers.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -6,7 +6,7 @@
 
 use tokio::sync::broadcast;
 
-use super::pods::{Container, Sandbox};
+use super::objects::{Container, Sandbox};
 
 /// Events a subscriber may fall behind by before it is dropped.
 pub const BUFFER: usize = 1024;

@@ -16,7 +16,8 @@ use crate::model::node::NodeFacts;
 use crate::model::sandbox::{ProcessRef, SandboxMeta, SandboxState, SandboxStatus};
 use crate::oci::fake::FakeRuntime;
 
-use super::pods::{Container, PodService, Sandbox};
+use super::objects::{Container, Sandbox};
+use super::PodService;
 
 struct Fixture {
     _dir: tempfile::TempDir,

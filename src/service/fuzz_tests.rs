@@ -31,7 +31,7 @@ use crate::monitor::MonitorError;
 use crate::oci::{CreateIo, ExecOutput, Features, OciError, OciRuntime, RuntimeState};
 use crate::sandbox::{NsRequest, Shared};
 
-use super::pods::PodService;
+use super::PodService;
 use super::{Host, ImageService, RuntimeService, StreamingService};
 
 const IMAGE: &str = "fuzz.local/busybox:1";
@@ -226,7 +226,7 @@ impl OciRuntime for InertRuntime {
             let code = if signal == "SIGKILL" { 137 } else { 143 };
             let exit = crate::model::container::ExitRecord {
                 exit_code: code,
-                finished_at: super::pods::now_nanos(),
+                finished_at: super::objects::now_nanos(),
                 oom_killed: false,
                 runtime_deleted: false,
             };

@@ -11,7 +11,7 @@ use crate::error::Error;
 use crate::model::image::ImageRecord;
 
 use super::layers::MappedLayers;
-use super::pods::PodService;
+use super::PodService;
 
 /// Where a container's image volumes are mounted, under its run directory.
 const DIR: &str = "image-volumes";

@@ -9,7 +9,8 @@ use crate::error::Error;
 use crate::model::image::ImageRecord;
 use crate::model::userns::PodUserns;
 
-use super::pods::{PodService, Sandbox};
+use super::objects::Sandbox;
+use super::PodService;
 
 /// Where a container's id-mapped layers are mounted, under its run directory.
 const DIR: &str = "idmap";

@@ -14,7 +14,7 @@ use crate::model::ids::{ContainerId, SandboxId};
 use crate::model::node::NodeFacts;
 use crate::policy::memory::{self, MemoryPlan, PlanSettings, PodMemoryContext};
 
-use super::pods::Sandbox;
+use super::objects::Sandbox;
 
 /// Counts the operator must see (verbose status, metrics).
 #[derive(Debug, Default)]

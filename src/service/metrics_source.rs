@@ -2,7 +2,7 @@
 
 use crate::metrics::{ContainerLabels, ContainerSeries, MetricsSource};
 
-use super::pods::PodService;
+use super::PodService;
 
 impl MetricsSource for PodService {
     fn container_series(&self) -> Vec<ContainerSeries> {

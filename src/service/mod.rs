@@ -27,7 +27,7 @@ mod image_volumes;
 mod layers;
 mod memory;
 mod metrics_source;
-mod pods;
+mod objects;
 pub mod quarantine;
 mod recovery;
 mod registry;
@@ -52,18 +52,91 @@ pub use stats::{ContainerSample, PodSample, Sample};
 use std::sync::Arc;
 
 use crate::config::Config;
+use crate::error::Error;
 use crate::image::{ImageLookup, ImageStore, Puller};
 use crate::model::image::ImageRecord;
+use crate::model::node::NodeFacts;
+
+use cgroups::Cgroups;
+use memory::MemoryQos;
+use registry::Registry;
 
 pub use cri_metrics::{ContainerMetrics, FsCapacity, PodMetrics};
 pub use events::{Event, EventKind};
 pub use host::{Host, NodeHost};
-pub use pods::{Container, PodService, Sandbox};
+pub use objects::{Container, Sandbox};
 pub use runtime_status::{Condition, RuntimeStatus};
 pub use runtime_version::VersionInfo;
 pub use runtimes::{HandlerCapabilities, RuntimeHandler, Runtimes};
 pub use sandbox_status::SandboxStatusView;
 pub use streaming::{StreamWants, StreamingService};
+
+/// Pod sandboxes and containers: the RPC files orchestrate these owners, each behind a small
+/// interface of its own.
+pub struct PodService {
+    pub(crate) config: Arc<Config>,
+    pub(crate) node: NodeFacts,
+    /// Records, locks and directories of every pod and container.
+    pub(crate) registry: Registry,
+    /// The OCI runtime handlers.
+    pub(crate) runtimes: Arc<Runtimes>,
+    /// The memory and swap plan: decisions, read-back, pod reservations, counters.
+    pub(crate) memory: MemoryQos,
+    /// cgroup reads: statistics, CPU rates, where a process's cgroup is.
+    pub(crate) cgroups: Cgroups,
+    /// Pod networking (CNI).
+    pub(crate) network: Arc<crate::network::Network>,
+    pub(crate) images: Arc<ImageStore>,
+    /// Writable-layer usage per container, from a background walk.
+    pub(crate) writable: writable_usage::WritableUsage,
+    /// systemd's manager, under the systemd cgroup driver.
+    pub(crate) systemd: Option<Arc<crate::cgroup::systemd::Systemd>>,
+    /// Namespaces, mounts and monitors on the node.
+    pub(crate) host: Arc<dyn Host>,
+    /// Wakes the watcher of PID-namespace holders when a pod with one is recorded.
+    pub(crate) holder_watch: sandbox_watch::HolderWatch,
+}
+
+impl PodService {
+    pub fn new(
+        config: Arc<Config>,
+        node: NodeFacts,
+        images: Arc<ImageStore>,
+        runtimes: Arc<Runtimes>,
+    ) -> Result<Self, Error> {
+        let network = Arc::new(crate::network::Network::new(config.network.clone(), config.state_root.join("cni")));
+        let systemd = (config.runtime.cgroup_driver == crate::config::CgroupDriver::Systemd)
+            .then(|| Arc::new(crate::cgroup::systemd::Systemd::default()));
+        Ok(PodService {
+            registry: Registry::open(&config.state_root, &config.run_root)?,
+            memory: MemoryQos::new(&config, node.clone(), systemd.clone()),
+            systemd,
+            cgroups: Cgroups::new(&config.cgroup_root, node.cgroup_v2()),
+            config,
+            node,
+            images,
+            runtimes,
+            network,
+            writable: Default::default(),
+            host: Arc::new(NodeHost),
+            holder_watch: Default::default(),
+        })
+    }
+
+    /// The network pods join now (its name), or why there is none.
+    pub async fn network_ready(&self) -> Result<String, crate::network::NetworkError> {
+        self.network.ready().await.map(|list| list.name)
+    }
+
+    /// UpdateRuntimeConfig: kubelet's pod CIDR for the CNI plugins' ipRanges.
+    pub fn set_pod_cidr(&self, cidr: &str) -> Result<(), Error> {
+        if !cidr.is_empty() {
+            self.network.set_pod_cidr(cidr)?;
+            tracing::info!(pod_cidr = %cidr, "pod CIDR from kubelet");
+        }
+        Ok(())
+    }
+}
 
 /// Image operations: the store, the puller, which images are pinned, and who uses them.
 pub struct ImageService {

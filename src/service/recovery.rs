@@ -8,8 +8,9 @@ use crate::model::sandbox::{SandboxMeta, SandboxState, SandboxStatus};
 use crate::sandbox;
 
 use super::image_volumes::unmount_container;
-use super::pods::{Container, PodService, Sandbox};
+use super::objects::{Container, Sandbox};
 use super::registry::QuarantinedRecord;
+use super::PodService;
 
 /// statfs magic of the nsfs filesystem (a pinned namespace file).
 const NSFS_MAGIC: i64 = 0x6e73_6673;

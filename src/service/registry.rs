@@ -12,7 +12,7 @@ use crate::model::sandbox::{SandboxMeta, SandboxStatus};
 use crate::store::Records;
 
 use super::events::{Event, EventKind, Events};
-use super::pods::{now_nanos, Container, Sandbox};
+use super::objects::{now_nanos, Container, Sandbox};
 
 #[derive(Default)]
 pub(super) struct State {

@@ -1,7 +1,7 @@
 use serde_json::json;
 
-use super::pods::PodService;
 use super::runtimes::HandlerCapabilities;
+use super::PodService;
 use super::RuntimeService;
 use crate::network::NetworkError;
 

@@ -1,6 +1,7 @@
 use crate::cri;
 
-use super::pods::{labels_match, PodService, Sandbox};
+use super::objects::{labels_match, Sandbox};
+use super::PodService;
 
 impl PodService {
     pub fn list_sandboxes(&self, filter: Option<&cri::PodSandboxFilter>) -> Vec<Sandbox> {

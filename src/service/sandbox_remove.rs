@@ -1,6 +1,6 @@
 use crate::error::Error;
 
-use super::pods::PodService;
+use super::PodService;
 
 impl PodService {
     /// Stops the pod if needed, removes its containers, directories, records and the cgroup

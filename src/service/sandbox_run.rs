@@ -10,8 +10,9 @@ use crate::policy::mounts::tmpfs_options;
 use crate::policy::userns;
 use crate::sandbox::{self, NsRequest, UserNsRequest};
 
-use super::pods::{now_nanos, PodService};
+use super::objects::now_nanos;
 use super::rollback::Rollback;
+use super::PodService;
 
 /// How a sandbox's namespaces were asked for.
 pub(super) struct NsModes {

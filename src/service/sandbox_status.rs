@@ -2,7 +2,8 @@ use serde_json::json;
 
 use crate::error::Error;
 
-use super::pods::{now_nanos, Container, PodService, Sandbox};
+use super::objects::{now_nanos, Container, Sandbox};
+use super::PodService;
 
 /// What PodSandboxStatus answers: the sandbox, its containers, the verbose details, and when
 /// the status was read.

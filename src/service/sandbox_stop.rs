@@ -4,7 +4,7 @@ use tracing::Instrument;
 use crate::error::Error;
 use crate::model::sandbox::SandboxState;
 
-use super::pods::PodService;
+use super::PodService;
 
 impl PodService {
     /// Kills the pod's containers and releases its namespaces and shm. Idempotent; an

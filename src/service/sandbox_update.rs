@@ -8,7 +8,8 @@ use crate::cri;
 use crate::error::Error;
 use crate::model::sandbox::PodResources;
 
-use super::pods::{now_nanos, PodService};
+use super::objects::now_nanos;
+use super::PodService;
 
 impl PodService {
     pub async fn update_sandbox_resources(

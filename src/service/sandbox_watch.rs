@@ -15,7 +15,7 @@ use tokio::task::JoinSet;
 use crate::model::ids::SandboxId;
 use crate::model::sandbox::{ProcessRef, SandboxState};
 
-use super::pods::PodService;
+use super::PodService;
 
 /// Where pidfds are missing (kernels before 5.3), how often a holder is looked at instead.
 const POLL: Duration = Duration::from_millis(250);

@@ -9,7 +9,8 @@ use crate::cgroup::stats::CgroupStats;
 use crate::error::Error;
 use crate::model::container::ContainerState;
 
-use super::pods::{labels_match, now_nanos, Container, PodService, Sandbox};
+use super::objects::{labels_match, now_nanos, Container, Sandbox};
+use super::PodService;
 
 /// One cgroup's statistics at a point in time.
 #[derive(Debug, Clone, Default)]

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use crate::model::ids::ContainerId;
 
-use super::pods::PodService;
 use super::stats::disk_usage;
+use super::PodService;
 
 /// How often the writable layers are walked again (kubelet asks for stats every 10 s).
 pub const REFRESH: Duration = Duration::from_secs(10);

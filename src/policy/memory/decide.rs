@@ -1,6 +1,7 @@
 //! From inputs to a plan: the Kubernetes swap rules and the MemoryQoS designs.
 
 use super::inputs::{KubeletValue, MemoryInputs};
+use super::kubelet_math::{kubelet_limited_swap, throttle_high};
 use super::{CgroupValue, Decision, MemoryFacts, MemoryPlan, QosClass, SwapDisagreement};
 use crate::config::{Reservation, SwapAuthority, SwapBehavior};
 use crate::policy::PolicyError;
@@ -17,18 +18,6 @@ pub struct PlanSettings {
     pub cgroup_v2: bool,
     /// swapcri owns the pod's parent cgroup (no kubelet parent).
     pub owns_pod_parent: bool,
-}
-
-/// kubelet's LimitedSwap arithmetic, to the byte:
-/// `int64(float64(request) / float64(memoryCapacity) * float64(swapCapacity))`.
-pub fn kubelet_limited_swap(request: u64, mem_total: u64, swap_total: u64) -> u64 {
-    (request as f64 / mem_total as f64 * swap_total as f64) as u64
-}
-
-/// kubelet's memory.high: `floor((request + factor × (limit − request)) / page) × page`.
-pub fn throttle_high(request: u64, limit: u64, factor: f64, page_size: u64) -> u64 {
-    let high = (request as f64 + (limit as f64 - request as f64) * factor).floor() as u64;
-    high / page_size * page_size
 }
 
 /// The swap value swapcri's own rules give (NoSwap or LimitedSwap).

@@ -187,7 +187,7 @@ fn request_from_swap(swap: u64, facts: &MemoryFacts) -> Option<RequestEstimate> 
     if swap == 0 || facts.swap_total == 0 || facts.mem_total == 0 {
         return None;
     }
-    let f = |r: u64| super::decide::kubelet_limited_swap(r, facts.mem_total, facts.swap_total);
+    let f = |r: u64| super::kubelet_math::kubelet_limited_swap(r, facts.mem_total, facts.swap_total);
     // Integer estimate, then settle the float rounding the way kubelet computes it.
     let guess = ((swap as u128 * facts.mem_total as u128) / facts.swap_total as u128) as u64;
     let mut low = guess.saturating_sub(2);

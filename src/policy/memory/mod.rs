@@ -4,6 +4,7 @@
 
 mod decide;
 mod inputs;
+mod kubelet_math;
 mod quantity;
 #[cfg(test)]
 mod tests;

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use crate::cri;
 
-use super::decide::{kubelet_limited_swap, throttle_high};
+use super::kubelet_math::{kubelet_limited_swap, throttle_high};
 use super::*;
 use crate::config::{Reservation, SwapAuthority, SwapBehavior};
 use crate::policy::PolicyError;

@@ -19,7 +19,7 @@ use oci_spec::runtime::{LinuxBuilder, LinuxSeccomp, Root, Spec};
 
 use super::user::ResolvedUser;
 use super::{NodeFacts, PolicyError};
-use crate::model::userns::{IdRange, PodUserns};
+use crate::model::userns::PodUserns;
 
 /// What the image says about running it.
 #[derive(Debug, Clone, Default)]
@@ -151,8 +151,8 @@ pub fn build(input: &ContainerInput, node: &NodeFacts) -> Result<BuiltSpec, Poli
         .map_err(|e| PolicyError::Invalid(format!("linux section: {e}")))?;
     linux.set_seccomp(confinement.seccomp);
     if let Some((_, map)) = &input.pod.userns {
-        linux.set_uid_mappings(Some(vec![oci_mapping(&map.uids)]));
-        linux.set_gid_mappings(Some(vec![oci_mapping(&map.gids)]));
+        linux.set_uid_mappings(Some(vec![crate::policy::userns::oci_mapping(&map.uids)]));
+        linux.set_gid_mappings(Some(vec![crate::policy::userns::oci_mapping(&map.gids)]));
     }
     linux.set_rootfs_propagation(rootfs_propagation(&input.config.mounts));
 
@@ -168,15 +168,6 @@ pub fn build(input: &ContainerInput, node: &NodeFacts) -> Result<BuiltSpec, Poli
     let annotations: HashMap<String, String> = input.config.annotations.clone().into_iter().collect();
     spec.set_annotations(Some(annotations));
     Ok(BuiltSpec { spec, warnings, user: input.user.clone() })
-}
-
-pub(crate) fn oci_mapping(range: &IdRange) -> oci_spec::runtime::LinuxIdMapping {
-    oci_spec::runtime::LinuxIdMappingBuilder::default()
-        .container_id(range.container_id)
-        .host_id(range.host_id)
-        .size(range.length)
-        .build()
-        .unwrap_or_default()
 }
 
 /// A bidirectional mount needs the container's root to be a shared mount, and a

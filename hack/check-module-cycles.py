@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Fails when modules of the crate import each other, directly or round a loop.
+
+Every file under src/ is a module (a mod.rs is its directory's). An edge A -> B is any
+`crate::…` or `super::…` path in A (a `use`, or a path in code) that names B or an item of
+B. A parent module's `mod` declarations are not edges, nor are paths in test modules
+(`#[cfg(test)]` files and `mod tests` blocks): a test may reach anywhere. A module that
+names its own child is fine; the loop check is over the rest: strongly connected
+components of more than one module are printed and fail the check.
+  hack/check-module-cycles.py [SRC]      (default: src)
+"""
+import os
+import re
+import sys
+
+PATH = re.compile(r"\b(crate|super)((?:::[A-Za-z_][A-Za-z0-9_]*)+)")
+GROUP = re.compile(r"\b(crate|super)((?:::[A-Za-z_][A-Za-z0-9_]*)*)::\{([^}]*)\}", re.S)
+
+
+def modules(src):
+    found = {}
+    for root, _, files in os.walk(src):
+        for name in files:
+            if not name.endswith(".rs") or (root == src and name == "main.rs"):
+                continue  # main.rs is the binary's crate, which imports the library by name
+            rel = os.path.relpath(os.path.join(root, name), src)[:-3].split(os.sep)
+            if rel[-1] in ("mod", "lib"):
+                rel = rel[:-1]
+            found[tuple(rel)] = os.path.join(root, name)
+    return found
+
+
+def strip_tests(text):
+    """Drops `#[cfg(test)] mod … { … }` blocks (balanced braces) and comments."""
+    text = re.sub(r"//[^\n]*", "", text)
+    out, i = [], 0
+    for m in re.finditer(r"#\[cfg\(test\)\]\s*(pub(\([^)]*\))?\s+)?mod\s+\w+\s*\{", text):
+        if m.start() < i:
+            continue
+        out.append(text[i:m.start()])
+        depth, j = 1, m.end()
+        while j < len(text) and depth:
+            depth += {"{": 1, "}": -1}.get(text[j], 0)
+            j += 1
+        i = j
+    out.append(text[i:])
+    return "".join(out)
+
+
+def target(mods, here, kind, segments):
+    base = [] if kind == "crate" else list(here[:-1])
+    parts = segments.strip(":").split("::") if segments else []
+    if kind == "super" and parts and parts[0] == "super":
+        # super::super::…
+        while parts and parts[0] == "super":
+            base = base[:-1]
+            parts = parts[1:]
+    path = base + [p for p in parts if p]
+    while path and tuple(path) not in mods:
+        path = path[:-1]
+    return tuple(path)
+
+
+def edges(mods):
+    graph = {m: set() for m in mods}
+    for here, file in mods.items():
+        text = open(file, encoding="utf-8").read()
+        is_test = bool(here) and (here[-1] == "tests" or here[-1].endswith("_tests"))
+        if is_test or re.search(r"^#!\[cfg\(test\)\]", text, re.M):
+            continue
+        text = strip_tests(text)
+        paths = []
+        for m in GROUP.finditer(text):
+            for item in re.split(r"[,\s]+", m.group(3)):
+                item = item.split("::")[0].strip()
+                if item and item not in ("self",):
+                    paths.append((m.group(1), m.group(2) + "::" + item))
+        paths += [(m.group(1), m.group(2)) for m in PATH.finditer(text)]
+        for kind, segments in paths:
+            to = target(mods, here, kind, segments)
+            if to == here or to[: len(here)] == here or here[: len(to)] == to:
+                continue  # itself, its own children, or an ancestor's items
+            graph[here].add(to)
+    return graph
+
+
+def cycles(graph):
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+    sys.setrecursionlimit(10000)
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def main():
+    src = sys.argv[1] if len(sys.argv) > 1 else "src"
+    mods = modules(src)
+    graph = edges(mods)
+    loops = cycles(graph)
+    name = lambda m: "::".join(m) or "crate"
+    for loop in loops:
+        members = set(loop)
+        print(f"module loop of {len(loop)}:")
+        for m in loop:
+            print(f"  {name(m)} -> {', '.join(sorted(name(t) for t in graph[m] if t in members))}")
+    count = sum(len(v) for v in graph.values())
+    print(f"{len(mods)} modules, {count} imports, {len(loops)} loop(s)")
+    return 1 if loops else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
