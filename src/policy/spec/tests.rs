@@ -4,6 +4,7 @@ use oci_spec::runtime::LinuxNamespaceType;
 
 use super::*;
 use crate::model::node::CgroupMode;
+use crate::model::userns::IdRange;
 use crate::policy::caps;
 
 fn node(mode: CgroupMode) -> NodeFacts {
