@@ -162,6 +162,27 @@ impl OciRuntime for CliRuntime {
         }
     }
 
+    fn list_blocking(&self) -> Result<Vec<String>, OciError> {
+        if !self.spec.root.exists() {
+            return Ok(Vec::new()); // nothing created yet
+        }
+        let out = std::process::Command::new(&self.spec.binary)
+            .args(self.base_args(None))
+            .args(["list", "--quiet"])
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| self.spawn_error(e))?;
+        if !out.status.success() {
+            return Err(self.failed("list", "", runtime_message(&out.stderr)));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(String::from)
+            .collect())
+    }
+
     async fn start(&self, id: &str) -> Result<(), OciError> {
         self.run("start", id, &[]).await.map(drop)
     }

@@ -25,11 +25,20 @@ pub struct FakeRuntime {
     /// An exec's process starts outside the exec command's own tree (as runc init joins the
     /// container) and only after this many milliseconds (as on a loaded node); 0: at once.
     pub exec_setup_ms: std::sync::atomic::AtomicU32,
+    /// What `list` answers: the containers the runtime holds.
+    pub listed: Mutex<Vec<String>>,
 }
 
 impl FakeRuntime {
     pub fn new(exit_on: &'static str, exit_file: PathBuf, fail_update: bool) -> Self {
-        FakeRuntime { calls: Mutex::default(), exit_on, exit_file, fail_update, exec_setup_ms: Default::default() }
+        FakeRuntime {
+            calls: Mutex::default(),
+            exit_on,
+            exit_file,
+            fail_update,
+            exec_setup_ms: Default::default(),
+            listed: Mutex::default(),
+        }
     }
 
     pub fn calls(&self) -> Vec<String> {
@@ -119,6 +128,10 @@ impl OciRuntime for FakeRuntime {
         stderr: &[u8],
     ) -> Result<i32, OciError> {
         super::exec_exit_code(status, work_dir).ok_or_else(|| self.failed("exec", id, &String::from_utf8_lossy(stderr)))
+    }
+
+    fn list_blocking(&self) -> Result<Vec<String>, OciError> {
+        Ok(self.listed.lock().unwrap().clone())
     }
 
     fn delete_blocking(&self, id: &str) -> Result<(), OciError> {

@@ -152,6 +152,10 @@ pub trait OciRuntime: Send + Sync {
     /// `delete --force`, from blocking code (rollbacks, recovery).
     fn delete_blocking(&self, id: &str) -> Result<(), OciError>;
 
+    /// The ids of every container the runtime's state directory holds (blocking: recovery
+    /// compares them with the records).
+    fn list_blocking(&self) -> Result<Vec<String>, OciError>;
+
     async fn start(&self, id: &str) -> Result<(), OciError>;
     /// Sends `signal` (a name such as SIGTERM) to the init process, or to all processes.
     async fn kill(&self, id: &str, signal: &str, all: bool) -> Result<(), OciError>;

@@ -439,3 +439,17 @@ async fn recovery_leaves_a_container_whose_record_is_unreadable_as_it_is_until_r
     assert!(!records.dir(&format!("{lost}.release")).exists(), "the record is gone");
     assert!(f.service.records_condition().status, "nothing is kept aside any more");
 }
+
+#[tokio::test]
+async fn recovery_deletes_what_the_runtime_holds_and_no_record_names() {
+    let f = fixture(ContainerState::Running, "SIGTERM", "", false);
+    let orphan = ContainerId::generate();
+    let run_dir = f.service.config.run_root.join("containers").join(orphan.as_str());
+    std::fs::create_dir_all(&run_dir).unwrap();
+    // The pod's recorded container, one no record names, and one not of swapcri's form.
+    *f.fake.listed.lock().unwrap() = vec![f.id.to_string(), orphan.to_string(), "someone-elses".into()];
+    f.service.recover().unwrap();
+    assert_eq!(f.fake.calls(), vec![format!("delete {orphan}")]);
+    assert!(!run_dir.exists(), "its run directory is gone");
+    assert!(f.service.registry.find_container(f.id.as_str()).is_ok(), "the recorded one stays");
+}

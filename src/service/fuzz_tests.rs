@@ -216,6 +216,10 @@ impl OciRuntime for InertRuntime {
         Ok(())
     }
 
+    fn list_blocking(&self) -> Result<Vec<String>, OciError> {
+        Ok(Vec::new())
+    }
+
     async fn start(&self, _: &str) -> Result<(), OciError> {
         Ok(())
     }

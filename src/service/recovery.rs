@@ -4,6 +4,7 @@ use std::path::Path;
 
 use crate::error::Error;
 use crate::model::container::{ContainerMeta, ContainerStatus};
+use crate::model::ids::ContainerId;
 use crate::model::sandbox::{SandboxMeta, SandboxState, SandboxStatus};
 use crate::sandbox;
 
@@ -107,6 +108,7 @@ impl PodService {
         for id in &ids {
             self.registry.refresh(id);
         }
+        self.sweep_runtime_orphans();
         self.sweep_orphan_dirs();
         let state = self.registry.read();
         tracing::info!(
@@ -168,6 +170,32 @@ impl PodService {
                     tracing::warn!(sandbox = %id, cgroup = %own, error = %e, "cannot remove the cgroup of a lost sandbox")
                 }
                 _ => {}
+            }
+        }
+    }
+
+    /// Containers an OCI runtime holds that no record names (a crash or a cancelled create
+    /// between the runtime's create and the record): deleted, with their run directories.
+    /// Only runtime state directories under swapcri's run root are swept, and only ids of
+    /// swapcri's form: a root the operator shares with another manager is left alone.
+    fn sweep_runtime_orphans(&self) {
+        let state = self.registry.read();
+        let aside = state.quarantined.iter().filter(|q| q.kind == "container").map(|q| q.id.clone());
+        let known: std::collections::HashSet<String> =
+            state.containers.keys().map(|k| k.to_string()).chain(aside).collect();
+        drop(state);
+        for handler in self.runtimes.all().filter(|h| h.spec.root.starts_with(&self.config.run_root)) {
+            let ids = match handler.runtime.list_blocking() {
+                Ok(ids) => ids,
+                Err(e) => {
+                    tracing::warn!(runtime = %handler.spec.name, error = %e, "cannot list the runtime's containers");
+                    continue;
+                }
+            };
+            let orphans = ids.into_iter().filter(|id| ContainerId::parse(id).is_some() && !known.contains(id));
+            for id in orphans {
+                tracing::warn!(container = %id, runtime = %handler.spec.name, "the runtime holds a container no record names: deleting it");
+                self.discard_container(&id);
             }
         }
     }
