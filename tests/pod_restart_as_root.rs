@@ -41,16 +41,7 @@ async fn containers_survive_a_daemon_crash() {
     };
     let before_containers =
         daemon.runtime().await.list_containers(cri::ListContainersRequest::default()).await.unwrap().into_inner();
-    let counter_pid = {
-        let s = daemon
-            .runtime()
-            .await
-            .container_status(cri::ContainerStatusRequest { container_id: counter.clone(), verbose: true })
-            .await
-            .unwrap()
-            .into_inner();
-        serde_json::from_str::<serde_json::Value>(&s.info["info"]).unwrap()["pid"].as_i64().unwrap()
-    };
+    let counter_pid = container_pid(&daemon, &counter).await;
 
     daemon.stop_with(Signal::SIGKILL);
     // While the daemon is down, the short container exits, and a crash leaves a
@@ -124,12 +115,6 @@ fn holders_of(pod: &str) -> Vec<i32> {
         .collect()
 }
 
-async fn container_pid(daemon: &Daemon, id: &str) -> i64 {
-    let request = cri::ContainerStatusRequest { container_id: id.into(), verbose: true };
-    let status = daemon.runtime().await.container_status(request).await.unwrap().into_inner();
-    serde_json::from_str::<serde_json::Value>(&status.info["info"]).unwrap()["pid"].as_i64().unwrap()
-}
-
 /// The RecordsReadable condition of Status: (status, message).
 async fn records_condition(daemon: &Daemon) -> (bool, String) {
     let status = daemon.runtime().await.status(cri::StatusRequest { verbose: false }).await.unwrap().into_inner();
@@ -173,15 +158,8 @@ async fn a_pod_whose_record_is_unreadable_runs_on_until_adopted_or_released() {
     assert!(records_condition(&daemon).await.0);
 
     let whole = tear_status(&mut daemon, &pod);
-    let mut rt = daemon.runtime().await;
-    assert!(rt.list_pod_sandbox(cri::ListPodSandboxRequest::default()).await.unwrap().into_inner().items.is_empty());
-    assert!(rt
-        .list_containers(cri::ListContainersRequest::default())
-        .await
-        .unwrap()
-        .into_inner()
-        .containers
-        .is_empty());
+    let (pods, containers) = listed(&daemon).await;
+    assert!(pods.is_empty() && containers.is_empty(), "{pods:?} {containers:?}");
     let aside = daemon.state_root().join("sandboxes").join(format!("{pod}.corrupt"));
     assert!(aside.exists(), "record kept aside");
     assert!(daemon.log().contains("unreadable sandbox record"), "logged");
@@ -197,14 +175,7 @@ async fn a_pod_whose_record_is_unreadable_runs_on_until_adopted_or_released() {
     assert!(quarantine(&daemon, &["adopt", &pod[..12]]).contains("adopted"));
     daemon.stop_with(Signal::SIGTERM);
     daemon.restart();
-    let pod_status = daemon
-        .runtime()
-        .await
-        .pod_sandbox_status(cri::PodSandboxStatusRequest { pod_sandbox_id: pod.clone(), verbose: false })
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(pod_status.status.unwrap().state, cri::PodSandboxState::SandboxReady as i32);
+    assert_eq!(verbose_pod_status(&daemon, &pod).await.0, cri::PodSandboxState::SandboxReady as i32);
     assert_eq!(status(&daemon, &sleeper).await.state, cri::ContainerState::ContainerRunning as i32);
     assert_eq!(container_pid(&daemon, &sleeper).await, pid, "the same process");
     assert!(records_condition(&daemon).await.0);
@@ -220,7 +191,6 @@ async fn a_pod_whose_record_is_unreadable_runs_on_until_adopted_or_released() {
     assert!(gone(), "the container is stopped");
     assert!(records_condition(&daemon).await.0, "nothing is kept aside");
     assert!(quarantine(&daemon, &["list"]).is_empty());
-    let containers = daemon.runtime().await.list_containers(cri::ListContainersRequest::default()).await.unwrap();
-    assert!(containers.into_inner().containers.is_empty(), "its container went with it");
+    assert!(listed(&daemon).await.1.is_empty(), "its container went with it");
     assert!(mounts_under(daemon.dir.path()).is_empty(), "{:?}", mounts_under(daemon.dir.path()));
 }

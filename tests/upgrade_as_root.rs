@@ -34,12 +34,6 @@ fn binary(var: &str) -> PathBuf {
     path
 }
 
-async fn pid_of(daemon: &Daemon, id: &str) -> i64 {
-    let request = cri::ContainerStatusRequest { container_id: id.into(), verbose: true };
-    let status = daemon.runtime().await.container_status(request).await.unwrap().into_inner();
-    serde_json::from_str::<serde_json::Value>(&status.info["info"]).unwrap()["pid"].as_i64().unwrap()
-}
-
 async fn start_pods(daemon: &Daemon) -> Pods {
     let logs = daemon.dir.path().join("logs");
     let app_config = with_pod_pid_namespace(sandbox_config("upgrade-app", &logs));
@@ -56,26 +50,21 @@ async fn start_pods(daemon: &Daemon) -> Pods {
     let agent = start(daemon, &host, &host_config, container_config("agent", &["sleep", "3600"])).await;
     let mut running = Vec::new();
     for id in [ticker, agent] {
-        running.push((id.clone(), pid_of(daemon, &id).await));
+        running.push((id.clone(), container_pid(daemon, &id).await));
     }
     Pods { app, app_config, host, running, exited: vec![(job, 3)] }
 }
 
 /// What must hold after every move of the daemon.
 async fn check(daemon: &Daemon, pods: &Pods, step: &str) {
-    let listed = daemon.runtime().await.list_pod_sandbox(cri::ListPodSandboxRequest::default()).await.unwrap();
-    let ready: Vec<String> = listed
-        .into_inner()
-        .items
-        .into_iter()
-        .filter(|p| p.state == cri::PodSandboxState::SandboxReady as i32)
-        .map(|p| p.id)
-        .collect();
-    assert!(ready.contains(&pods.app) && ready.contains(&pods.host), "{step}: both pods ready: {ready:?}");
+    for pod in [&pods.app, &pods.host] {
+        let state = verbose_pod_status(daemon, pod).await.0;
+        assert_eq!(state, cri::PodSandboxState::SandboxReady as i32, "{step}: pod {pod} ready");
+    }
     for (id, pid) in &pods.running {
         let status = status(daemon, id).await;
         assert_eq!(status.state, cri::ContainerState::ContainerRunning as i32, "{step}: {id} runs");
-        assert_eq!(pid_of(daemon, id).await, *pid, "{step}: {id} keeps its process");
+        assert_eq!(container_pid(daemon, id).await, *pid, "{step}: {id} keeps its process");
         let out = exec(daemon, id, &["echo", "still here"], 10).await.unwrap_or_else(|e| panic!("{step}: exec: {e}"));
         assert_eq!((out.exit_code, String::from_utf8_lossy(&out.stdout).trim()), (0, "still here"), "{step}");
     }
@@ -117,7 +106,7 @@ async fn pods_survive_upgrades_and_a_downgrade() {
     // A container the next build creates (its record carries the new field).
     let late = container_config("late", &["sleep", "3600"]);
     let late = start(&daemon, &pods.app, &pods.app_config, late).await;
-    pods.running.push((late.clone(), pid_of(&daemon, &late).await));
+    pods.running.push((late.clone(), container_pid(&daemon, &late).await));
 
     move_to(&mut daemon, this, Signal::SIGTERM);
     check(&daemon, &pods, "downgraded from the next CRI with SIGTERM").await;

@@ -220,6 +220,21 @@ pub async fn exec_url(daemon: &Daemon, id: &str, cmd: &[&str], tty: bool, stdin:
     rt.exec(req).await.expect("Exec").into_inner().url
 }
 
+/// The pid of a container's init, from its verbose status.
+pub async fn container_pid(daemon: &Daemon, id: &str) -> i64 {
+    let request = cri::ContainerStatusRequest { container_id: id.into(), verbose: true };
+    let status = daemon.runtime().await.container_status(request).await.unwrap().into_inner();
+    serde_json::from_str::<serde_json::Value>(&status.info["info"]).unwrap()["pid"].as_i64().unwrap()
+}
+
+/// The ids of the pods and of the containers the daemon lists.
+pub async fn listed(daemon: &Daemon) -> (Vec<String>, Vec<String>) {
+    let mut rt = daemon.runtime().await;
+    let pods = rt.list_pod_sandbox(cri::ListPodSandboxRequest::default()).await.unwrap().into_inner().items;
+    let containers = rt.list_containers(cri::ListContainersRequest::default()).await.unwrap().into_inner().containers;
+    (pods.into_iter().map(|p| p.id).collect(), containers.into_iter().map(|c| c.id).collect())
+}
+
 /// The pod's state and the `info` of its verbose status.
 pub async fn verbose_pod_status(daemon: &Daemon, id: &str) -> (i32, serde_json::Value) {
     let answer = daemon
