@@ -86,7 +86,7 @@ async fn return_freed_memory() {
         tick.tick().await;
         #[cfg(target_env = "gnu")]
         // SAFETY: malloc_trim only releases free heap pages; it takes the allocator's locks.
-        let _ = tokio::task::spawn_blocking(|| unsafe { nix::libc::malloc_trim(0) }).await;
+        let _ = crate::blocking::spawn(|| unsafe { nix::libc::malloc_trim(0) }).await;
     }
 }
 

@@ -1,5 +1,6 @@
 //! swapcri: a CRI runtime for Kubernetes nodes that run with swap.
 
+pub mod blocking;
 pub mod cgroup;
 pub mod client;
 pub mod config;

@@ -50,7 +50,7 @@ fn info_map(info: Option<String>) -> std::collections::HashMap<String, String> {
 
 /// Runs file-reading work off the async threads.
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, Error> {
-    Ok(tokio::task::spawn_blocking(f).await?)
+    Ok(crate::blocking::spawn(f).await?)
 }
 
 fn unimplemented(method: &'static str) -> Status {

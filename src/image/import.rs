@@ -28,7 +28,7 @@ pub async fn import_archive(
     let scratch = store.scratch_dir()?;
     let layout = scratch.path().join("layout");
     let (from, to) = (archive.to_path_buf(), layout.clone());
-    tokio::task::spawn_blocking(move || extract(&from, &to)).await.map_err(|e| ImageError::Task(e.to_string()))??;
+    crate::blocking::spawn(move || extract(&from, &to)).await.map_err(|e| ImageError::Task(e.to_string()))??;
     let invalid = |reason: String| ImageError::Unsupported { image: archive.display().to_string(), reason };
     if !layout.join("oci-layout").is_file() {
         return Err(invalid("not an OCI image layout (no oci-layout file)".into()));
@@ -142,7 +142,7 @@ impl ImageSource for LayoutSource {
         let path = self.blob_path(&blob.digest);
         let (check, digest) = (path.clone(), blob.digest.clone());
         let this = LayoutSource { dir: self.dir.clone(), top: self.top.clone() };
-        tokio::task::spawn_blocking(move || this.verify(&check, &digest))
+        crate::blocking::spawn(move || this.verify(&check, &digest))
             .await
             .map_err(|e| ImageError::Task(e.to_string()))??;
         Ok(path)

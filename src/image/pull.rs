@@ -192,7 +192,7 @@ pub async fn store_image(
     };
     let store = store.clone();
     let blobs = [(record.manifest.clone(), manifest_bytes), (config_ref.digest.clone(), config_bytes)];
-    tokio::task::spawn_blocking(move || store.commit(record, records, &blobs))
+    crate::blocking::spawn(move || store.commit(record, records, &blobs))
         .await
         .map_err(|e| ImageError::Task(e.to_string()))?
 }
@@ -236,9 +236,8 @@ async fn fetch_layer(
     let path = store.layer_path(diff_id);
     if store.has_layer(diff_id) {
         tracing::info!(image, layer = %diff_id, "layer {n}/{total} already present");
-        let stats = tokio::task::spawn_blocking(move || layer_stats(&path))
-            .await
-            .map_err(|e| ImageError::Task(e.to_string()))?;
+        let stats =
+            crate::blocking::spawn(move || layer_stats(&path)).await.map_err(|e| ImageError::Task(e.to_string()))?;
         let stats =
             stats.map_err(|source| ImageError::Unpack { image: image.into(), layer: diff_id.clone(), source })?;
         return Ok(LayerRecord { diff_id: diff_id.clone(), disk_bytes: stats.disk_bytes, inodes: stats.inodes });
@@ -249,7 +248,7 @@ async fn fetch_layer(
     let fetched = started.elapsed();
     let unpack_dir = scratch.join(format!("layer-{}", diff_id.hex()));
     let (dir, id) = (unpack_dir.clone(), diff_id.clone());
-    let stats = tokio::task::spawn_blocking(move || unpack_layer(&blob_path, &dir, &id))
+    let stats = crate::blocking::spawn(move || unpack_layer(&blob_path, &dir, &id))
         .await
         .map_err(|e| ImageError::Task(e.to_string()))?
         .map_err(|source| ImageError::Unpack { image: image.into(), layer: diff_id.clone(), source })?;

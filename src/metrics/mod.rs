@@ -230,8 +230,7 @@ pub async fn serve(
         get(move || {
             let (metrics, source) = (metrics.clone(), source.clone());
             async move {
-                let body =
-                    tokio::task::spawn_blocking(move || metrics.scrape(source.as_ref())).await.unwrap_or_default();
+                let body = crate::blocking::spawn(move || metrics.scrape(source.as_ref())).await.unwrap_or_default();
                 ([("content-type", "application/openmetrics-text; version=1.0.0; charset=utf-8")], body)
             }
         }),

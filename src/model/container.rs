@@ -121,6 +121,13 @@ pub struct ContainerStatus {
 }
 
 impl ContainerStatus {
+    /// The container's init while it runs: the live child of the live monitor that reaps it
+    /// as a subreaper, so a pid another process took since is never named.
+    pub fn live_init(&self) -> Option<ProcessRef> {
+        let (pid, monitor) = self.pid.zip(self.monitor)?;
+        monitor.child(pid)
+    }
+
     pub fn created(monitor: ProcessRef, pid: i32, resources: Option<cri::LinuxContainerResources>) -> Self {
         ContainerStatus {
             state: ContainerState::Created,

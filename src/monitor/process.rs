@@ -115,7 +115,8 @@ fn run(config_path: &Path) -> Result<(), ProcessError> {
     let runtime_deleted = delete_within(runtime, &cfg.id, DELETE_WAIT);
     let record = ExitRecord { exit_code, finished_at, oom_killed: oom_after > oom_before, runtime_deleted };
     let bytes = serde_json::to_vec(&record).unwrap_or_default();
-    crate::store::write_atomic(&cfg.exit_file, &bytes)?;
+    // Into the container's record only while it exists: a removed one stays removed.
+    crate::store::replace_atomic(&cfg.exit_file, &bytes)?;
     let _ = std::fs::remove_file(&cfg.ctl_socket);
     if let Some(path) = &cfg.attach_socket {
         let _ = std::fs::remove_file(path);

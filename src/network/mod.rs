@@ -170,16 +170,20 @@ impl Network {
         self.state_dir.join(format!("{sandbox_id}.json"))
     }
 
+    /// Writes the record (fsynced: it must be on disk before the plugin allocates anything),
+    /// off the async workers.
     fn save(&self, attachment: &Attachment) -> Result<(), NetworkError> {
         let path = self.record_path(&attachment.request.sandbox_id);
         let state = |message: String| NetworkError::State { path: path.clone(), message };
-        std::fs::create_dir_all(&self.state_dir).map_err(|e| state(e.to_string()))?;
-        let tmp = path.with_extension("tmp");
         let bytes = serde_json::to_vec_pretty(attachment).map_err(|e| state(e.to_string()))?;
-        std::fs::write(&tmp, bytes).map_err(|e| state(e.to_string()))?;
-        // The record must be on disk before the plugin allocates anything.
-        std::fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(|e| state(e.to_string()))?;
-        std::fs::rename(&tmp, &path).map_err(|e| state(e.to_string()))
+        crate::blocking::run(|| {
+            std::fs::create_dir_all(&self.state_dir)?;
+            let tmp = path.with_extension("tmp");
+            std::fs::write(&tmp, bytes)?;
+            std::fs::File::open(&tmp).and_then(|f| f.sync_all())?;
+            std::fs::rename(&tmp, &path)
+        })
+        .map_err(|e| state(e.to_string()))
     }
 
     fn load(&self, sandbox_id: &str) -> Result<Option<Attachment>, NetworkError> {
@@ -253,7 +257,7 @@ impl Network {
         let Some(attachment) = self.load(sandbox_id)? else { return Ok(()) };
         self.run_chain("DEL", &attachment).await?;
         let path = self.record_path(sandbox_id);
-        match std::fs::remove_file(&path) {
+        match crate::blocking::run(|| std::fs::remove_file(&path)) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                 Err(NetworkError::State { path, message: e.to_string() })
             }

@@ -68,15 +68,31 @@ pub fn runtime_message(stderr: &[u8]) -> String {
         return panic.to_string();
     }
     let last = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
-    if let Ok(v) = serde_json::from_str::<serde_json::Value>(last) {
-        if let Some(msg) = v.get("msg").and_then(|m| m.as_str()) {
-            return msg.to_string();
-        }
+    // What the runtime's early stage said before the final error (runc's nsexec logs why it
+    // could not join a namespace on lines of its own).
+    let earlier: Vec<String> = text
+        .lines()
+        .filter(|l| l.trim() != last)
+        .filter_map(|l| line_message(l.trim()).filter(|(level, _)| matches!(level.as_str(), "error" | "fatal")))
+        .map(|(_, msg)| msg)
+        .collect();
+    let message = line_message(last).map(|(_, msg)| msg).unwrap_or_else(|| last.to_string());
+    match earlier.is_empty() {
+        true => message,
+        false => format!("{message} ({})", earlier.join("; ")),
     }
-    last.strip_prefix("time=")
-        .and_then(|l| l.split_once("msg="))
-        .map(|(_, m)| m.trim_matches('"').to_string())
-        .unwrap_or_else(|| last.to_string())
+}
+
+/// The level and message of one runtime log line, JSON or logfmt.
+fn line_message(line: &str) -> Option<(String, String)> {
+    if let Ok(v) = serde_json::from_str::<serde_json::Value>(line) {
+        let msg = v.get("msg").and_then(|m| m.as_str())?;
+        let level = v.get("level").and_then(|l| l.as_str()).unwrap_or("");
+        return Some((level.to_string(), msg.to_string()));
+    }
+    let (head, msg) = line.strip_prefix("time=")?.split_once("msg=")?;
+    let level = head.split_once("level=").map(|(_, l)| l.split_whitespace().next().unwrap_or("")).unwrap_or("");
+    Some((level.to_string(), msg.trim_matches('"').to_string()))
 }
 
 /// Whether a failed `state` or `delete` means the runtime does not know the container
@@ -220,11 +236,13 @@ impl OciRuntime for CliRuntime {
             let handler = self.spec.name.clone();
             move |source| OciError::Io { handler, path, source }
         };
-        let dir = tempfile::tempdir().map_err(io(std::env::temp_dir()))?;
+        let dir = crate::blocking::run(tempfile::tempdir).map_err(io(std::env::temp_dir()))?;
         let path = dir.path().join("resources.json");
-        std::fs::write(&path, resources_json).map_err(io(path.clone()))?;
+        crate::blocking::run(|| std::fs::write(&path, resources_json)).map_err(io(path.clone()))?;
         let path = path.display().to_string();
-        self.run("update", id, &["--resources", &path]).await.map(drop)
+        let updated = self.run("update", id, &["--resources", &path]).await.map(drop);
+        crate::blocking::run(|| drop(dir));
+        updated
     }
 
     async fn exec(
@@ -251,6 +269,11 @@ mod tests {
             ),
             (b"time=\"2024\" level=error msg=\"container not running\"\n", "container not running"),
             (b"plain failure\n\n", "plain failure"),
+            (
+                &b"{\"level\":\"error\",\"msg\":\"nsenter: failed to open /proc/9/ns/ipc: No such file or directory\"}\n{\"level\":\"error\",\"msg\":\"exec failed: unable to start container process: error executing setns process: exit status 1\"}\n"[..],
+                "exec failed: unable to start container process: error executing setns process: exit status 1 (nsenter: failed to open /proc/9/ns/ipc: No such file or directory)",
+            ),
+            (b"{\"level\":\"info\",\"msg\":\"noise\"}\n{\"level\":\"error\",\"msg\":\"final\"}\n", "final"),
             (
                 b"{\"msg\":\"error opening file `/run/crun/x/status`: No such file or directory\",\"level\":\"error\"}\n",
                 "error opening file `/run/crun/x/status`: No such file or directory",

@@ -25,12 +25,30 @@ pub async fn run(
         let (handler, path) = (runtime.name().to_string(), path.to_path_buf());
         move |source| OciError::Io { handler, path, source }
     };
-    let dir = tempfile::Builder::new().prefix("swapcri-exec-").tempdir().map_err(io(&std::env::temp_dir()))?;
+    let dir = crate::blocking::run(|| tempfile::Builder::new().prefix("swapcri-exec-").tempdir())
+        .map_err(io(&std::env::temp_dir()))?;
     let process = dir.path().join("process.json");
-    std::fs::write(&process, process_json).map_err(io(&process))?;
-    let mut cmd = runtime.exec_command(id, &process, dir.path());
+    crate::blocking::run(|| std::fs::write(&process, process_json)).map_err(io(&process))?;
+    let ran = run_in(runtime, id, &dir, &process, timeout, cap).await;
+    crate::blocking::run(|| drop(dir));
+    ran
+}
+
+async fn run_in(
+    runtime: &dyn OciRuntime,
+    id: &str,
+    dir: &tempfile::TempDir,
+    process: &std::path::Path,
+    timeout: Option<Duration>,
+    cap: usize,
+) -> Result<ExecOutput, OciError> {
+    let io = |path: &std::path::Path| {
+        let (handler, path) = (runtime.name().to_string(), path.to_path_buf());
+        move |source| OciError::Io { handler, path, source }
+    };
+    let mut cmd = runtime.exec_command(id, process, dir.path());
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().map_err(io(&process))?;
+    let mut child = cmd.spawn().map_err(io(process))?;
     let stdout = tokio::spawn(read_capped(child.stdout.take().expect("piped"), cap));
     let stderr = tokio::spawn(read_capped(child.stderr.take().expect("piped"), cap));
     let waited = match timeout {
@@ -50,7 +68,7 @@ pub async fn run(
         },
         None => child.wait().await,
     };
-    let status = waited.map_err(io(&process))?;
+    let status = waited.map_err(io(process))?;
     let stdout = stdout.await.unwrap_or_default();
     let stderr = stderr.await.unwrap_or_default();
     let exit_code = runtime.exec_outcome(id, status, dir.path(), &stderr)?;

@@ -27,6 +27,9 @@ pub struct FakeRuntime {
     pub exec_setup_ms: std::sync::atomic::AtomicU32,
     /// What `list` answers: the containers the runtime holds.
     pub listed: Mutex<Vec<String>>,
+    /// How many execs fail as runc's does when it cannot join the container's namespaces
+    /// (before any process of the command exists).
+    pub exec_setns_failures: std::sync::atomic::AtomicU32,
 }
 
 impl FakeRuntime {
@@ -38,6 +41,7 @@ impl FakeRuntime {
             fail_update,
             exec_setup_ms: Default::default(),
             listed: Mutex::default(),
+            exec_setns_failures: Default::default(),
         }
     }
 
@@ -71,6 +75,9 @@ fn args_of(doc: &serde_json::Value) -> Vec<String> {
 const WRITE_PID_THEN_EXEC: &str = "echo $$ > \"$0\"; exec \"$@\"";
 /// The same in a session of its own started after a delay (`$SETUP` seconds); the exec
 /// command waits for it.
+/// runc's answer when it cannot join the container's namespaces: no pid file, no process.
+const SETNS_FAILURE: &str =
+    "echo 'exec failed: unable to start container process: error executing setns process: exit status 1' >&2; exit 1";
 const SLOW_DETACHED_EXEC: &str = "setsid sh -c 'sleep \"$SETUP\"; echo $$ > \"$0\"; exec \"$@\"' \"$0\" \"$@\" & wait";
 
 #[async_trait]
@@ -112,8 +119,14 @@ impl OciRuntime for FakeRuntime {
         self.record(format!("exec {id}"));
         let doc = std::fs::read(process).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
         let mut cmd = tokio::process::Command::new("sh");
-        let setup_ms = self.exec_setup_ms.load(std::sync::atomic::Ordering::Relaxed);
-        let script = if setup_ms > 0 { SLOW_DETACHED_EXEC } else { WRITE_PID_THEN_EXEC };
+        use std::sync::atomic::Ordering::Relaxed;
+        let setup_ms = self.exec_setup_ms.load(Relaxed);
+        let fail = self.exec_setns_failures.fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1)).is_ok();
+        let script = match (fail, setup_ms) {
+            (true, _) => SETNS_FAILURE,
+            (false, 0) => WRITE_PID_THEN_EXEC,
+            (false, _) => SLOW_DETACHED_EXEC,
+        };
         cmd.env("SETUP", format!("{}.{:03}", setup_ms / 1000, setup_ms % 1000));
         cmd.arg("-c").arg(script).arg(work_dir.join(PID_FILE)).args(args_of(&doc));
         cmd.kill_on_drop(true);

@@ -34,6 +34,7 @@ pub fn write_pod_files(
     dns: Option<&cri::DnsConfig>,
     owner: Option<(u32, u32)>,
 ) -> std::io::Result<()> {
+    crate::blocking::check("writing the pod's files");
     let host = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
     for (name, content) in
         [("hostname", format!("{hostname}\n")), ("hosts", HOSTS.to_string()), ("resolv.conf", resolv_conf(dns, &host))]

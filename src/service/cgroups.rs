@@ -113,7 +113,7 @@ impl super::PodService {
             return;
         }
         let rel = self.config.runtime.monitor_cgroup.clone();
-        tokio::task::spawn_blocking(move || {
+        crate::blocking::spawn(move || {
             let hierarchies = crate::cgroup::hierarchies();
             for process in processes.into_iter().filter(|p| p.is_alive()) {
                 if let Err(e) = crate::cgroup::move_to(&rel, process.pid as u32, &hierarchies) {

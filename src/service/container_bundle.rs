@@ -46,6 +46,7 @@ impl PodService {
         plan: &MemoryPlan,
         rollback: &mut Rollback,
     ) -> Result<Bundle, Error> {
+        crate::blocking::check("preparing a bundle");
         let run_dir = self.registry.container_run_dir(id);
         let state_dir = self.registry.container_state_dir(id);
         for dir in [&run_dir, &state_dir] {

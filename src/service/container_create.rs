@@ -47,8 +47,11 @@ impl PodService {
 
         let id = ContainerId::generate();
         let mut rollback = Rollback::new();
-        let bundle = super::step("bundle")
-            .in_scope(|| self.prepare_bundle(&id, &sandbox, &config, &image, &volumes, &memory_plan, &mut rollback))?;
+        let bundle = super::step("bundle").in_scope(|| {
+            crate::blocking::run(|| {
+                self.prepare_bundle(&id, &sandbox, &config, &image, &volumes, &memory_plan, &mut rollback)
+            })
+        })?;
         let reserved = self.registry.owned_pod_reservations();
         self.memory.apply_pod_reservations(&sandbox, &reserved, Some(&memory_plan)).await?;
         let launched = async {
@@ -113,7 +116,7 @@ impl PodService {
     pub(super) async fn find_image(&self, name: &str) -> Result<ImageRecord, Error> {
         let lookup = ImageLookup::parse(name)?;
         let store = self.images.clone();
-        tokio::task::spawn_blocking(move || store.find(&lookup))
+        crate::blocking::spawn(move || store.find(&lookup))
             .await??
             .ok_or_else(|| Error::NotFound(format!("image {name:?} not found: pull it first")))
     }
@@ -146,10 +149,13 @@ impl PodService {
             attach_socket: Some(self.registry.socket_path(id, "attach")),
         };
         let internal = |e| Error::io("preparing the monitor")(e);
-        std::fs::create_dir_all(self.config.run_root.join("sock")).map_err(internal)?;
         let monitor_path = bundle.run_dir.join("monitor.json");
         let json = serde_json::to_vec(&monitor_config).map_err(|e| Error::Internal(e.to_string()))?;
-        std::fs::write(&monitor_path, json).map_err(internal)?;
+        crate::blocking::run(|| {
+            std::fs::create_dir_all(self.config.run_root.join("sock"))?;
+            std::fs::write(&monitor_path, json)
+        })
+        .map_err(internal)?;
         let log = bundle.run_dir.join("monitor.log");
         let (monitor, pid) = self.host.spawn_monitor(&monitor_path, &log, Duration::from_secs(120)).await?;
         self.adopt_into_monitor_cgroup(vec![monitor]);

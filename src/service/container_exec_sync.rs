@@ -7,6 +7,9 @@ use crate::oci::{ExecOutput, OciError};
 
 use super::PodService;
 
+/// How long a failed exec waits to see whether its container is stopping.
+const STOPPING_GRACE: Duration = Duration::from_millis(500);
+
 impl PodService {
     /// The OCI process for a command in a running container: the container's own process
     /// (user, environment, capabilities, working directory) with the command and terminal set.
@@ -40,11 +43,48 @@ impl PodService {
         let sandbox = self.registry.find_sandbox(container.meta.sandbox_id.as_str())?;
         let runtime = self.runtimes.runtime(&sandbox.meta.runtime_handler)?;
         let limit = self.config.runtime.exec_output_limit_bytes;
-        match runtime.exec(container.meta.id.as_str(), process.to_string().as_bytes(), timeout, limit).await {
+        let process = process.to_string();
+        let mut ran = runtime.exec(container.meta.id.as_str(), process.as_bytes(), timeout, limit).await;
+        if let Err(e) = &ran {
+            // The runtime could not join the container's namespaces, so the command never
+            // started: once more, unless the container is stopping (then it answers below).
+            if never_started(e) && !self.stops_meanwhile(&container).await {
+                tracing::warn!(container = %container.meta.id, error = %e, "exec did not start; trying once more");
+                ran = runtime.exec(container.meta.id.as_str(), process.as_bytes(), timeout, limit).await;
+            }
+        }
+        match ran {
             Err(OciError::Timeout(t)) => {
                 Err(Error::DeadlineExceeded(format!("command timed out after {}s", t.as_secs())))
             }
+            Err(e) if self.stops_meanwhile(&container).await => Err(Error::FailedPrecondition(format!(
+                "container {} stopped while the command was starting: {e}",
+                container.meta.id
+            ))),
             other => Ok(other?),
         }
     }
+
+    /// Whether the container stops within a moment of a failed exec (its exit recorded, or
+    /// its init gone): a runtime failure while it stops is the stop's doing, not a fault. A
+    /// killed init can take some milliseconds to exit, hence the short wait.
+    async fn stops_meanwhile(&self, container: &super::objects::Container) -> bool {
+        let deadline = std::time::Instant::now() + STOPPING_GRACE;
+        loop {
+            let recorded_exit = self.registry.refresh(&container.meta.id).is_none_or(|c| !c.status.state.can_exec());
+            if recorded_exit || container.status.live_init().is_none() {
+                return true;
+            }
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// A runtime failure before the command's process existed (runc's "error executing setns
+/// process"): repeating the exec cannot run the command twice.
+fn never_started(error: &OciError) -> bool {
+    matches!(error, OciError::Failed { command: "exec", message, .. } if message.contains("executing setns process"))
 }

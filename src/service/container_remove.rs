@@ -33,14 +33,16 @@ impl PodService {
         }
         let run_dir = self.registry.container_run_dir(&cid);
         super::step("unmount")
-            .in_scope(|| unmount_container(&*self.host, &run_dir))
+            .in_scope(|| crate::blocking::run(|| unmount_container(&*self.host, &run_dir)))
             .map_err(Error::io("unmounting the root filesystem and image volumes"))?;
-        let _ = std::fs::remove_dir_all(&run_dir);
-        for kind in ["ctl", "console", "attach"] {
-            let _ = std::fs::remove_file(self.registry.socket_path(&cid, kind));
-        }
+        crate::blocking::run(|| {
+            let _ = std::fs::remove_dir_all(&run_dir);
+            for kind in ["ctl", "console", "attach"] {
+                let _ = std::fs::remove_file(self.registry.socket_path(&cid, kind));
+            }
+        });
         super::step("records").in_scope(|| self.registry.remove_container(&cid))?;
-        self.release_shared_binds(&container.meta.shared_binds);
+        crate::blocking::run(|| self.release_shared_binds(&container.meta.shared_binds));
         if let Ok(sandbox) = self.registry.find_sandbox(container.meta.sandbox_id.as_str()) {
             if let Err(e) =
                 self.memory.apply_pod_reservations(&sandbox, &self.registry.owned_pod_reservations(), None).await

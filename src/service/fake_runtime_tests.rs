@@ -103,11 +103,9 @@ fn fixture_with(
         }),
         status,
     };
-    {
-        let mut state = service.registry.write();
-        state.sandboxes.insert(sandbox_id, sandbox);
-        state.containers.insert(id.clone(), container);
-    }
+    // Recorded as the service records them, on disk too.
+    service.registry.add_sandbox((*sandbox.meta).clone(), sandbox.status).unwrap();
+    service.registry.add_container((*container.meta).clone(), container.status).unwrap();
     Fixture { _dir: dir, service, fake, id }
 }
 
@@ -290,6 +288,33 @@ async fn exec_sync_runs_through_the_runtime() {
 }
 
 #[tokio::test]
+async fn an_exec_that_could_not_join_the_container_is_tried_once_more() {
+    let f = fixture(ContainerState::Running, "SIGTERM", "", false);
+    write_spec(&f);
+    // A live init under the (stand-in) monitor: the container is not stopping.
+    let mut init = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+    let mut status = state_of(&f);
+    status.pid = Some(init.id() as i32);
+    f.service.registry.save_container_status(&f.id, status).unwrap();
+    let cmd = vec!["true".to_string()];
+    f.fake.exec_setns_failures.store(1, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(f.service.exec_sync(f.id.as_str(), cmd.clone(), None).await.unwrap().exit_code, 0);
+    assert_eq!(f.fake.calls().len(), 2, "tried again: {:?}", f.fake.calls());
+    // Only once: a runtime that keeps failing is reported.
+    f.fake.exec_setns_failures.store(2, std::sync::atomic::Ordering::Relaxed);
+    let err = f.service.exec_sync(f.id.as_str(), cmd.clone(), None).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Internal, "{err}");
+    assert_eq!(f.fake.calls().len(), 4);
+    // A container whose init is gone is stopping: no second try, and not the runtime's fault.
+    init.kill().unwrap();
+    init.wait().unwrap();
+    f.fake.exec_setns_failures.store(1, std::sync::atomic::Ordering::Relaxed);
+    let err = f.service.exec_sync(f.id.as_str(), cmd, None).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::FailedPrecondition, "{err}");
+    assert_eq!(f.fake.calls().len(), 5);
+}
+
+#[tokio::test]
 async fn exec_sync_timeout_kills_the_command_and_its_children_first() {
     let f = fixture(ContainerState::Running, "SIGTERM", "", false);
     write_spec(&f);
@@ -416,7 +441,8 @@ async fn recovery_leaves_a_container_whose_record_is_unreadable_as_it_is_until_r
     let records = &f.service.registry.container_records;
     // One container record that no longer parses, with a run directory of its own.
     let lost = ContainerId::generate();
-    records.write_status(lost.as_str(), &serde_json::json!({})).unwrap();
+    std::fs::create_dir_all(records.dir(lost.as_str())).unwrap();
+    crate::blocking::run(|| records.write_status(lost.as_str(), &serde_json::json!({}))).unwrap();
     std::fs::write(records.dir(lost.as_str()).join("meta.json"), b"{\"truncated\":").unwrap();
     let run_dir = f.service.config.run_root.join("containers").join(lost.as_str());
     std::fs::create_dir_all(run_dir.join("rootfs")).unwrap();

@@ -121,10 +121,12 @@ struct FakeHost {
 #[async_trait]
 impl Host for FakeHost {
     fn create_namespaces(&self, request: &NsRequest, _: &Path) -> Result<Option<ProcessRef>, String> {
+        crate::blocking::check("creating namespaces");
         Ok(request.pid_holder.then(|| self.stand_in()))
     }
 
     fn release_namespaces(&self, _: &NsRequest, holder: Option<ProcessRef>) {
+        crate::blocking::check("releasing namespaces");
         if let Some(holder) = holder {
             // Never a pid one of our stand-ins left behind: it may be anyone's by now.
             holder.signal(nix::sys::signal::Signal::SIGKILL);
@@ -132,22 +134,27 @@ impl Host for FakeHost {
     }
 
     fn mount_tmpfs(&self, target: &Path, _: &[String]) -> std::io::Result<()> {
+        crate::blocking::check("a tmpfs mount");
         std::fs::create_dir_all(target)
     }
 
     fn mount_overlay(&self, _: &Path, _: &str, _: bool) -> std::io::Result<()> {
+        crate::blocking::check("an overlay mount");
         Ok(())
     }
 
     fn bind_mapped(&self, _: &Path, _: &Path, _: &std::fs::File, _: bool) -> std::io::Result<()> {
+        crate::blocking::check("an id-mapped bind mount");
         Ok(())
     }
 
     fn ensure_shared(&self, _: &Path) -> std::io::Result<Shared> {
+        crate::blocking::check("a shared mount");
         Ok(Shared::Already)
     }
 
     fn unmount(&self, _: &Path) -> std::io::Result<()> {
+        crate::blocking::check("an unmount");
         Ok(())
     }
 
@@ -282,7 +289,8 @@ fn store_image(store: &ImageStore) {
         created_at: 0,
     };
     let blobs = [(record.id.digest(), config), (record.manifest.clone(), manifest)];
-    store.commit(record, vec![LayerRecord { diff_id: layer, disk_bytes: 4096, inodes: 2 }], &blobs).unwrap();
+    let layers = vec![LayerRecord { diff_id: layer, disk_bytes: 4096, inodes: 2 }];
+    crate::blocking::run(|| store.commit(record, layers, &blobs)).unwrap();
 }
 
 struct Fuzzer {

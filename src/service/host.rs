@@ -44,31 +44,38 @@ pub struct NodeHost;
 #[async_trait]
 impl Host for NodeHost {
     fn create_namespaces(&self, request: &NsRequest, work_dir: &Path) -> Result<Option<ProcessRef>, String> {
+        crate::blocking::check("creating namespaces");
         sandbox::create(request, work_dir)
     }
 
     fn release_namespaces(&self, request: &NsRequest, holder: Option<ProcessRef>) {
+        crate::blocking::check("releasing namespaces");
         sandbox::release(request, holder)
     }
 
     fn mount_tmpfs(&self, target: &Path, options: &[String]) -> io::Result<()> {
+        crate::blocking::check("a tmpfs mount");
         sandbox::mount_tmpfs(target, options)
     }
 
     fn mount_overlay(&self, target: &Path, data: &str, read_only: bool) -> io::Result<()> {
+        crate::blocking::check("an overlay mount");
         let flags = if read_only { nix::mount::MsFlags::MS_RDONLY } else { nix::mount::MsFlags::empty() };
         nix::mount::mount(Some("overlay"), target, Some("overlay"), flags, Some(data)).map_err(io::Error::from)
     }
 
     fn bind_mapped(&self, source: &Path, target: &Path, userns: &File, read_only: bool) -> io::Result<()> {
+        crate::blocking::check("an id-mapped bind mount");
         sandbox::bind_mapped(source, target, userns, read_only)
     }
 
     fn ensure_shared(&self, path: &Path) -> io::Result<Shared> {
+        crate::blocking::check("a shared mount");
         sandbox::ensure_shared(path)
     }
 
     fn unmount(&self, target: &Path) -> io::Result<()> {
+        crate::blocking::check("an unmount");
         sandbox::unmount(target)
     }
 

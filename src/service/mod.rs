@@ -197,7 +197,7 @@ impl ImageService {
         f: impl FnOnce(&ImageStore) -> Result<T, crate::image::ImageError> + Send + 'static,
     ) -> Result<T, crate::error::Error> {
         let store = self.store.clone();
-        Ok(tokio::task::spawn_blocking(move || f(&store)).await??)
+        Ok(crate::blocking::spawn(move || f(&store)).await??)
     }
 }
 

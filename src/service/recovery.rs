@@ -44,8 +44,13 @@ impl PodService {
 
     /// Loads every sandbox and container, picks up exits that happened while the daemon was
     /// away, marks pods whose namespaces are gone NotReady, and cleans what a crash during
-    /// creation left. Runs before the socket opens.
+    /// creation left. Runs before the socket opens, off the async workers (it reads every
+    /// record and removes what it cleans).
     pub fn recover(&self) -> Result<(), Error> {
+        crate::blocking::run(|| self.recover_records())
+    }
+
+    fn recover_records(&self) -> Result<(), Error> {
         let sandboxes = self.registry.sandbox_records.load::<SandboxMeta, SandboxStatus>()?;
         let mut quarantined = Vec::new();
         for (id, why) in sandboxes.quarantined {

@@ -160,7 +160,7 @@ impl Registry {
         // Liveness first: a monitor records the exit before it ends, so one found gone
         // before the read below without a record really lost it.
         let monitor_gone = status.monitor.is_some_and(|m| !m.is_alive());
-        match read_exit(&self.exit_file(id)) {
+        match crate::blocking::run(|| read_exit(&self.exit_file(id))) {
             Some(exit) => {
                 status.state = ContainerState::Exited;
                 status.exit_code = exit.exit_code;
@@ -176,8 +176,13 @@ impl Registry {
             }
             None => return Some(current),
         }
-        if let Err(e) = self.container_records.write_status(id.as_str(), &status) {
-            tracing::error!(container = %id, error = %e, "cannot persist container status");
+        match crate::blocking::run(|| self.container_records.write_status(id.as_str(), &status)) {
+            // Removed meanwhile (by a call holding its lock): nothing to update.
+            Err(crate::store::StoreError::Write { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                return self.read().containers.get(id).cloned();
+            }
+            Err(e) => tracing::error!(container = %id, error = %e, "cannot persist container status"),
+            Ok(()) => {}
         }
         let updated = {
             let mut state = self.write();
@@ -204,7 +209,7 @@ impl Registry {
     }
 
     pub(super) fn save_container_status(&self, id: &ContainerId, status: ContainerStatus) -> Result<(), Error> {
-        self.container_records.write_status(id.as_str(), &status)?;
+        crate::blocking::run(|| self.container_records.write_status(id.as_str(), &status))?;
         let new = status.state;
         let replaced = self.write().containers.get_mut(id).map(|c| {
             let old = std::mem::replace(&mut c.status, status).state;
@@ -221,7 +226,7 @@ impl Registry {
     }
 
     pub(super) fn save_sandbox_status(&self, id: &SandboxId, status: SandboxStatus) -> Result<(), Error> {
-        self.sandbox_records.write_status(id.as_str(), &status)?;
+        crate::blocking::run(|| self.sandbox_records.write_status(id.as_str(), &status))?;
         let new = status.state;
         let old = self.write().sandboxes.get_mut(id).map(|s| std::mem::replace(&mut s.status, status).state);
         if old.is_some_and(|old| old != new) && new == crate::model::sandbox::SandboxState::NotReady {
@@ -238,14 +243,17 @@ impl Registry {
     /// Records a new sandbox on disk, then lists it; nothing is left when the write fails.
     pub(super) fn add_sandbox(&self, meta: SandboxMeta, status: SandboxStatus) -> Result<(), Error> {
         let id = meta.id.clone();
-        let written = self
-            .sandbox_records
-            .write_meta(id.as_str(), &meta)
-            .and_then(|()| self.sandbox_records.write_status(id.as_str(), &status));
-        if let Err(e) = written {
-            let _ = std::fs::remove_dir_all(self.sandbox_records.dir(id.as_str()));
-            return Err(e.into());
-        }
+        let written = crate::blocking::run(|| {
+            let written = self
+                .sandbox_records
+                .write_meta(id.as_str(), &meta)
+                .and_then(|()| self.sandbox_records.write_status(id.as_str(), &status));
+            if written.is_err() {
+                let _ = self.sandbox_records.remove(id.as_str());
+            }
+            written
+        });
+        written?;
         self.write().sandboxes.insert(id.clone(), Sandbox { meta: Arc::new(meta), status });
         // A sandbox is ready as soon as it is recorded.
         self.emit(EventKind::Created, id.as_str(), &id);
@@ -255,8 +263,10 @@ impl Registry {
 
     /// Records a new container on disk, then lists it.
     pub(super) fn add_container(&self, meta: ContainerMeta, status: ContainerStatus) -> Result<(), Error> {
-        self.container_records.write_meta(meta.id.as_str(), &meta)?;
-        self.container_records.write_status(meta.id.as_str(), &status)?;
+        crate::blocking::run(|| {
+            self.container_records.write_meta(meta.id.as_str(), &meta)?;
+            self.container_records.write_status(meta.id.as_str(), &status)
+        })?;
         let (id, sandbox_id) = (meta.id.clone(), meta.sandbox_id.clone());
         self.write().containers.insert(id.clone(), Container { meta: Arc::new(meta), status });
         self.emit(EventKind::Created, id.as_str(), &sandbox_id);
@@ -267,7 +277,7 @@ impl Registry {
     pub(super) fn remove_sandbox(&self, id: &SandboxId) -> Result<(), Error> {
         // The event carries the pod's last record.
         self.emit(EventKind::Deleted, id.as_str(), id);
-        self.sandbox_records.remove(id.as_str())?;
+        crate::blocking::run(|| self.sandbox_records.remove(id.as_str()))?;
         self.write().sandboxes.remove(id);
         self.locks.forget(id.as_str());
         Ok(())
@@ -275,7 +285,7 @@ impl Registry {
 
     /// Forgets a container: its record (with its writable layer), its entry and its lock.
     pub(super) fn remove_container(&self, id: &ContainerId) -> Result<(), Error> {
-        self.container_records.remove(id.as_str())?;
+        crate::blocking::run(|| self.container_records.remove(id.as_str()))?;
         let removed = self.write().containers.remove(id);
         if let Some(c) = removed {
             self.emit(EventKind::Deleted, id.as_str(), &c.meta.sandbox_id);

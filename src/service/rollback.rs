@@ -20,11 +20,17 @@ impl Rollback {
 }
 
 impl Drop for Rollback {
+    /// Undo steps remove directories, unmount and kill: blocking work, off the async workers.
     fn drop(&mut self) {
-        while let Some((label, undo)) = self.steps.pop() {
-            tracing::debug!(step = label, "rolling back");
-            undo();
+        if self.steps.is_empty() {
+            return;
         }
+        crate::blocking::run(|| {
+            while let Some((label, undo)) = self.steps.pop() {
+                tracing::debug!(step = label, "rolling back");
+                undo();
+            }
+        })
     }
 }
 

@@ -29,7 +29,7 @@ impl RuntimeService {
     pub async fn status(&self, verbose: bool, pods: &PodService) -> RuntimeStatus {
         let network = pods.network_ready().await;
         let runtimes = self.runtimes.clone();
-        if let Err(e) = tokio::task::spawn_blocking(move || runtimes.reprobe_unusable()).await {
+        if let Err(e) = crate::blocking::spawn(move || runtimes.reprobe_unusable()).await {
             tracing::warn!(error = %e, "probing the runtime handlers again");
         }
         let mut status = self.conditions(verbose, network);

@@ -23,7 +23,7 @@ impl PodService {
                 tracing::warn!(sandbox = %sandbox.meta.id, error = %e, "cannot remove the pod cgroup");
             }
         }
-        let _ = std::fs::remove_dir_all(&sandbox.meta.dir);
+        let _ = crate::blocking::run(|| std::fs::remove_dir_all(&sandbox.meta.dir));
         self.registry.remove_sandbox(&sandbox.meta.id)?;
         tracing::info!(sandbox = %sandbox.meta.id, "pod sandbox removed");
         Ok(())

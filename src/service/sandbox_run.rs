@@ -65,7 +65,7 @@ impl PodService {
         let id = SandboxId::generate();
         let dir = self.registry.sandbox_run_dir(&id);
         let mut rollback = Rollback::new();
-        std::fs::create_dir_all(dir.join("ns")).map_err(Error::io(dir.display()))?;
+        crate::blocking::run(|| std::fs::create_dir_all(dir.join("ns"))).map_err(Error::io(dir.display()))?;
         let cleanup_dir = dir.clone();
         rollback.push("remove run directory", move || {
             let _ = std::fs::remove_dir_all(cleanup_dir);
@@ -73,11 +73,10 @@ impl PodService {
 
         let request = self.ns_request(&id, &config);
         let (req, work, host) = (request.clone(), dir.clone(), self.host.clone());
-        let holder = tokio::task::spawn_blocking(move || {
-            super::step("namespaces").in_scope(|| host.create_namespaces(&req, &work))
-        })
-        .await?
-        .map_err(|e| Error::Internal(format!("creating the pod's namespaces: {e}")))?;
+        let holder =
+            crate::blocking::spawn(move || super::step("namespaces").in_scope(|| host.create_namespaces(&req, &work)))
+                .await?
+                .map_err(|e| Error::Internal(format!("creating the pod's namespaces: {e}")))?;
         if let Some(holder) = holder {
             self.adopt_into_monitor_cgroup(vec![holder]);
         }
@@ -85,7 +84,7 @@ impl PodService {
         rollback.push("release namespaces", move || host.release_namespaces(&released, holder));
         crate::crash::point("sandbox-after-namespaces");
 
-        self.prepare_pod_dir(&dir, &config, &modes, &mut rollback)?;
+        crate::blocking::run(|| self.prepare_pod_dir(&dir, &config, &modes, &mut rollback))?;
 
         // Networking last: its failure path and a crash after it are covered by its own record.
         let addresses = if modes.host_network {

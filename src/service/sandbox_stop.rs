@@ -27,7 +27,7 @@ impl PodService {
         let request = self.ns_request(&sandbox.meta.id, &sandbox.meta.config);
         let holder = sandbox.status.holder;
         let (shm, host) = (sandbox.meta.dir.join("shm"), self.host.clone());
-        tokio::task::spawn_blocking(move || {
+        crate::blocking::spawn(move || {
             super::step("release namespaces").in_scope(|| {
                 host.release_namespaces(&request, holder);
                 let _ = host.unmount(&shm);

@@ -110,8 +110,7 @@ impl PodService {
     /// (the subreaper that reaps it), so a pid another process took is never signalled.
     fn kill_init(&self, id: &crate::model::ids::ContainerId) {
         let Ok(container) = self.registry.find_container(id.as_str()) else { return };
-        let init = container.status.pid.zip(container.status.monitor);
-        if let Some(init) = init.and_then(|(pid, monitor)| monitor.child(pid)) {
+        if let Some(init) = container.status.live_init() {
             init.signal(nix::sys::signal::Signal::SIGKILL);
         }
     }

@@ -62,7 +62,7 @@ impl PodService {
             tick.tick().await;
             let ids: Vec<ContainerId> = self.registry.read().containers.keys().cloned().collect();
             let service = self.clone();
-            let walked = tokio::task::spawn_blocking(move || {
+            let walked = crate::blocking::spawn(move || {
                 ids.into_iter()
                     .map(|id| {
                         let usage = disk_usage(&service.registry.container_state_dir(&id).join("upper"));

@@ -27,9 +27,17 @@ struct Envelope<T> {
 /// write has a temporary file of its own (a unique name, mode 0600): two writers of one path
 /// never share one, the last rename wins whole.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    fs::create_dir_all(dir).map_err(|source| StoreError::Write { path: path.to_path_buf(), source })?;
+    replace_atomic(path, bytes)
+}
+
+/// As `write_atomic`, in a directory that must exist: a record removed meanwhile (its
+/// directory gone) is not brought back by a late writer, which gets NotFound.
+pub fn replace_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    crate::blocking::check("an atomic write (fsync)");
     let err = |source| StoreError::Write { path: path.to_path_buf(), source };
     let dir = path.parent().unwrap_or(Path::new("."));
-    fs::create_dir_all(dir).map_err(err)?;
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("state");
     // Dropped on any error, the temporary file is removed.
     let mut tmp = tempfile::Builder::new().prefix(&format!(".{name}.tmp-")).tempfile_in(dir).map_err(err)?;
@@ -41,9 +49,17 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
 
 /// Writes `data` as `{"version": N, "data": …}`.
 pub fn write_versioned<T: Serialize>(path: &Path, version: u32, data: &T) -> Result<(), StoreError> {
-    let bytes = serde_json::to_vec_pretty(&Envelope { version, data })
-        .map_err(|e| StoreError::Write { path: path.to_path_buf(), source: std::io::Error::other(e) })?;
-    write_atomic(path, &bytes)
+    write_atomic(path, &envelope(path, version, data)?)
+}
+
+/// As `write_versioned`, in a directory that must exist (see `replace_atomic`).
+pub fn replace_versioned<T: Serialize>(path: &Path, version: u32, data: &T) -> Result<(), StoreError> {
+    replace_atomic(path, &envelope(path, version, data)?)
+}
+
+fn envelope<T: Serialize>(path: &Path, version: u32, data: &T) -> Result<Vec<u8>, StoreError> {
+    serde_json::to_vec_pretty(&Envelope { version, data })
+        .map_err(|e| StoreError::Write { path: path.to_path_buf(), source: std::io::Error::other(e) })
 }
 
 /// Reads a versioned document; `Ok(None)` when the file does not exist. A document of an

@@ -4,6 +4,6 @@ mod atomic;
 mod records;
 mod tolerant;
 
-pub use atomic::{read_versioned, write_atomic, write_versioned, StoreError};
+pub use atomic::{read_versioned, replace_atomic, replace_versioned, write_atomic, write_versioned, StoreError};
 pub use records::{Loaded, Records};
 pub use tolerant::tolerant;

@@ -2,7 +2,10 @@
 //! (mutable). An object is complete once its status exists; a directory without one is
 //! what a crash during creation left. A record this build cannot read is quarantined: moved
 //! to `<id>.corrupt`, its object left as it is on the node until the operator adopts it
-//! (back to `<id>`) or releases it (`<id>.release`, cleaned up at the next start).
+//! (back to `<id>`) or releases it (`<id>.release`, cleaned up at the next start). A record
+//! is removed by renaming it to `<id>.removing` first: a late status write finds no
+//! directory instead of bringing one back, and a removal a crash cut short ends at the next
+//! load.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -10,7 +13,7 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::{read_versioned, write_versioned, StoreError};
+use super::{read_versioned, replace_versioned, write_versioned, StoreError};
 
 const VERSION: u32 = 1;
 
@@ -32,6 +35,7 @@ pub struct Loaded<M, S> {
 
 const QUARANTINED: &str = "corrupt";
 const RELEASED: &str = "release";
+const REMOVING: &str = "removing";
 
 impl Records {
     pub fn open(root: &Path) -> Result<Records, StoreError> {
@@ -47,20 +51,29 @@ impl Records {
         write_versioned(&self.dir(id).join("meta.json"), VERSION, meta)
     }
 
+    /// Writes the status of a record whose meta is written: NotFound once it is removed.
     pub fn write_status<S: Serialize>(&self, id: &str, status: &S) -> Result<(), StoreError> {
-        write_versioned(&self.dir(id).join("status.json"), VERSION, status)
+        replace_versioned(&self.dir(id).join("status.json"), VERSION, status)
     }
 
+    /// Removes a record: renamed aside at once, so no writer brings it back, then deleted.
     pub fn remove(&self, id: &str) -> Result<(), StoreError> {
-        match fs::remove_dir_all(self.dir(id)) {
+        crate::blocking::check("removing a record directory");
+        let removing = self.aside_dir(id, REMOVING);
+        match fs::rename(self.dir(id), &removing) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                Err(StoreError::Write { path: self.dir(id), source: e })
+                return Err(StoreError::Write { path: self.dir(id), source: e })
             }
+            _ => {}
+        }
+        match fs::remove_dir_all(&removing) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(StoreError::Write { path: removing, source: e }),
             _ => Ok(()),
         }
     }
 
     pub fn load<M: DeserializeOwned, S: DeserializeOwned>(&self) -> Result<Loaded<M, S>, StoreError> {
+        crate::blocking::check("loading records");
         let mut loaded =
             Loaded { complete: Vec::new(), incomplete: Vec::new(), quarantined: Vec::new(), released: Vec::new() };
         let entries =
@@ -80,6 +93,10 @@ impl Records {
                     loaded.quarantined.push((id.to_string(), why_unreadable::<M, S>(&entry.path())))
                 }
                 Some((id, RELEASED)) => loaded.released.push(id.to_string()),
+                // A removal a crash cut short: the object was on its way out.
+                Some((_, REMOVING)) => {
+                    let _ = fs::remove_dir_all(entry.path());
+                }
                 // Temporary files of an atomic write, earlier builds' leftovers.
                 Some(_) => {}
             }
@@ -203,5 +220,24 @@ mod tests {
         records.forget_released("b").unwrap();
         let loaded = records.load::<u32, u32>().unwrap();
         assert!(loaded.released.is_empty() && loaded.quarantined.is_empty());
+    }
+
+    #[test]
+    fn a_removed_record_stays_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let records = Records::open(dir.path()).unwrap();
+        records.write_meta("a", &"meta-a").unwrap();
+        records.write_status("a", &1u32).unwrap();
+        records.remove("a").unwrap();
+        let late = records.write_status("a", &2u32).unwrap_err();
+        assert!(matches!(late, StoreError::Write { ref source, .. } if source.kind() == std::io::ErrorKind::NotFound));
+        assert!(!records.dir("a").exists(), "a late status write does not bring the record back");
+        // A removal a crash cut short (renamed, not yet deleted) ends at the next load.
+        records.write_meta("b", &"meta-b").unwrap();
+        records.write_status("b", &1u32).unwrap();
+        fs::rename(records.dir("b"), dir.path().join("b.removing")).unwrap();
+        let loaded = records.load::<String, u32>().unwrap();
+        assert!(loaded.complete.is_empty() && loaded.incomplete.is_empty());
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 }

@@ -114,7 +114,7 @@ async fn feed(mut from: Input, mut to: impl AsyncWrite + Unpin) {
 /// writes the pid file).
 fn exec_command(req: &ExecRequest, dir: &Path) -> Result<tokio::process::Command, StreamError> {
     let process = dir.join("process.json");
-    std::fs::write(&process, &req.process_json)
+    crate::blocking::run(|| std::fs::write(&process, &req.process_json))
         .map_err(|e| StreamError::Io { what: "writing the exec process".into(), source: e })?;
     Ok(req.runtime.exec_command(&req.container_id, &process, dir))
 }
