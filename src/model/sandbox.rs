@@ -113,6 +113,13 @@ impl ProcessRef {
         matches!(process_stat(self.pid), Some((state, _, start)) if start == self.start_time && !matches!(state, 'Z' | 'X'))
     }
 
+    /// In its exit: its namespaces already released, not yet a zombie. The init of a PID
+    /// namespace stays so until every other process of the namespace is reaped (an exec
+    /// killed half-way in, say); nothing can join its namespaces any more.
+    pub fn is_exiting(&self) -> bool {
+        self.is_alive() && std::fs::read_link(format!("/proc/{}/ns/pid", self.pid)).is_err()
+    }
+
     /// The live child `pid` of this live process: a pid whose parent is a process of ours
     /// (a subreaper that has not reaped it) cannot have been taken by another process.
     pub fn child(&self, pid: i32) -> Option<ProcessRef> {
@@ -192,6 +199,7 @@ mod tests {
     fn own_process_is_alive_and_a_changed_start_time_is_not() {
         let me = ProcessRef::of(std::process::id() as i32).unwrap();
         assert!(me.is_alive());
+        assert!(!me.is_exiting(), "a running process holds its namespaces");
         assert!(!ProcessRef { start_time: me.start_time + 1, ..me }.is_alive());
     }
 

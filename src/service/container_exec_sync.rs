@@ -43,16 +43,7 @@ impl PodService {
         let sandbox = self.registry.find_sandbox(container.meta.sandbox_id.as_str())?;
         let runtime = self.runtimes.runtime(&sandbox.meta.runtime_handler)?;
         let limit = self.config.runtime.exec_output_limit_bytes;
-        let process = process.to_string();
-        let mut ran = runtime.exec(container.meta.id.as_str(), process.as_bytes(), timeout, limit).await;
-        if let Err(e) = &ran {
-            // The runtime could not join the container's namespaces, so the command never
-            // started: once more, unless the container is stopping (then it answers below).
-            if never_started(e) && !self.stops_meanwhile(&container).await {
-                tracing::warn!(container = %container.meta.id, error = %e, "exec did not start; trying once more");
-                ran = runtime.exec(container.meta.id.as_str(), process.as_bytes(), timeout, limit).await;
-            }
-        }
+        let ran = runtime.exec(container.meta.id.as_str(), process.to_string().as_bytes(), timeout, limit).await;
         match ran {
             Err(OciError::Timeout(t)) => {
                 Err(Error::DeadlineExceeded(format!("command timed out after {}s", t.as_secs())))
@@ -65,14 +56,14 @@ impl PodService {
         }
     }
 
-    /// Whether the container stops within a moment of a failed exec (its exit recorded, or
-    /// its init gone): a runtime failure while it stops is the stop's doing, not a fault. A
-    /// killed init can take some milliseconds to exit, hence the short wait.
+    /// Whether the container stops within a moment of a failed exec (its exit recorded, its
+    /// init gone or in its exit): a runtime failure while it stops is the stop's doing, not a
+    /// fault. A killed init can take some milliseconds to exit, hence the short wait.
     async fn stops_meanwhile(&self, container: &super::objects::Container) -> bool {
         let deadline = std::time::Instant::now() + STOPPING_GRACE;
         loop {
             let recorded_exit = self.registry.refresh(&container.meta.id).is_none_or(|c| !c.status.state.can_exec());
-            if recorded_exit || container.status.live_init().is_none() {
+            if recorded_exit || container.status.live_init().is_none_or(|init| init.is_exiting()) {
                 return true;
             }
             if std::time::Instant::now() >= deadline {
@@ -81,10 +72,4 @@ impl PodService {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
-}
-
-/// A runtime failure before the command's process existed (runc's "error executing setns
-/// process"): repeating the exec cannot run the command twice.
-fn never_started(error: &OciError) -> bool {
-    matches!(error, OciError::Failed { command: "exec", message, .. } if message.contains("executing setns process"))
 }

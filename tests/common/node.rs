@@ -44,3 +44,18 @@ pub fn probe() -> NodeFacts {
     let kernel = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
     NodeFacts { cgroup_v2, swap_accounting, mem_total: meminfo("MemTotal"), swap_total: meminfo("SwapTotal"), kernel }
 }
+
+/// Whether PID 1 reaps the orphans it inherits. Processes killed inside a PID namespace
+/// whose init is exiting are handed to it, and the namespace (its init with it) cannot
+/// finish exiting until they are reaped: every init system reaps (systemd, tini, docker's
+/// `--init`), a bare program run as PID 1 may not.
+pub fn init_reaps_orphans() -> bool {
+    let out = std::process::Command::new("sh").args(["-c", "sleep 0.1 & echo $!"]).output().unwrap();
+    let orphan: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let stat = std::fs::read_to_string(format!("/proc/{orphan}/stat")).unwrap_or_default();
+    // After the command's name: state, then the parent's pid.
+    let fields: Vec<&str> =
+        stat.rsplit_once(')').map(|(_, rest)| rest.split_whitespace().collect()).unwrap_or_default();
+    !(fields.first() == Some(&"Z") && fields.get(1) == Some(&"1"))
+}
