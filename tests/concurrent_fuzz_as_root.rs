@@ -181,16 +181,6 @@ async fn one_call(
     }
 }
 
-fn runc_list(daemon: &Daemon) -> BTreeSet<String> {
-    let out = std::process::Command::new("runc")
-        .arg("--root")
-        .arg(daemon.dir.path().join("run/runc"))
-        .args(["list", "-q"])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).lines().map(String::from).collect()
-}
-
 /// The daemon's list and the runtime's agree once the calls cut short have finished.
 async fn lists_agree(daemon: &Daemon) {
     let deadline = Instant::now() + common::scaled(Duration::from_secs(30));
@@ -203,15 +193,6 @@ async fn lists_agree(daemon: &Daemon) {
         }
         assert!(Instant::now() < deadline, "listed live {ours:?}, the runtime holds {runc:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// The test's bridge, deleted at the end (the bridge plugin leaves it on DEL).
-struct Bridge(String);
-
-impl Drop for Bridge {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("ip").args(["link", "del", &self.0]).output();
     }
 }
 

@@ -16,15 +16,6 @@ use swapcri::cri;
 
 const GATEWAY: &str = "10.88.0.1";
 
-/// The test's bridge, deleted at the end (the bridge plugin leaves it on DEL).
-struct Bridge(String);
-
-impl Drop for Bridge {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("ip").args(["link", "del", &self.0]).output();
-    }
-}
-
 fn conflist(bridge: &str, data_dir: &Path) -> String {
     serde_json::json!({
         "cniVersion": "1.0.0",

@@ -121,13 +121,7 @@ async fn pods_survive_upgrades_and_a_downgrade() {
         assert!(stat.is_empty() || stat.contains(") Z "), "process {pid} is gone");
     }
     assert!(mounts_under(daemon.dir.path()).is_empty(), "{:?}", mounts_under(daemon.dir.path()));
-    let runc = std::process::Command::new("runc")
-        .arg("--root")
-        .arg(daemon.dir.path().join("run/runc"))
-        .args(["list", "-q"])
-        .output()
-        .unwrap();
-    assert!(String::from_utf8_lossy(&runc.stdout).trim().is_empty(), "runc still lists containers");
+    assert!(runc_list(&daemon).is_empty(), "runc still lists containers");
     for kind in ["sandboxes", "containers"] {
         let left: Vec<_> = std::fs::read_dir(daemon.state_root().join(kind)).unwrap().collect();
         assert!(left.is_empty(), "{kind} records left: {left:?}");

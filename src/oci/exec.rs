@@ -21,10 +21,7 @@ pub async fn run(
     timeout: Option<Duration>,
     cap: usize,
 ) -> Result<ExecOutput, OciError> {
-    let io = |path: &std::path::Path| {
-        let (handler, path) = (runtime.name().to_string(), path.to_path_buf());
-        move |source| OciError::Io { handler, path, source }
-    };
+    let io = |path: &std::path::Path| io_error(runtime, path);
     let dir = crate::blocking::run(|| tempfile::Builder::new().prefix("swapcri-exec-").tempdir())
         .map_err(io(&std::env::temp_dir()))?;
     let process = dir.path().join("process.json");
@@ -32,6 +29,12 @@ pub async fn run(
     let ran = run_in(runtime, id, &dir, &process, timeout, cap).await;
     crate::blocking::run(|| drop(dir));
     ran
+}
+
+/// An io failure on `path` while running an exec through `runtime`.
+fn io_error(runtime: &dyn OciRuntime, path: &std::path::Path) -> impl FnOnce(std::io::Error) -> OciError {
+    let (handler, path) = (runtime.name().to_string(), path.to_path_buf());
+    move |source| OciError::Io { handler, path, source }
 }
 
 async fn run_in(
@@ -42,10 +45,7 @@ async fn run_in(
     timeout: Option<Duration>,
     cap: usize,
 ) -> Result<ExecOutput, OciError> {
-    let io = |path: &std::path::Path| {
-        let (handler, path) = (runtime.name().to_string(), path.to_path_buf());
-        move |source| OciError::Io { handler, path, source }
-    };
+    let io = |path: &std::path::Path| io_error(runtime, path);
     let mut cmd = runtime.exec_command(id, process, dir.path());
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = cmd.spawn().map_err(io(process))?;

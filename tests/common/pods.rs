@@ -194,6 +194,26 @@ pub async fn exec(
     .map(|r| r.into_inner())
 }
 
+/// The containers the daemon's runc (the built-in handler) holds.
+pub fn runc_list(daemon: &Daemon) -> std::collections::BTreeSet<String> {
+    let out = std::process::Command::new("runc")
+        .arg("--root")
+        .arg(daemon.dir.path().join("run/runc"))
+        .args(["list", "-q"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).lines().map(String::from).collect()
+}
+
+/// A test's CNI bridge, deleted at the end (the bridge plugin leaves it on DEL).
+pub struct Bridge(pub String);
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip").args(["link", "del", &self.0]).output();
+    }
+}
+
 /// Mounts under `dir` still present in the host's mount table.
 pub fn mounts_under(dir: &Path) -> Vec<String> {
     let prefix = dir.display().to_string();
