@@ -85,7 +85,7 @@ mod tests {
     async fn refused_on_a_worker_and_allowed_inside_run_and_spawn() {
         assert!(!allowed());
         let caught = std::panic::catch_unwind(|| check("a bare write"));
-        assert!(caught.is_err(), "blocking work on the worker went unnoticed");
+        assert_eq!(caught.is_err(), cfg!(debug_assertions), "debug builds notice blocking work on the worker");
         run(|| check("a write in run"));
         spawn(|| check("a write in spawn")).await.unwrap();
         assert!(!allowed(), "the mark ends with the work");

@@ -122,18 +122,15 @@ async fn one_call(
     match choice {
         0 => {
             let run = cri::RunPodSandboxRequest { config: Some(pod_config), runtime_handler: String::new() };
-            rt.run_pod_sandbox(request(run, dice)).await.map(|_| "RunPodSandbox").map_err(|e| ("RunPodSandbox", e))
+            named("RunPodSandbox", rt.run_pod_sandbox(request(run, dice)).await)
         }
         1 => {
             let stop = cri::StopPodSandboxRequest { pod_sandbox_id: dice.pick(&pods) };
-            rt.stop_pod_sandbox(request(stop, dice)).await.map(|_| "StopPodSandbox").map_err(|e| ("StopPodSandbox", e))
+            named("StopPodSandbox", rt.stop_pod_sandbox(request(stop, dice)).await)
         }
         2 => {
             let remove = cri::RemovePodSandboxRequest { pod_sandbox_id: dice.pick(&pods) };
-            rt.remove_pod_sandbox(request(remove, dice))
-                .await
-                .map(|_| "RemovePodSandbox")
-                .map_err(|e| ("RemovePodSandbox", e))
+            named("RemovePodSandbox", rt.remove_pod_sandbox(request(remove, dice)).await)
         }
         3 => {
             let name = format!("c{}", dice.below(3));
@@ -145,40 +142,39 @@ async fn one_call(
                 config: Some(config),
                 sandbox_config: Some(pod_config),
             };
-            rt.create_container(request(create, dice))
-                .await
-                .map(|_| "CreateContainer")
-                .map_err(|e| ("CreateContainer", e))
+            named("CreateContainer", rt.create_container(request(create, dice)).await)
         }
         4 => {
             let start = cri::StartContainerRequest { container_id: dice.pick(created) };
-            rt.start_container(request(start, dice)).await.map(|_| "StartContainer").map_err(|e| ("StartContainer", e))
+            named("StartContainer", rt.start_container(request(start, dice)).await)
         }
         5 => {
             let stop =
                 cri::StopContainerRequest { container_id: dice.pick(&containers), timeout: dice.below(2) as i64 };
-            rt.stop_container(request(stop, dice)).await.map(|_| "StopContainer").map_err(|e| ("StopContainer", e))
+            named("StopContainer", rt.stop_container(request(stop, dice)).await)
         }
         6 => {
             let remove = cri::RemoveContainerRequest { container_id: dice.pick(&containers) };
-            rt.remove_container(request(remove, dice))
-                .await
-                .map(|_| "RemoveContainer")
-                .map_err(|e| ("RemoveContainer", e))
+            named("RemoveContainer", rt.remove_container(request(remove, dice)).await)
         }
         7 => {
             let cmd = vec!["true".to_string()];
             let exec = cri::ExecSyncRequest { container_id: dice.pick(running), cmd, timeout: 5 };
-            rt.exec_sync(request(exec, dice)).await.map(|_| "ExecSync").map_err(|e| ("ExecSync", e))
+            named("ExecSync", rt.exec_sync(request(exec, dice)).await)
         }
         _ => {
             let status = cri::PodSandboxStatusRequest { pod_sandbox_id: dice.pick(&pods), verbose: true };
-            rt.pod_sandbox_status(request(status, dice))
-                .await
-                .map(|_| "PodSandboxStatus")
-                .map_err(|e| ("PodSandboxStatus", e))
+            named("PodSandboxStatus", rt.pod_sandbox_status(request(status, dice)).await)
         }
     }
+}
+
+/// An answer with the name of the call that got it.
+fn named<T>(
+    call: &'static str,
+    answer: Result<T, tonic::Status>,
+) -> Result<&'static str, (&'static str, tonic::Status)> {
+    answer.map(|_| call).map_err(|e| (call, e))
 }
 
 /// The daemon's list and the runtime's agree once the calls cut short have finished.

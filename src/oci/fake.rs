@@ -73,11 +73,11 @@ fn args_of(doc: &serde_json::Value) -> Vec<String> {
 
 /// `sh -c` that writes its pid where runc would, then becomes the command.
 const WRITE_PID_THEN_EXEC: &str = "echo $$ > \"$0\"; exec \"$@\"";
-/// The same in a session of its own started after a delay (`$SETUP` seconds); the exec
-/// command waits for it.
 /// runc's answer when it cannot join the container's namespaces: no pid file, no process.
 const SETNS_FAILURE: &str =
     "echo 'exec failed: unable to start container process: error executing setns process: exit status 1' >&2; exit 1";
+/// The same in a session of its own started after a delay (`$SETUP` seconds); the exec
+/// command waits for it.
 const SLOW_DETACHED_EXEC: &str = "setsid sh -c 'sleep \"$SETUP\"; echo $$ > \"$0\"; exec \"$@\"' \"$0\" \"$@\" & wait";
 
 #[async_trait]

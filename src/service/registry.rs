@@ -243,7 +243,7 @@ impl Registry {
     /// Records a new sandbox on disk, then lists it; nothing is left when the write fails.
     pub(super) fn add_sandbox(&self, meta: SandboxMeta, status: SandboxStatus) -> Result<(), Error> {
         let id = meta.id.clone();
-        let written = crate::blocking::run(|| {
+        crate::blocking::run(|| {
             let written = self
                 .sandbox_records
                 .write_meta(id.as_str(), &meta)
@@ -252,8 +252,7 @@ impl Registry {
                 let _ = self.sandbox_records.remove(id.as_str());
             }
             written
-        });
-        written?;
+        })?;
         self.write().sandboxes.insert(id.clone(), Sandbox { meta: Arc::new(meta), status });
         // A sandbox is ready as soon as it is recorded.
         self.emit(EventKind::Created, id.as_str(), &id);
