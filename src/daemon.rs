@@ -44,16 +44,10 @@ pub enum DaemonError {
     Serve(#[from] tonic::transport::Error),
 }
 
-fn prepare(path: &Path, mode: u32) -> Result<(), DaemonError> {
-    let err = |source| DaemonError::Prepare { path: path.to_path_buf(), source };
-    std::fs::create_dir_all(path).map_err(err)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(err)
-}
-
 /// Builds the services from the configuration and recovers the state on disk.
 pub fn build(config: Arc<Config>) -> Result<(Arc<RuntimeService>, Arc<ImageService>, Arc<PodService>), DaemonError> {
-    prepare(&config.state_root, 0o711)?;
-    prepare(&config.run_root, 0o711)?;
+    crate::store::private::secure_roots(&config.state_root, &config.run_root)
+        .map_err(|source| DaemonError::Prepare { path: config.state_root.clone(), source })?;
     let node = crate::node::probe(&config);
     let store = Arc::new(ImageStore::open(&config.image_root())?);
     store.collect_garbage()?;
@@ -198,7 +192,9 @@ fn listen(config: &Config, manager: &mut ServiceManager) -> Result<UnixListener,
 fn bind_socket(path: &Path, gid: Option<u32>) -> Result<UnixListener, DaemonError> {
     let err = |source| DaemonError::Prepare { path: path.to_path_buf(), source };
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(err)?;
+        // The socket's group must pass through its directory to connect.
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new().recursive(true).mode(crate::store::private::TRAVERSE).create(dir).map_err(err)?;
     }
     match std::fs::symlink_metadata(path) {
         Ok(meta) if meta.file_type().is_socket() => {

@@ -140,10 +140,12 @@ fn image_kind(e: &ImageError) -> ErrorKind {
         ImageError::Registry { .. } | ImageError::LayerVanished(_) => ErrorKind::Unavailable,
         ImageError::DigestMismatch { .. } => ErrorKind::DataLoss,
         ImageError::Stalled { .. } => ErrorKind::DeadlineExceeded,
+        ImageError::TooLarge { .. } => ErrorKind::ResourceExhausted,
         ImageError::Unsupported { .. } | ImageError::InUse { .. } => ErrorKind::FailedPrecondition,
         ImageError::Unpack { source, .. } => match source {
             s if s.is_corruption() => ErrorKind::DataLoss,
             UnpackError::Escape { .. } => ErrorKind::FailedPrecondition,
+            UnpackError::TooLarge(_) => ErrorKind::ResourceExhausted,
             _ => ErrorKind::Internal,
         },
         ImageError::Io { .. } | ImageError::Download { .. } | ImageError::Store(_) | ImageError::Task(_) => {

@@ -263,6 +263,16 @@ pub struct ImageConfig {
     /// Registries on loopback addresses (localhost, 127.0.0.0/8, ::1) are reached over
     /// plain HTTP unless they have an entry of their own.
     pub loopback_plain_http: bool,
+    /// Largest manifest or index a registry may send.
+    pub max_manifest_bytes: u64,
+    /// Largest image config.
+    pub max_config_bytes: u64,
+    /// Most layers an image may have.
+    pub max_layers: usize,
+    /// Largest layer once decompressed (the tar stream).
+    pub max_layer_unpacked_bytes: u64,
+    /// Largest image: its layers decompressed, and its layers as downloaded.
+    pub max_image_unpacked_bytes: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -326,6 +336,11 @@ impl Default for ImageConfig {
             max_concurrent_downloads: 3,
             pinned: Vec::new(),
             loopback_plain_http: true,
+            max_manifest_bytes: 4 << 20,
+            max_config_bytes: 4 << 20,
+            max_layers: 128,
+            max_layer_unpacked_bytes: 16 << 30,
+            max_image_unpacked_bytes: 64 << 30,
         }
     }
 }
@@ -515,6 +530,17 @@ impl Config {
         }
         if self.image.max_concurrent_downloads == 0 {
             return Err(invalid("image.max_concurrent_downloads", "must be at least 1".into()));
+        }
+        for (key, value) in [
+            ("image.max_manifest_bytes", self.image.max_manifest_bytes),
+            ("image.max_config_bytes", self.image.max_config_bytes),
+            ("image.max_layers", self.image.max_layers as u64),
+            ("image.max_layer_unpacked_bytes", self.image.max_layer_unpacked_bytes),
+            ("image.max_image_unpacked_bytes", self.image.max_image_unpacked_bytes),
+        ] {
+            if value == 0 {
+                return Err(invalid(key, "must be at least 1".into()));
+            }
         }
         for (host, registry) in &self.registries {
             if host.is_empty() || host.contains('/') {

@@ -17,6 +17,8 @@ pub enum ImageError {
     Registry { registry: String, image: String, message: String },
     #[error("{what} of {image} is corrupt: expected digest {expected}, got {actual}")]
     DigestMismatch { image: String, what: String, expected: String, actual: String },
+    #[error("{what} of {image} is {hit}")]
+    TooLarge { image: String, what: String, hit: super::LimitHit },
     #[error("pull of {image} made no progress for {secs}s while fetching {what}")]
     Stalled { image: String, what: String, secs: u64 },
     #[error("image {image} cannot be used: {reason}")]

@@ -24,6 +24,7 @@ pub async fn import_archive(
     store: &Arc<ImageStore>,
     archive: &Path,
     name: Option<&str>,
+    limits: &super::PullLimits,
 ) -> Result<Vec<(String, ImageId)>, ImageError> {
     let scratch = store.scratch_dir()?;
     let layout = scratch.path().join("layout");
@@ -47,8 +48,8 @@ pub async fn import_archive(
         let digest = Digest::parse(entry.digest().as_ref())
             .ok_or_else(|| invalid(format!("unsupported digest {}", entry.digest())))?;
         let source = LayoutSource { dir: layout.clone(), top: digest.clone() };
-        let (top, top_digest) = source.fetch_manifest(Some(&digest)).await?;
-        let id = store_image(store, &source, &image_name, top, top_digest, 1).await?;
+        let (top, top_digest) = source.fetch_manifest(Some(&digest), limits.manifest_bytes).await?;
+        let id = store_image(store, &source, &image_name, top, top_digest, 1, limits).await?;
         tracing::info!(image = %image_name, %id, "image imported");
         imported.push((image_name.to_string(), id));
     }
@@ -91,7 +92,7 @@ fn extract(archive: &Path, dest: &Path) -> Result<(), ImageError> {
         }
         Compression::None => Box::new(buffered),
     };
-    std::fs::create_dir_all(dest).map_err(ImageError::io(dest))?;
+    crate::store::private::create_dir_all(dest).map_err(ImageError::io(dest))?;
     tar::Archive::new(reader).unpack(dest).map_err(ImageError::io(archive))
 }
 
@@ -130,9 +131,17 @@ impl ImageSource for LayoutSource {
         "the image layout".into()
     }
 
-    async fn fetch_manifest(&self, digest: Option<&Digest>) -> Result<(Vec<u8>, Digest), ImageError> {
+    async fn fetch_manifest(&self, digest: Option<&Digest>, max_bytes: u64) -> Result<(Vec<u8>, Digest), ImageError> {
         let digest = digest.unwrap_or(&self.top).clone();
         let path = self.blob_path(&digest);
+        let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        if size > max_bytes {
+            return Err(ImageError::TooLarge {
+                image: self.dir.display().to_string(),
+                what: format!("manifest {digest}"),
+                hit: super::LimitHit { setting: "image.max_manifest_bytes", limit: max_bytes },
+            });
+        }
         self.verify(&path, &digest)?;
         let bytes = std::fs::read(&path).map_err(ImageError::io(&path))?;
         Ok((bytes, digest))

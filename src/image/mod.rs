@@ -4,6 +4,7 @@ mod error;
 pub mod import;
 mod index;
 mod index_rebuild;
+mod limits;
 mod pull;
 pub mod reference;
 mod reference_syntax;
@@ -12,6 +13,7 @@ mod store;
 pub mod unpack;
 
 pub use error::ImageError;
+pub use limits::{LimitHit, PullLimits, UnpackBudget};
 pub use pull::{ImageSource, Puller};
 pub use reference::{ImageLookup, ImageName};
 pub use registry::Registries;

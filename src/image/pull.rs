@@ -15,7 +15,7 @@ use oci_spec::image::{Arch, Descriptor, ImageConfiguration, ImageIndex, ImageMan
 use crate::model::image::{Digest, ImageId, ImageRecord, LayerRecord};
 
 use super::unpack::{layer_stats, unpack_layer};
-use super::{ImageError, ImageName, ImageStore, Registries};
+use super::{ImageError, ImageName, ImageStore, LimitHit, PullLimits, Registries, UnpackBudget};
 
 pub const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
 pub const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
@@ -46,7 +46,8 @@ pub trait ImageSource: Send + Sync {
     fn describe(&self) -> String;
     /// The manifest or index named by the source's reference (`None`) or by digest;
     /// a digest is verified.
-    async fn fetch_manifest(&self, digest: Option<&Digest>) -> Result<(Vec<u8>, Digest), ImageError>;
+    /// Manifests longer than `max_bytes` are refused (TooLarge).
+    async fn fetch_manifest(&self, digest: Option<&Digest>, max_bytes: u64) -> Result<(Vec<u8>, Digest), ImageError>;
     /// A local file holding the verified blob (written into `scratch` if it must be fetched).
     async fn open_blob(&self, blob: &BlobRef, scratch: &Path) -> Result<PathBuf, ImageError>;
 }
@@ -104,7 +105,8 @@ impl Puller {
         loop {
             attempt += 1;
             let (source, top, top_digest) = self.registries.open(name, auth.clone()).await?;
-            match store_image(&self.store, &source, name, top, top_digest, self.max_downloads).await {
+            let limits = self.registries.limits().clone();
+            match store_image(&self.store, &source, name, top, top_digest, self.max_downloads, &limits).await {
                 // A concurrent removal took a shared layer between unpack and commit.
                 Err(ImageError::LayerVanished(layer)) if attempt < 3 => {
                     tracing::warn!(image = %name, %layer, "layer removed concurrently, pulling again");
@@ -122,7 +124,8 @@ impl Puller {
     }
 }
 
-/// Stores the image whose top-level manifest (or index) is `top`, naming it `name`.
+/// Stores the image whose top-level manifest (or index) is `top`, naming it `name`. A pull
+/// that fails leaves no layer of its own behind.
 pub async fn store_image(
     store: &Arc<ImageStore>,
     source: &dyn ImageSource,
@@ -130,15 +133,56 @@ pub async fn store_image(
     top: Vec<u8>,
     top_digest: Digest,
     max_downloads: usize,
+    limits: &PullLimits,
+) -> Result<ImageId, ImageError> {
+    let installed = Mutex::new(Vec::new());
+    let result = store_image_recording(store, source, name, top, top_digest, max_downloads, limits, &installed).await;
+    let installed = installed.into_inner().unwrap_or_else(|p| p.into_inner());
+    if result.is_err() && !installed.is_empty() {
+        let store = store.clone();
+        crate::blocking::spawn(move || store.discard_unindexed_layers(&installed))
+            .await
+            .map_err(|e| ImageError::Task(e.to_string()))?;
+    }
+    result
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn store_image_recording(
+    store: &Arc<ImageStore>,
+    source: &dyn ImageSource,
+    name: &ImageName,
+    top: Vec<u8>,
+    top_digest: Digest,
+    max_downloads: usize,
+    limits: &PullLimits,
+    installed: &Mutex<Vec<Digest>>,
 ) -> Result<ImageId, ImageError> {
     let image = name.to_string();
+    let too_large = |what: String, setting: &'static str, limit: u64| ImageError::TooLarge {
+        image: image.clone(),
+        what,
+        hit: LimitHit { setting, limit },
+    };
     let unsupported = |reason: String| ImageError::Unsupported { image: image.clone(), reason };
-    let (manifest_bytes, manifest_digest) = resolve_manifest(source, &image, top, top_digest.clone()).await?;
+    let (manifest_bytes, manifest_digest) = resolve_manifest(source, &image, top, top_digest.clone(), limits).await?;
     let manifest: ImageManifest =
         serde_json::from_slice(&manifest_bytes).map_err(|e| unsupported(format!("bad manifest: {e}")))?;
 
     let scratch = store.scratch_dir()?;
     let config_ref = blob_ref(manifest.config(), &image)?;
+    if config_ref.size > limits.config_bytes {
+        return Err(too_large("the config".into(), "image.max_config_bytes", limits.config_bytes));
+    }
+    if manifest.layers().len() > limits.layers {
+        let what = format!("the manifest's {} layers", manifest.layers().len());
+        return Err(too_large(what, "image.max_layers", limits.layers as u64));
+    }
+    let declared: u64 = manifest.layers().iter().map(|l| l.size()).fold(0, u64::saturating_add);
+    if declared > limits.image_unpacked_bytes {
+        let what = format!("the layers' declared size ({declared} bytes)");
+        return Err(too_large(what, "image.max_image_unpacked_bytes", limits.image_unpacked_bytes));
+    }
     let config_path = source.open_blob(&config_ref, scratch.path()).await?;
     let config_bytes = tokio::fs::read(&config_path).await.map_err(ImageError::io(&config_path))?;
     let config: ImageConfiguration =
@@ -169,11 +213,15 @@ pub async fn store_image(
     }
 
     let total = layers.len();
+    let budget = UnpackBudget::new(limits);
     let records: Vec<LayerRecord> = futures::stream::iter(layers.into_iter().enumerate())
         .map(|(n, (blob, diff_id))| {
             let scratch = scratch.path().to_path_buf();
-            let image = image.clone();
-            async move { fetch_layer(store, source, &image, &blob, &diff_id, &scratch, (n + 1, total)).await }
+            let (image, budget) = (image.clone(), budget.clone());
+            async move {
+                let layer = Layer { blob: &blob, diff_id: &diff_id, position: (n + 1, total), budget };
+                fetch_layer(store, source, &image, layer, &scratch, installed).await
+            }
         })
         .buffer_unordered(max_downloads)
         .try_collect()
@@ -203,6 +251,7 @@ async fn resolve_manifest(
     image: &str,
     top: Vec<u8>,
     top_digest: Digest,
+    limits: &PullLimits,
 ) -> Result<(Vec<u8>, Digest), ImageError> {
     let unsupported = |reason: String| ImageError::Unsupported { image: image.to_string(), reason };
     let (bytes, digest) = match manifest_kind(&top, image)? {
@@ -214,7 +263,7 @@ async fn resolve_manifest(
                 let variant = node.variant.as_deref().map(|v| format!("/{v}")).unwrap_or_default();
                 unsupported(format!("the index has no linux/{}{variant} manifest", node.arch))
             })?;
-            source.fetch_manifest(Some(&to_digest(entry, image)?)).await?
+            source.fetch_manifest(Some(&to_digest(entry, image)?), limits.manifest_bytes).await?
         }
     };
     if manifest_kind(&bytes, image)? != ManifestKind::Manifest {
@@ -223,16 +272,25 @@ async fn resolve_manifest(
     Ok((bytes, digest))
 }
 
-/// Downloads and unpacks one layer unless it is already installed.
+/// One layer of a pull: its blob, its content digest, its place, and the image's budget.
+struct Layer<'a> {
+    blob: &'a BlobRef,
+    diff_id: &'a Digest,
+    position: (usize, usize),
+    budget: UnpackBudget,
+}
+
+/// Downloads and unpacks one layer unless it is already installed; one it installs is
+/// added to `installed`.
 async fn fetch_layer(
     store: &Arc<ImageStore>,
     source: &dyn ImageSource,
     image: &str,
-    blob: &BlobRef,
-    diff_id: &Digest,
+    layer: Layer<'_>,
     scratch: &Path,
-    (n, total): (usize, usize),
+    installed: &Mutex<Vec<Digest>>,
 ) -> Result<LayerRecord, ImageError> {
+    let Layer { blob, diff_id, position: (n, total), budget } = layer;
     let path = store.layer_path(diff_id);
     if store.has_layer(diff_id) {
         tracing::info!(image, layer = %diff_id, "layer {n}/{total} already present");
@@ -248,11 +306,12 @@ async fn fetch_layer(
     let fetched = started.elapsed();
     let unpack_dir = scratch.join(format!("layer-{}", diff_id.hex()));
     let (dir, id) = (unpack_dir.clone(), diff_id.clone());
-    let stats = crate::blocking::spawn(move || unpack_layer(&blob_path, &dir, &id))
+    let stats = crate::blocking::spawn(move || unpack_layer(&blob_path, &dir, &id, &budget))
         .await
         .map_err(|e| ImageError::Task(e.to_string()))?
         .map_err(|source| ImageError::Unpack { image: image.into(), layer: diff_id.clone(), source })?;
     store.install_layer(&unpack_dir, diff_id)?;
+    installed.lock().unwrap_or_else(|p| p.into_inner()).push(diff_id.clone());
     tracing::info!(
         image,
         layer = %diff_id,

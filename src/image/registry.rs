@@ -13,6 +13,8 @@ use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_client::errors::{DigestError, OciDistributionError, OciErrorCode};
 use oci_client::manifest::OciDescriptor;
 use oci_client::secrets::RegistryAuth;
+use oci_client::RegistryOperation;
+use reqwest::header::ACCEPT;
 use oci_client::{Client, Reference};
 use sha2::Digest as _;
 use tokio::io::AsyncWriteExt;
@@ -21,14 +23,16 @@ use crate::config::{Config, RegistryConfig};
 use crate::model::image::Digest;
 
 use super::pull::{BlobRef, ImageSource, MANIFEST_MEDIA_TYPES};
-use super::{ImageError, ImageName};
+use super::{ImageError, ImageName, LimitHit, PullLimits};
 
 /// Registry settings and the clients built from them.
 pub struct Registries {
     settings: BTreeMap<String, RegistryConfig>,
     loopback_plain_http: bool,
     progress_timeout: Duration,
+    limits: PullLimits,
     clients: Mutex<HashMap<String, Arc<Client>>>,
+    http: Mutex<HashMap<String, reqwest::Client>>,
 }
 
 impl Registries {
@@ -37,8 +41,37 @@ impl Registries {
             settings: config.registries.clone(),
             loopback_plain_http: config.image.loopback_plain_http,
             progress_timeout: Duration::from_secs(config.image.pull_progress_timeout_secs),
+            limits: PullLimits::from(&config.image),
             clients: Mutex::new(HashMap::new()),
+            http: Mutex::new(HashMap::new()),
         }
+    }
+
+    pub fn limits(&self) -> &PullLimits {
+        &self.limits
+    }
+
+    /// A plain HTTP client with the host's TLS settings, for the requests oci-client would
+    /// read whole (manifests): their bodies are read here against a cap.
+    fn http_for(&self, host: &str, image: &str) -> Result<reqwest::Client, ImageError> {
+        let mut clients = self.http.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(client) = clients.get(host) {
+            return Ok(client.clone());
+        }
+        let settings = self.settings_for(host);
+        let client = reqwest::Client::builder()
+            .danger_accept_invalid_certs(settings.insecure_skip_verify)
+            .read_timeout(self.progress_timeout * 2)
+            .connect_timeout(Duration::from_secs(30))
+            .user_agent(concat!("swapcri/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| ImageError::Registry {
+                registry: host.into(),
+                image: image.into(),
+                message: format!("cannot set up a client for it: {}", error_chain(&e)),
+            })?;
+        clients.insert(host.to_string(), client.clone());
+        Ok(client)
     }
 
     fn settings_for(&self, host: &str) -> RegistryConfig {
@@ -99,7 +132,7 @@ impl Registries {
                 reference,
                 auth: if mirror.is_some() { RegistryAuth::Anonymous } else { auth.clone() },
             };
-            match source.fetch_manifest(None).await {
+            match source.fetch_manifest(None, self.limits.manifest_bytes).await {
                 Ok((bytes, digest)) => return Ok((source, bytes, digest)),
                 Err(e) => {
                     if let Some(m) = mirror {
@@ -141,6 +174,72 @@ impl RegistrySource {
     fn map_error(&self, e: OciDistributionError) -> ImageError {
         map_oci_error(e, self.host(), &self.name.to_string())
     }
+
+    fn too_large(&self, what: &str, limit: u64) -> ImageError {
+        ImageError::TooLarge {
+            image: self.name.to_string(),
+            what: what.to_string(),
+            hit: LimitHit { setting: "image.max_manifest_bytes", limit },
+        }
+    }
+
+    /// GETs a manifest, reading at most `max_manifest_bytes` of it. oci-client authenticates
+    /// (and keeps the token for the blobs); the body is read here, since oci-client would
+    /// read it whole.
+    async fn fetch_manifest_bounded(&self, reference: &Reference, limit: u64) -> Result<Vec<u8>, ImageError> {
+        let (image, host) = (self.name.to_string(), self.host().to_string());
+        let registry_error = |message: String| ImageError::Registry { registry: host.clone(), image: image.clone(), message };
+        let client = self.client()?;
+        let http = self.registries.http_for(&host, &image)?;
+        let fetch = async {
+            let token = client.auth(reference, &self.auth, RegistryOperation::Pull).await.map_err(|e| self.map_error(e))?;
+            let scheme = if self.registries.settings_for(&host).plain_http { "http" } else { "https" };
+            let mut request = http.get(manifest_url(scheme, reference)).header(ACCEPT, MANIFEST_MEDIA_TYPES.join(", "));
+            request = match (token, &self.auth) {
+                (Some(token), _) => request.bearer_auth(token),
+                (None, RegistryAuth::Basic(user, password)) => request.basic_auth(user, Some(password)),
+                (None, _) => request,
+            };
+            let response = request.send().await.map_err(|e| registry_error(error_chain(&e)))?;
+            let status = response.status();
+            if status == reqwest::StatusCode::NOT_FOUND {
+                return Err(ImageError::NotFound(image.clone()));
+            }
+            if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
+                return Err(ImageError::Unauthorized { registry: host.clone(), image: image.clone(), message: status.to_string() });
+            }
+            if !status.is_success() {
+                return Err(registry_error(format!("manifest request answered {status}")));
+            }
+            if response.content_length().is_some_and(|n| n > limit) {
+                return Err(self.too_large("the manifest", limit));
+            }
+            Ok(response)
+        };
+        let response = tokio::time::timeout(self.timeout(), fetch).await.map_err(|_| self.stalled("the manifest"))??;
+        let mut body = response.bytes_stream();
+        let mut bytes = Vec::new();
+        loop {
+            match tokio::time::timeout(self.timeout(), body.next()).await {
+                Err(_) => return Err(self.stalled("the manifest")),
+                Ok(None) => return Ok(bytes),
+                Ok(Some(chunk)) => {
+                    let chunk = chunk.map_err(|e| registry_error(error_chain(&e)))?;
+                    if bytes.len() as u64 + chunk.len() as u64 > limit {
+                        return Err(self.too_large("the manifest", limit));
+                    }
+                    bytes.extend_from_slice(&chunk);
+                }
+            }
+        }
+    }
+}
+
+/// The distribution API's manifest URL; a mirror is told the image's own registry (`ns`).
+fn manifest_url(scheme: &str, reference: &Reference) -> String {
+    let tag_or_digest = reference.digest().or(reference.tag()).unwrap_or("latest");
+    let ns = reference.namespace().map(|ns| format!("?ns={ns}")).unwrap_or_default();
+    format!("{scheme}://{}/v2/{}/manifests/{tag_or_digest}{ns}", reference.resolve_registry(), reference.repository())
 }
 
 #[async_trait]
@@ -149,7 +248,7 @@ impl ImageSource for RegistrySource {
         format!("registry {}", self.host())
     }
 
-    async fn fetch_manifest(&self, digest: Option<&Digest>) -> Result<(Vec<u8>, Digest), ImageError> {
+    async fn fetch_manifest(&self, digest: Option<&Digest>, max_bytes: u64) -> Result<(Vec<u8>, Digest), ImageError> {
         let reference = match digest {
             Some(d) => {
                 let mut r = self.name.with_digest(d);
@@ -161,12 +260,7 @@ impl ImageSource for RegistrySource {
             }
             None => self.reference.clone(),
         };
-        let client = self.client()?;
-        let fetch = client.pull_manifest_raw(&reference, &self.auth, MANIFEST_MEDIA_TYPES);
-        let (bytes, _) = tokio::time::timeout(self.timeout(), fetch)
-            .await
-            .map_err(|_| self.stalled("the manifest"))?
-            .map_err(|e| self.map_error(e))?;
+        let bytes = self.fetch_manifest_bounded(&reference, max_bytes).await?;
         let actual = Digest::of(&bytes);
         if let Some(expected) = digest.or(self.name.digest()) {
             if &actual != expected {
@@ -178,7 +272,7 @@ impl ImageSource for RegistrySource {
                 });
             }
         }
-        Ok((bytes.to_vec(), actual))
+        Ok((bytes, actual))
     }
 
     async fn open_blob(&self, blob: &BlobRef, scratch: &Path) -> Result<PathBuf, ImageError> {
@@ -206,12 +300,23 @@ impl ImageSource for RegistrySource {
         };
         let mut file = tokio::io::BufWriter::new(tokio::fs::File::create(&path).await.map_err(stored)?);
         let mut hasher = sha2::Sha256::new();
+        let mut received = 0u64;
         loop {
             let chunk = match tokio::time::timeout(self.timeout(), stream.next()).await {
                 Err(_) => return Err(self.stalled(&what)),
                 Ok(None) => break,
                 Ok(Some(chunk)) => chunk.map_err(|e| self.map_error(OciDistributionError::IoError(e)))?,
             };
+            received += chunk.len() as u64;
+            if received > blob.size {
+                // Cut at the descriptor's size: a registry cannot make a blob longer than
+                // the manifest (under its caps) said.
+                return Err(ImageError::TooLarge {
+                    image: self.name.to_string(),
+                    what,
+                    hit: LimitHit { setting: "its declared size", limit: blob.size },
+                });
+            }
             hasher.update(&chunk);
             file.write_all(&chunk).await.map_err(stored)?;
         }

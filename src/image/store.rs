@@ -44,7 +44,7 @@ impl ImageStore {
     pub fn open(root: &Path) -> Result<Self, ImageError> {
         for dir in ["blobs/sha256", "layers", "tmp"] {
             let path = root.join(dir);
-            fs::create_dir_all(&path).map_err(ImageError::io(&path))?;
+            crate::store::private::create_dir_all(&path).map_err(ImageError::io(&path))?;
         }
         let store = ImageStore {
             root: root.to_path_buf(),
@@ -187,6 +187,18 @@ impl ImageStore {
             Ok(()) => Ok(()),
             Err(_) if target.is_dir() => Ok(()),
             Err(e) => Err(ImageError::Io { path: target, source: e }),
+        }
+    }
+
+    /// Removes those of `layers` (installed by a pull that failed) that no image lists.
+    pub fn discard_unindexed_layers(&self, layers: &[Digest]) {
+        crate::blocking::check("removing layers");
+        let garbage = self.with_index(|index| {
+            Ok((layers.iter().filter(|l| !index.layers.contains_key(*l)).cloned().collect::<Vec<_>>(), false))
+        });
+        for layer in garbage.unwrap_or_default() {
+            tracing::info!(layer = %layer, "removing a layer of a failed pull");
+            self.delete_tree(&self.layer_path(&layer));
         }
     }
 

@@ -13,6 +13,8 @@ use sha2::Digest as _;
 
 use crate::model::image::Digest;
 
+use super::UnpackBudget;
+
 const WHITEOUT_PREFIX: &str = ".wh.";
 const OPAQUE_MARKER: &str = ".wh..wh..opq";
 const OPAQUE_XATTR: &str = "trusted.overlay.opaque";
@@ -25,6 +27,8 @@ pub enum UnpackError {
     Entry { path: String, source: io::Error },
     #[error("cannot read layer archive: {0}")]
     Archive(#[source] io::Error),
+    #[error("layer content is {0}")]
+    TooLarge(super::LimitHit),
     #[error("layer content has digest {actual}, the image config says {expected}")]
     DiffId { expected: Digest, actual: Digest },
 }
@@ -76,8 +80,14 @@ impl<R: Read> Read for HashingReader<R> {
 }
 
 /// Unpacks the (possibly compressed) layer `blob` into `dest`, which must be an empty
-/// directory, and checks the uncompressed content against `diff_id`.
-pub fn unpack_layer(blob: &Path, dest: &Path, diff_id: &Digest) -> Result<LayerStats, UnpackError> {
+/// directory, and checks the uncompressed content against `diff_id`. The decompressed
+/// stream is charged to `budget`.
+pub fn unpack_layer(
+    blob: &Path,
+    dest: &Path,
+    diff_id: &Digest,
+    budget: &UnpackBudget,
+) -> Result<LayerStats, UnpackError> {
     let file = File::open(blob).map_err(UnpackError::Archive)?;
     let mut buffered = BufReader::with_capacity(256 * 1024, file);
     let compression = detect_compression(buffered.fill_buf().map_err(UnpackError::Archive)?);
@@ -88,10 +98,14 @@ pub fn unpack_layer(blob: &Path, dest: &Path, diff_id: &Digest) -> Result<LayerS
             Box::new(zstd::stream::read::Decoder::with_buffer(buffered).map_err(UnpackError::Archive)?)
         }
     };
-    let mut reader = HashingReader { inner: decoded, hasher: sha2::Sha256::new() };
-    unpack_tar(&mut reader, dest)?;
+    let mut reader = HashingReader { inner: budget.meter(decoded), hasher: sha2::Sha256::new() };
     // The digest covers the whole stream, including padding after the end-of-archive marker.
-    io::copy(&mut reader, &mut io::sink()).map_err(UnpackError::Archive)?;
+    let unpacked =
+        unpack_tar(&mut reader, dest).and_then(|()| io::copy(&mut reader, &mut io::sink()).map_err(UnpackError::Archive));
+    if let Some(hit) = reader.inner.hit {
+        return Err(UnpackError::TooLarge(hit));
+    }
+    unpacked?;
     let actual = Digest::from_sha256(reader.hasher);
     if &actual != diff_id {
         return Err(UnpackError::DiffId { expected: diff_id.clone(), actual });
@@ -106,7 +120,8 @@ fn unpack_tar(reader: &mut dyn Read, dest: &Path) -> Result<(), UnpackError> {
     archive.set_preserve_permissions(true);
     archive.set_preserve_ownerships(true);
     archive.set_preserve_mtime(true);
-    archive.set_unpack_xattrs(true);
+    // Only the attributes in KEPT_XATTRS are applied, by `apply_xattrs`.
+    archive.set_unpack_xattrs(false);
     archive.set_overwrite(true);
     for entry in archive.entries().map_err(UnpackError::Archive)? {
         let mut entry = entry.map_err(UnpackError::Archive)?;
@@ -136,11 +151,44 @@ fn unpack_tar(reader: &mut dyn Read, dest: &Path) -> Result<(), UnpackError> {
         remove_existing(&target, kind.is_dir()).map_err(entry_err)?;
         if kind.is_character_special() || kind.is_block_special() || kind.is_fifo() {
             make_special(&entry, &target).map_err(entry_err)?;
-        } else if !entry.unpack_in(&root).map_err(entry_err)? {
-            return Err(UnpackError::Escape { path: shown });
+        } else {
+            let xattrs = kept_xattrs(&mut entry).map_err(entry_err)?;
+            if !entry.unpack_in(&root).map_err(entry_err)? {
+                return Err(UnpackError::Escape { path: shown });
+            }
+            for (name, value) in xattrs {
+                xattr::set(&target, &name, &value).map_err(entry_err)?;
+            }
         }
     }
     Ok(())
+}
+
+/// Extended attributes a layer may set. `user.*` is the files' own data and
+/// `security.capability` gives binaries their file capabilities (ping). Everything else is
+/// dropped: `trusted.overlay.*` would steer overlayfs (redirects, opaque directories, metacopy
+/// pointing at other layers' files), `security.selinux` / `security.ima` belong to the node's
+/// policy, and `system.*` holds ACLs the node did not grant.
+fn xattr_kept(name: &str) -> bool {
+    name.starts_with("user.") || name == "security.capability"
+}
+
+/// The entry's kept extended attributes (PAX `SCHILY.xattr.<name>` records).
+fn kept_xattrs<R: Read>(entry: &mut tar::Entry<R>) -> io::Result<Vec<(String, Vec<u8>)>> {
+    let Some(extensions) = entry.pax_extensions()? else { return Ok(Vec::new()) };
+    let mut kept = Vec::new();
+    for extension in extensions {
+        let extension = extension?;
+        let Ok(key) = extension.key() else { continue };
+        if let Some(name) = key.strip_prefix("SCHILY.xattr.") {
+            if xattr_kept(name) {
+                kept.push((name.to_string(), extension.value_bytes().to_vec()));
+            } else {
+                tracing::debug!(xattr = name, "layer extended attribute dropped");
+            }
+        }
+    }
+    Ok(kept)
 }
 
 /// The tar crate nests the real cause (EPERM, ENOSPC…) as a source; keep it in the message.

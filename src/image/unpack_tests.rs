@@ -66,6 +66,12 @@ impl Layer {
         self.raw(h, name, b"")
     }
 
+    fn file_with_xattrs(mut self, name: &str, xattrs: &[(&str, &[u8])]) -> Self {
+        let pax: Vec<(String, &[u8])> = xattrs.iter().map(|(k, v)| (format!("SCHILY.xattr.{k}"), *v)).collect();
+        self.builder.append_pax_extensions(pax.iter().map(|(k, v)| (k.as_str(), *v))).unwrap();
+        self.file(name, b"x")
+    }
+
     fn finish(self) -> Vec<u8> {
         self.builder.into_inner().unwrap()
     }
@@ -97,7 +103,7 @@ impl Fixture {
             Compression::Zstd => zstd::encode_all(tar, 3).unwrap(),
         };
         fs::write(&blob, bytes).unwrap();
-        unpack_layer(&blob, &self.dest(), &Digest::of(tar))
+        unpack_layer(&blob, &self.dest(), &Digest::of(tar), &UnpackBudget::new(&super::super::PullLimits::default()))
     }
 }
 
@@ -219,7 +225,7 @@ fn root_wrong_diff_id_is_rejected() {
     let tar = Layer::new().file("a", b"1").finish();
     let blob = fx.dir.path().join("blob");
     fs::write(&blob, &tar).unwrap();
-    let err = unpack_layer(&blob, &fx.dest(), &Digest::of(b"something else")).unwrap_err();
+    let err = unpack_layer(&blob, &fx.dest(), &Digest::of(b"something else"), &budget()).unwrap_err();
     assert!(matches!(err, UnpackError::DiffId { .. }), "{err}");
     assert!(err.is_corruption());
 }
@@ -233,6 +239,66 @@ fn truncated_archive_is_corruption() {
     let gz = enc.finish().unwrap();
     let blob = fx.dir.path().join("blob");
     fs::write(&blob, &gz[..gz.len() / 2]).unwrap();
-    let err = unpack_layer(&blob, &fx.dest(), &Digest::of(&tar)).unwrap_err();
+    let err = unpack_layer(&blob, &fx.dest(), &Digest::of(&tar), &budget()).unwrap_err();
     assert!(err.is_corruption(), "{err}");
+}
+
+fn budget() -> UnpackBudget {
+    UnpackBudget::new(&super::super::PullLimits::default())
+}
+
+#[test]
+fn only_user_and_capability_xattrs_are_kept() {
+    let fx = Fixture::new();
+    let cap = [1u8, 0, 0, 2, 0, 0x20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    let tar = Layer::new()
+        .file_with_xattrs(
+            "f",
+            &[
+                ("user.note", b"kept"),
+                ("security.capability", &cap),
+                ("trusted.overlay.redirect", b"/etc"),
+                ("trusted.overlay.opaque", b"y"),
+                ("security.selinux", b"system_u:object_r:shadow_t:s0"),
+            ],
+        )
+        .finish();
+    fx.unpack(&tar, Compression::None).unwrap();
+    let f = fx.dest().join("f");
+    let mut names: Vec<String> = xattr::list(&f).unwrap().map(|n| n.to_string_lossy().into_owned()).collect();
+    names.sort();
+    // The node may add its own security label (SELinux); only the layer's are counted.
+    names.retain(|n| n != "security.selinux" || xattr::get(&f, n).unwrap().as_deref() == Some(&b"system_u:object_r:shadow_t:s0"[..]));
+    assert_eq!(names, ["security.capability", "user.note"]);
+    assert_eq!(xattr::get(&f, "user.note").unwrap(), Some(b"kept".to_vec()));
+}
+
+#[test]
+fn a_decompression_bomb_stops_at_the_layer_cap() {
+    let fx = Fixture::new();
+    let tar = Layer::new().file("zeros", &vec![0u8; 4 << 20]).finish();
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    enc.write_all(&tar).unwrap();
+    let gz = enc.finish().unwrap();
+    assert!(gz.len() < 64 << 10, "{}", gz.len());
+    let blob = fx.dir.path().join("blob");
+    fs::write(&blob, &gz).unwrap();
+    let limits = super::super::PullLimits { layer_unpacked_bytes: 1 << 20, ..Default::default() };
+    let err = unpack_layer(&blob, &fx.dest(), &Digest::of(&tar), &UnpackBudget::new(&limits)).unwrap_err();
+    assert!(matches!(err, UnpackError::TooLarge(hit) if hit.setting == "image.max_layer_unpacked_bytes"), "{err}");
+    let written: u64 = walk_sizes(&fx.dest());
+    assert!(written <= 1 << 20, "{written} bytes written past the cap");
+}
+
+fn walk_sizes(dir: &Path) -> u64 {
+    fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| {
+                    let m = e.metadata().unwrap();
+                    if m.is_dir() { walk_sizes(&e.path()) } else { m.len() }
+                })
+                .sum()
+        })
+        .unwrap_or(0)
 }

@@ -4,8 +4,10 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+
+use crate::store::private;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stream {
@@ -101,10 +103,21 @@ impl CriLog {
 
 fn open_append(path: &Path) -> io::Result<File> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+        private::create_dir_all(dir)?;
     }
     // Never through a symbolic link: the path was checked to stay in the pod's log directory.
-    OpenOptions::new().create(true).append(true).custom_flags(nix::libc::O_NOFOLLOW).open(path)
+    let file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(private::LOG)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(path)?;
+    // A log written by an earlier version may be readable by everyone.
+    let mode = file.metadata()?.permissions().mode() & 0o7777;
+    if mode & !private::LOG != 0 {
+        file.set_permissions(std::fs::Permissions::from_mode(mode & private::LOG))?;
+    }
+    Ok(file)
 }
 
 pub fn timestamp() -> String {

@@ -177,7 +177,7 @@ impl Network {
         let state = |message: String| NetworkError::State { path: path.clone(), message };
         let bytes = serde_json::to_vec_pretty(attachment).map_err(|e| state(e.to_string()))?;
         crate::blocking::run(|| {
-            std::fs::create_dir_all(&self.state_dir)?;
+            crate::store::private::create_dir_all(&self.state_dir)?;
             let tmp = path.with_extension("tmp");
             std::fs::write(&tmp, bytes)?;
             std::fs::File::open(&tmp).and_then(|f| f.sync_all())?;

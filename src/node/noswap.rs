@@ -21,7 +21,7 @@ pub struct ScratchMount {
 impl MountProbe for ScratchMount {
     fn mount_noswap(&self) -> Result<(), Errno> {
         use nix::mount::{mount, umount2, MntFlags, MsFlags};
-        std::fs::create_dir_all(&self.dir).map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(0)))?;
+        crate::store::private::create_dir_all(&self.dir).map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(0)))?;
         let result = mount(Some("swapcri-probe"), &self.dir, Some("tmpfs"), MsFlags::empty(), Some("size=4k,noswap"));
         if result.is_ok() {
             let _ = umount2(&self.dir, MntFlags::MNT_DETACH);

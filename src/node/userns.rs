@@ -33,7 +33,7 @@ pub fn probe(kernel: Option<KernelVersion>, layers_dir: &Path, work_dir: &Path) 
 }
 
 fn try_idmap(layers_dir: &Path, work_dir: &Path) -> Result<(), String> {
-    std::fs::create_dir_all(layers_dir).map_err(|e| format!("{}: {e}", layers_dir.display()))?;
+    crate::store::private::create_dir_all(layers_dir).map_err(|e| format!("{}: {e}", layers_dir.display()))?;
     let dir = tempfile::tempdir_in(work_dir).map_err(|e| format!("{}: {e}", work_dir.display()))?;
     let pin = dir.path().join("user");
     let request = NsRequest {

@@ -118,7 +118,7 @@ impl OciRuntime for CliRuntime {
     fn create(&self, id: &str, bundle: &Path, work_dir: &Path, io: CreateIo) -> Result<i32, OciError> {
         let io_error =
             |path: &Path, source| OciError::Io { handler: self.spec.name.clone(), path: path.into(), source };
-        std::fs::create_dir_all(work_dir).map_err(|e| io_error(work_dir, e))?;
+        crate::store::private::create_dir_all(work_dir).map_err(|e| io_error(work_dir, e))?;
         let (pid_file, log) = (work_dir.join(PID_FILE), work_dir.join(LOG_FILE));
         let mut cmd = std::process::Command::new(&self.spec.binary);
         cmd.args(self.base_args(Some(&log)));

@@ -17,7 +17,7 @@ pub fn mount_tmpfs(target: &Path, options: &[String]) -> std::io::Result<()> {
             other => data.push(other.to_string()),
         }
     }
-    std::fs::create_dir_all(target)?;
+    crate::store::private::create_dir_all(target)?;
     mount(Some("shm"), target, Some("tmpfs"), flags, Some(data.join(",").as_str()))?;
     Ok(())
 }

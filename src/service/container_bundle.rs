@@ -51,7 +51,7 @@ impl PodService {
         let state_dir = self.registry.container_state_dir(id);
         for dir in [&run_dir, &state_dir] {
             let d = dir.clone();
-            std::fs::create_dir_all(&d).map_err(Error::io(d.display()))?;
+            crate::store::private::create_dir_all(&d).map_err(Error::io(d.display()))?;
             rollback.push("remove directory", move || {
                 let _ = std::fs::remove_dir_all(d);
             });
@@ -62,6 +62,9 @@ impl PodService {
             let _ = unmount_container(&*host, &unmount_dir);
         });
         let mapped = self.mapped_layers(sandbox, &run_dir)?;
+        if let Some(mapped) = &mapped {
+            open_to_pod_root(&run_dir, mapped.map.root().1)?;
+        }
         self.mount_rootfs(image, &rootfs, &state_dir, mapped.as_ref())?;
         let config = &self.mount_image_volumes(config, volumes, &run_dir, mapped.as_ref())?;
         let defaults = self.image_defaults(image)?;
@@ -72,11 +75,10 @@ impl PodService {
             tracing::warn!(container = %id, "{warning}");
         }
         let dir = run_dir.join("bundle");
-        std::fs::create_dir_all(&dir).map_err(Error::io(dir.display()))?;
-        built.spec.save(dir.join("config.json")).map_err(|e| match e {
-            oci_spec::OciSpecError::Io(e) => Error::io("writing the OCI spec")(e),
-            e => Error::Internal(format!("writing the OCI spec: {e}")),
-        })?;
+        crate::store::private::create_dir_all(&dir).map_err(Error::io(dir.display()))?;
+        // The spec holds the container's environment, its secrets: 0600.
+        let json = serde_json::to_vec(&built.spec).map_err(|e| Error::Internal(format!("writing the OCI spec: {e}")))?;
+        crate::store::private::write_file(&dir.join("config.json"), &json).map_err(Error::io("writing the OCI spec"))?;
         Ok(Bundle { run_dir, dir, defaults, warnings: built.warnings, user: built.user, shared_binds })
     }
 
@@ -125,6 +127,8 @@ impl PodService {
         state_dir: &Path,
         userns: Option<&MappedLayers>,
     ) -> Result<(), Error> {
+        // upper's own mode is that of the container's `/` (0755 as images have it); the
+        // state directory around it is 0700.
         let upper = state_dir.join("upper");
         let work = state_dir.join("work");
         for d in [&upper, &work, &rootfs.to_path_buf()] {
@@ -314,6 +318,15 @@ fn share_propagating_sources(
     Ok(bound)
 }
 
+/// A user-namespaced container's runtime reaches its root filesystem as the pod's root, an
+/// unprivileged user on the node: the run directory lets that group (alone) pass, 0710.
+fn open_to_pod_root(run_dir: &Path, gid: u32) -> Result<(), Error> {
+    use std::os::unix::fs::PermissionsExt;
+    std::os::unix::fs::chown(run_dir, None, Some(gid))
+        .and_then(|()| std::fs::set_permissions(run_dir, std::fs::Permissions::from_mode(0o710)))
+        .map_err(Error::io(run_dir.display()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -369,3 +382,4 @@ mod tests {
         assert!(matches!(load_localhost_seccomp(Some(&context(&missing))), Err(Error::InvalidArgument(_))));
     }
 }
+

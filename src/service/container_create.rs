@@ -152,8 +152,8 @@ impl PodService {
         let monitor_path = bundle.run_dir.join("monitor.json");
         let json = serde_json::to_vec(&monitor_config).map_err(|e| Error::Internal(e.to_string()))?;
         crate::blocking::run(|| {
-            std::fs::create_dir_all(self.config.run_root.join("sock"))?;
-            std::fs::write(&monitor_path, json)
+            crate::store::private::create_dir_all(&self.config.run_root.join("sock"))?;
+            crate::store::private::write_file(&monitor_path, &json)
         })
         .map_err(internal)?;
         let log = bundle.run_dir.join("monitor.log");

@@ -77,6 +77,7 @@ impl PodService {
     ) -> Result<PathBuf, Error> {
         let io = |e| Error::io(format!("image volume of {}", image.id))(e);
         if image.layers.is_empty() {
+            // Mounted as the volume itself: its mode is what the container sees.
             std::fs::create_dir_all(target).map_err(io)?;
             return Ok(target.to_path_buf());
         }
@@ -84,7 +85,7 @@ impl PodService {
         match lower.as_slice() {
             [only] => Ok(only.clone()),
             layers => {
-                std::fs::create_dir_all(target).map_err(io)?;
+                crate::store::private::create_dir_all(target).map_err(io)?;
                 let lower: Vec<String> = layers.iter().map(|l| l.display().to_string()).collect();
                 self.host.mount_overlay(target, &format!("lowerdir={}", lower.join(":")), true).map_err(io)?;
                 Ok(target.to_path_buf())

@@ -45,7 +45,7 @@ impl PodService {
             .enumerate()
             .map(|(n, layer)| {
                 let target = mapped.dir.join(format!("{usage}-{n}"));
-                std::fs::create_dir_all(&target)
+                crate::store::private::create_dir_all(&target)
                     .and_then(|()| self.host.bind_mapped(&layer, &target, &mapped.userns, true))
                     .map_err(Error::io(format!("id-mapping layer {}", layer.display())))?;
                 Ok(target)

@@ -99,6 +99,10 @@ impl PodService {
                 quarantined.push(QuarantinedRecord { kind: "container", id: meta.id.to_string(), why });
             } else {
                 ids.push(meta.id.clone());
+                if !meta.log_path.is_empty() {
+                    // Logs an earlier version left readable by every user.
+                    let _ = crate::store::private::restrict(Path::new(&meta.log_path), crate::store::private::LOG);
+                }
                 let container = Container { meta: std::sync::Arc::new(meta), status };
                 self.registry.write().containers.insert(container.meta.id.clone(), container);
             }

@@ -28,7 +28,7 @@ struct Envelope<T> {
 /// never share one, the last rename wins whole.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    fs::create_dir_all(dir).map_err(|source| StoreError::Write { path: path.to_path_buf(), source })?;
+    super::private::create_dir_all(dir).map_err(|source| StoreError::Write { path: path.to_path_buf(), source })?;
     replace_atomic(path, bytes)
 }
 
