@@ -119,17 +119,13 @@ pub async fn run(config: Config, mut manager: ServiceManager) -> Result<(), Daem
             }
         });
     }
-    let ttl = std::time::Duration::from_secs(config.streaming.token_ttl_seconds);
     let tls = if config.streaming.tls_cert_file.as_os_str().is_empty() {
         None
     } else {
         let (cert, key) = (&config.streaming.tls_cert_file, &config.streaming.tls_key_file);
         Some(crate::streaming::tls::acceptor(cert, key).map_err(DaemonError::StreamingTls)?)
     };
-    let idle =
-        Some(config.streaming.stream_idle_timeout_seconds).filter(|s| *s > 0).map(std::time::Duration::from_secs);
-    let streaming =
-        crate::streaming::StreamingServer::start(&config.streaming.address, ttl, idle, tls, metrics.streaming())
+    let streaming = crate::streaming::StreamingServer::start(&config.streaming, tls, metrics.streaming())
             .await
             .map_err(|source| DaemonError::Prepare { path: config.streaming.address.clone().into(), source })?;
     let calls = tokio_util::task::TaskTracker::new();

@@ -166,6 +166,18 @@ pub struct StreamingConfig {
     /// self-signed one). Empty: plain HTTP.
     pub tls_cert_file: PathBuf,
     pub tls_key_file: PathBuf,
+    /// A connection must finish its TLS handshake and its HTTP request (up to the upgrade)
+    /// in this time.
+    pub handshake_timeout_seconds: u64,
+    /// Connections served at once, from accept to the end of their session; more are closed
+    /// as they arrive.
+    pub max_connections: usize,
+    /// Largest SPDY frame (and decompressed header block) or WebSocket message a client may
+    /// send.
+    pub max_frame_bytes: usize,
+    /// Client bytes one connection may hold while its container has not taken them; past
+    /// this the connection is not read until it has.
+    pub max_buffered_bytes: usize,
 }
 
 impl Default for StreamingConfig {
@@ -176,6 +188,10 @@ impl Default for StreamingConfig {
             stream_idle_timeout_seconds: 4 * 3600,
             tls_cert_file: PathBuf::new(),
             tls_key_file: PathBuf::new(),
+            handshake_timeout_seconds: 10,
+            max_connections: 128,
+            max_frame_bytes: 1 << 20,
+            max_buffered_bytes: 2 << 20,
         }
     }
 }
@@ -525,6 +541,22 @@ impl Config {
 
     fn validate_images(&self) -> Result<(), ConfigError> {
         let invalid = |key: &str, message: String| ConfigError::Invalid { key: key.to_string(), message };
+        let s = &self.streaming;
+        for (key, value) in [
+            ("streaming.handshake_timeout_seconds", s.handshake_timeout_seconds),
+            ("streaming.max_connections", s.max_connections as u64),
+            ("streaming.max_frame_bytes", s.max_frame_bytes as u64),
+        ] {
+            if value == 0 {
+                return Err(invalid(key, "must be at least 1".into()));
+            }
+        }
+        if s.max_buffered_bytes < s.max_frame_bytes || s.max_buffered_bytes > u32::MAX as usize {
+            return Err(invalid(
+                "streaming.max_buffered_bytes",
+                "must hold one frame (at least streaming.max_frame_bytes) and be under 4 GiB".into(),
+            ));
+        }
         if self.image.pull_progress_timeout_secs == 0 {
             return Err(invalid("image.pull_progress_timeout_secs", "must be at least 1".into()));
         }

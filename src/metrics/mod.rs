@@ -63,6 +63,7 @@ pub struct SessionLabels {
 pub struct StreamingMetrics {
     sessions: Family<SessionLabels, Counter>,
     active: Family<SessionLabels, Gauge>,
+    refused: Counter,
 }
 
 impl StreamingMetrics {
@@ -73,6 +74,11 @@ impl StreamingMetrics {
         let active = self.active.get_or_create(&labels).clone();
         active.inc();
         ActiveSession(active)
+    }
+
+    /// Counts a connection closed on arrival (streaming.max_connections reached).
+    pub fn refused(&self) {
+        self.refused.inc();
     }
 }
 
@@ -171,6 +177,11 @@ impl Metrics {
                 "streaming_sessions_active",
                 "Exec, attach and port-forward sessions open now, by kind and transport",
                 m.streaming.active.clone(),
+            );
+            r.register(
+                "streaming_connections_refused",
+                "Streaming connections closed on arrival because streaming.max_connections were open",
+                m.streaming.refused.clone(),
             );
         }
         m

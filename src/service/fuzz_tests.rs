@@ -345,15 +345,8 @@ async fn fuzzer(root: &Path) -> Fuzzer {
     let images = Arc::new(ImageService::new(store.clone(), puller, vec![], pods.clone()));
     let runtime = Arc::new(RuntimeService::new(config, node, runtimes));
     let metrics = crate::metrics::Metrics::new();
-    let server = crate::streaming::StreamingServer::start(
-        "127.0.0.1:0",
-        Duration::from_secs(60),
-        None,
-        None,
-        metrics.streaming(),
-    )
-    .await
-    .unwrap();
+    let streaming_config = crate::config::StreamingConfig { address: "127.0.0.1:0".into(), ..Default::default() };
+    let server = crate::streaming::StreamingServer::start(&streaming_config, None, metrics.streaming()).await.unwrap();
     let streaming = StreamingService::new(pods.clone(), server);
     let apis = Apis { runtime: RuntimeApi::new(runtime, pods, streaming), images: ImageApi::new(images) };
     let closed_port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();

@@ -8,7 +8,8 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::sync::{mpsc, watch};
 
-use super::session::{Session, SessionCloser, Stream, StreamWriter};
+use super::budget::Held;
+use super::session::{Limits, Session, SessionCloser, Stream, StreamWriter};
 use super::websocket::{self, Framing, Outgoing};
 use super::StreamError;
 
@@ -28,16 +29,17 @@ pub struct Wants {
 }
 
 /// Bytes from the client.
-pub struct Input(mpsc::Receiver<Vec<u8>>);
+pub struct Input(mpsc::Receiver<Held>);
 
 impl Input {
-    pub fn new(rx: mpsc::Receiver<Vec<u8>>) -> Input {
+    pub fn new(rx: mpsc::Receiver<Held>) -> Input {
         Input(rx)
     }
 
-    /// The next chunk; None once the client closed the stream.
+    /// The next chunk; None once the client closed the stream. Taking it frees its room in
+    /// the connection's budget.
     pub async fn recv(&mut self) -> Option<Vec<u8>> {
-        self.0.recv().await
+        self.0.recv().await.map(Held::take)
     }
 }
 
@@ -180,7 +182,7 @@ impl Channels {
 
     /// Numbers the channels of a WebSocket connection; the first (empty) message tells the
     /// client the session is up.
-    pub async fn from_websocket<IO>(io: IO, wants: Wants, protocol: &'static str) -> Channels
+    pub async fn from_websocket<IO>(io: IO, wants: Wants, protocol: &'static str, limits: Limits) -> Channels
     where
         IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
@@ -193,7 +195,7 @@ impl Channels {
             })
         };
         let (stdin, resize) = (input(0, wants.stdin), input(4, wants.tty));
-        let conn = websocket::start(io, inputs, Framing::of(protocol)).await;
+        let conn = websocket::start(io, inputs, Framing::of(protocol), limits).await;
         let output = |channel: u8, wanted: bool| wanted.then(|| Output::WebSocket { channel, out: conn.out.clone() });
         let channels = Channels {
             protocol,
@@ -234,6 +236,8 @@ mod tests {
         }
     }
 
+    const LIMITS: Limits = Limits { max_frame: 1 << 20, max_buffered: 1 << 20 };
+
     /// A v5 WebSocket session: inputs demultiplexed by channel, the close signal ending stdin,
     /// outputs tagged with their channel, the empty first message, the close frame at the end.
     #[tokio::test]
@@ -241,7 +245,7 @@ mod tests {
         let (server_io, client_io) = tokio::io::duplex(1 << 16);
         let wants = Wants { stdin: true, stdout: true, stderr: false, tty: true };
         let (channels, mut client) = tokio::join!(
-            Channels::from_websocket(server_io, wants, "v5.channel.k8s.io"),
+            Channels::from_websocket(server_io, wants, "v5.channel.k8s.io", LIMITS),
             WebSocketStream::from_raw_socket(client_io, Role::Client, None)
         );
         let mut channels = channels;
@@ -274,7 +278,7 @@ mod tests {
         let (server_io, client_io) = tokio::io::duplex(1 << 16);
         let wants = Wants { stdin: true, stdout: false, stderr: true, tty: false };
         let (channels, mut client) = tokio::join!(
-            Channels::from_websocket(server_io, wants, "v4.channel.k8s.io"),
+            Channels::from_websocket(server_io, wants, "v4.channel.k8s.io", LIMITS),
             WebSocketStream::from_raw_socket(client_io, Role::Client, None)
         );
         let mut channels = channels;

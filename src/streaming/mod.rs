@@ -3,6 +3,7 @@
 //! carries the Kubernetes remote-command or port-forward protocol.
 
 pub mod attach;
+pub mod budget;
 pub mod channels;
 pub mod error;
 pub mod exec;

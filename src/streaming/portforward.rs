@@ -12,7 +12,7 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 use super::channels::{Input, Output};
-use super::session::{Session, Stream};
+use super::session::{Limits, Session, Stream};
 use super::websocket::{self, Framing};
 use super::StreamError;
 
@@ -69,7 +69,7 @@ pub async fn serve(mut session: Session, netns: PathBuf) {
 
 /// Serves a WebSocket port-forward session for `ports` (at most `max_websocket_ports`) until
 /// the client closes it or every forwarded connection ended.
-pub async fn serve_websocket<IO>(io: IO, framing: Framing, netns: PathBuf, ports: Vec<u16>)
+pub async fn serve_websocket<IO>(io: IO, framing: Framing, netns: PathBuf, ports: Vec<u16>, limits: Limits)
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -81,7 +81,7 @@ where
         inputs.insert((2 * i) as u8, tx);
         receivers.push(rx);
     }
-    let conn = websocket::start(io, inputs, framing).await;
+    let conn = websocket::start(io, inputs, framing, limits).await;
     let mut forwards = Vec::new();
     for (i, (port, rx)) in ports.into_iter().zip(receivers).enumerate() {
         let data = Output::WebSocket { channel: (2 * i) as u8, out: conn.out.clone() };

@@ -19,15 +19,15 @@ use super::channels::{Channels, Wants};
 use super::exec::{self, ExecRequest};
 use super::idle::IdleTimeout;
 use super::portforward;
-use super::session;
+use super::session::{self, Limits};
 use super::websocket::Framing;
 use super::StreamError;
+use crate::config::StreamingConfig;
 use crate::metrics::StreamingMetrics;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 const PROTOCOL_HEADER: &str = "X-Stream-Protocol-Version";
 
-/// A client that does not finish the TLS handshake in this time is dropped.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What a URL was issued for.
 #[derive(Debug, Clone)]
@@ -133,6 +133,10 @@ pub struct StreamingServer {
     base_url: String,
     ttl: Duration,
     idle_timeout: Option<Duration>,
+    handshake_timeout: Duration,
+    limits: Limits,
+    /// One permit per connection, held from accept to the end of its session.
+    connections: Arc<Semaphore>,
     metrics: StreamingMetrics,
     tokens: Mutex<HashMap<String, (Pending, Instant)>>,
 }
@@ -141,19 +145,20 @@ impl StreamingServer {
     /// Binds the listener (port 0: an ephemeral port) and serves it in the background, over
     /// TLS when an acceptor is given.
     pub async fn start(
-        address: &str,
-        ttl: Duration,
-        idle_timeout: Option<Duration>,
+        config: &StreamingConfig,
         tls: Option<tokio_rustls::TlsAcceptor>,
         metrics: StreamingMetrics,
     ) -> std::io::Result<Arc<StreamingServer>> {
-        let listener = tokio::net::TcpListener::bind(address).await?;
+        let listener = tokio::net::TcpListener::bind(&config.address).await?;
         let bound = listener.local_addr()?;
         let scheme = if tls.is_some() { "https" } else { "http" };
         let server = Arc::new(StreamingServer {
             base_url: format!("{scheme}://{bound}"),
-            ttl,
-            idle_timeout,
+            ttl: Duration::from_secs(config.token_ttl_seconds),
+            idle_timeout: Some(config.stream_idle_timeout_seconds).filter(|s| *s > 0).map(Duration::from_secs),
+            handshake_timeout: Duration::from_secs(config.handshake_timeout_seconds),
+            limits: Limits { max_frame: config.max_frame_bytes, max_buffered: config.max_buffered_bytes },
+            connections: Arc::new(Semaphore::new(config.max_connections)),
             metrics,
             tokens: Mutex::default(),
         });
@@ -194,12 +199,20 @@ impl StreamingServer {
                     continue;
                 }
             };
+            let Ok(slot) = self.connections.clone().try_acquire_owned() else {
+                // Closed at once: a flood of connections costs no memory and no task.
+                self.metrics.refused();
+                tracing::debug!(%peer, "streaming connection refused: streaming.max_connections reached");
+                continue;
+            };
+            let slot = Arc::new(slot);
             let (server, tls) = (self.clone(), tls.clone());
             tokio::spawn(async move {
+                let deadline = tokio::time::Instant::now() + server.handshake_timeout;
                 match tls {
-                    None => server.serve_connection(conn, peer).await,
-                    Some(tls) => match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(conn)).await {
-                        Ok(Ok(conn)) => server.serve_connection(conn, peer).await,
+                    None => server.serve_connection(conn, peer, deadline, slot).await,
+                    Some(tls) => match tokio::time::timeout_at(deadline, tls.accept(conn)).await {
+                        Ok(Ok(conn)) => server.serve_connection(conn, peer, deadline, slot).await,
                         Ok(Err(e)) => tracing::info!(%peer, error = %e, "streaming TLS handshake failed"),
                         Err(_) => tracing::info!(%peer, "streaming TLS handshake timed out"),
                     },
@@ -208,22 +221,35 @@ impl StreamingServer {
         }
     }
 
-    async fn serve_connection<IO>(self: Arc<Self>, io: IO, peer: SocketAddr)
-    where
+    /// Serves the HTTP exchange, which must be over (answered, or upgraded and handed to
+    /// its session) by `deadline`.
+    async fn serve_connection<IO>(
+        self: Arc<Self>,
+        io: IO,
+        peer: SocketAddr,
+        deadline: tokio::time::Instant,
+        slot: Arc<OwnedSemaphorePermit>,
+    ) where
         IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
         let service = hyper::service::service_fn(move |req| {
-            let server = self.clone();
-            async move { Ok::<_, std::convert::Infallible>(server.handle(req, peer)) }
+            let (server, slot) = (self.clone(), slot.clone());
+            async move { Ok::<_, std::convert::Infallible>(server.handle(req, peer, slot)) }
         });
-        let conn =
-            hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(io), service).with_upgrades();
-        if let Err(e) = conn.await {
-            tracing::debug!(error = %e, "streaming connection ended");
+        // No keep-alive switch: it would turn the 101's `Connection: Upgrade` into `close`.
+        // The deadline ends a kept-alive connection all the same.
+        let conn = hyper::server::conn::http1::Builder::new()
+            .max_buf_size(64 * 1024)
+            .serve_connection(TokioIo::new(io), service)
+            .with_upgrades();
+        match tokio::time::timeout_at(deadline, conn).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::debug!(error = %e, "streaming connection ended"),
+            Err(_) => tracing::info!(%peer, "streaming request not completed in streaming.handshake_timeout_seconds; closed"),
         }
     }
 
-    fn handle(&self, mut req: Request<Incoming>, peer: SocketAddr) -> Response<Full<Bytes>> {
+    fn handle(&self, mut req: Request<Incoming>, peer: SocketAddr, slot: Arc<OwnedSemaphorePermit>) -> Response<Full<Bytes>> {
         let parts: Vec<&str> = req.uri().path().trim_matches('/').split('/').collect();
         let (kind, token) = match parts.as_slice() {
             [kind @ ("exec" | "attach" | "portforward"), token] => (*kind, *token),
@@ -235,7 +261,7 @@ impl StreamingServer {
         };
         let upgrade = req.headers().get(UPGRADE).and_then(|v| v.to_str().ok()).unwrap_or_default();
         if upgrade.eq_ignore_ascii_case("websocket") {
-            return upgrade_websocket(req, pending, self.idle_timeout, &self.metrics);
+            return upgrade_websocket(req, pending, self.idle_timeout, self.limits, &self.metrics, slot);
         }
         if !upgrade.eq_ignore_ascii_case("SPDY/3.1") {
             return plain(StatusCode::BAD_REQUEST, "this endpoint needs Upgrade: SPDY/3.1 or websocket");
@@ -245,12 +271,12 @@ impl StreamingServer {
             Err(e) => return plain(StatusCode::FORBIDDEN, &e.to_string()),
         };
         let upgraded = hyper::upgrade::on(&mut req);
-        let idle = self.idle_timeout;
+        let (idle, limits) = (self.idle_timeout, self.limits);
         let active = self.metrics.session(pending.path(), "spdy");
         tokio::spawn(async move {
-            let _active = active;
+            let (_active, _slot) = (active, slot);
             let Some(io) = take_over(upgraded, idle).await else { return };
-            let session = session::start(io);
+            let session = session::start(io, limits);
             if let Pending::PortForward { netns, .. } = pending {
                 return portforward::serve(session, netns).await;
             }
@@ -274,7 +300,9 @@ fn upgrade_websocket(
     mut req: Request<Incoming>,
     pending: Pending,
     idle_timeout: Option<Duration>,
+    limits: Limits,
     metrics: &StreamingMetrics,
+    slot: Arc<OwnedSemaphorePermit>,
 ) -> Response<Full<Bytes>> {
     let Some(key) = req.headers().get("Sec-WebSocket-Key").map(|k| k.as_bytes().to_vec()) else {
         return plain(StatusCode::BAD_REQUEST, "a WebSocket upgrade needs Sec-WebSocket-Key");
@@ -309,12 +337,12 @@ fn upgrade_websocket(
     let active = metrics.session(pending.path(), "websocket");
     let upgraded = hyper::upgrade::on(&mut req);
     tokio::spawn(async move {
-        let _active = active;
+        let (_active, _slot) = (active, slot);
         let Some(io) = take_over(upgraded, idle_timeout).await else { return };
         if let Pending::PortForward { netns, ports } = pending {
-            return portforward::serve_websocket(io, framing, netns, ports).await;
+            return portforward::serve_websocket(io, framing, netns, ports, limits).await;
         }
-        let channels = Channels::from_websocket(io, pending.wants(), protocol).await;
+        let channels = Channels::from_websocket(io, pending.wants(), protocol, limits).await;
         pending.serve_channels(channels).await;
     });
     let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(&key);

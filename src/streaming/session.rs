@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
+use super::budget::{self, Budget, Held};
 use super::spdy::{self, Frame, Headers, FLAG_FIN};
 
 /// Data frames we send are cut to this size.
@@ -16,7 +17,7 @@ const CHUNK: usize = 32 * 1024;
 pub struct Stream {
     pub id: u32,
     pub headers: Headers,
-    data: mpsc::Receiver<Vec<u8>>,
+    data: mpsc::Receiver<Held>,
     out: mpsc::Sender<Frame>,
 }
 
@@ -27,7 +28,7 @@ impl Stream {
 
     /// The next chunk from the peer; None once it finished (or reset) the stream.
     pub async fn recv(&mut self) -> Option<Vec<u8>> {
-        self.data.recv().await
+        self.data.recv().await.map(Held::take)
     }
 
     pub fn writer(&self) -> StreamWriter {
@@ -35,7 +36,7 @@ impl Stream {
     }
 
     /// What the peer sends on the stream, apart from the stream.
-    pub fn into_receiver(self) -> mpsc::Receiver<Vec<u8>> {
+    pub fn into_receiver(self) -> mpsc::Receiver<Held> {
         self.data
     }
 }
@@ -99,13 +100,27 @@ impl SessionCloser {
     }
 }
 
+/// What a peer may make a connection hold.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Largest frame payload (and decompressed header block) read.
+    pub max_frame: usize,
+    /// Client data the streams' consumers have not taken yet.
+    pub max_buffered: usize,
+}
+
+/// Streams open at once on a connection; a SYN_STREAM past this is refused (RST_STREAM
+/// REFUSED_STREAM). Exec uses five; port-forward two per forwarded connection.
+const MAX_STREAMS: usize = 1024;
+
 /// Runs the connection's reader and writer tasks over `io`.
-pub fn start<IO>(io: IO) -> Session
+pub fn start<IO>(io: IO, limits: Limits) -> Session
 where
     IO: AsyncRead + AsyncWrite + Send + 'static,
 {
     let (reader, writer) = tokio::io::split(io);
-    let (out_tx, out_rx) = mpsc::channel::<Frame>(256);
+    // Frames we send are at most CHUNK long: this queue holds at most 2 MiB.
+    let (out_tx, out_rx) = mpsc::channel::<Frame>(64);
     let (in_tx, in_rx) = mpsc::channel::<Stream>(64);
     let out_tx_reader = out_tx.clone();
     // Once our side is done (GOAWAY sent or the transport broke), reading stops too, so a
@@ -117,7 +132,7 @@ where
     });
     tokio::spawn(async move {
         tokio::select! {
-            _ = read_frames(reader, in_tx, out_tx_reader) => {}
+            _ = read_frames(reader, in_tx, out_tx_reader, limits) => {}
             _ = done_rx => {}
         }
     });
@@ -139,15 +154,26 @@ async fn write_frames(mut io: impl AsyncWrite + Unpin, mut frames: mpsc::Receive
     let _ = io.shutdown().await;
 }
 
-async fn read_frames(mut io: impl AsyncRead + Unpin, incoming: mpsc::Sender<Stream>, out: mpsc::Sender<Frame>) {
-    let mut headers = spdy::HeaderDecoder::default();
-    let mut streams: HashMap<u32, mpsc::Sender<Vec<u8>>> = HashMap::new();
+async fn read_frames(
+    mut io: impl AsyncRead + Unpin,
+    incoming: mpsc::Sender<Stream>,
+    out: mpsc::Sender<Frame>,
+    limits: Limits,
+) {
+    let mut headers = spdy::HeaderDecoder::new(limits.max_frame);
+    let mut streams: HashMap<u32, mpsc::Sender<Held>> = HashMap::new();
+    let budget = Budget::new(limits.max_buffered);
     let mut head = [0u8; 8];
     loop {
         if io.read_exact(&mut head).await.is_err() {
             break;
         }
         let len = spdy::payload_len(&head);
+        if len > limits.max_frame {
+            tracing::info!(len, limit = limits.max_frame, "SPDY frame over streaming.max_frame_bytes; closing the connection");
+            let _ = out.send(Frame::GoAway { last_stream: 0, status: 1 }).await;
+            break;
+        }
         let mut payload = vec![0u8; len];
         if io.read_exact(&mut payload).await.is_err() {
             break;
@@ -161,6 +187,9 @@ async fn read_frames(mut io: impl AsyncRead + Unpin, incoming: mpsc::Sender<Stre
             }
         };
         match frame {
+            Frame::SynStream { stream, .. } if streams.len() >= MAX_STREAMS => {
+                let _ = out.send(Frame::RstStream { stream, status: 3 }).await;
+            }
             Frame::SynStream { stream, flags, headers, .. } => {
                 let _ = out.send(Frame::SynReply { stream, flags: 0, headers: Vec::new() }).await;
                 let (tx, rx) = mpsc::channel(64);
@@ -175,7 +204,7 @@ async fn read_frames(mut io: impl AsyncRead + Unpin, incoming: mpsc::Sender<Stre
             Frame::Data { stream, flags, data } => {
                 let len = data.len() as u32;
                 if let Some(tx) = streams.get(&stream) {
-                    if !data.is_empty() && tx.send(data).await.is_err() {
+                    if !data.is_empty() && !budget::deliver(&budget, tx, data).await {
                         streams.remove(&stream);
                     }
                 }
@@ -210,7 +239,7 @@ mod tests {
     #[tokio::test]
     async fn streams_data_and_pings() {
         let (server_io, mut client) = tokio::io::duplex(1 << 20);
-        let mut session = start(server_io);
+        let mut session = start(server_io, Limits { max_frame: 1 << 20, max_buffered: 1 << 20 });
         let (mut enc, mut dec) = (spdy::HeaderEncoder::default(), spdy::HeaderDecoder::default());
         let syn = Frame::SynStream {
             stream: 1,

@@ -16,6 +16,9 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Message, Role};
 use tokio_tungstenite::WebSocketStream;
 
+use super::budget::{self, Budget, Held};
+use super::session::Limits;
+
 /// The channel of v5's close signal.
 pub const CLOSE_CHANNEL: u8 = 255;
 
@@ -90,13 +93,18 @@ pub struct Connection {
 /// Serves a WebSocket on `io` (already upgraded): client messages on the channels in
 /// `inputs` are delivered there; a channel's sender is dropped when the client closes it
 /// (v5) or the connection ends.
-pub async fn start<IO>(io: IO, inputs: HashMap<u8, mpsc::Sender<Vec<u8>>>, framing: Framing) -> Connection
+pub async fn start<IO>(io: IO, inputs: HashMap<u8, mpsc::Sender<Held>>, framing: Framing, limits: Limits) -> Connection
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let ws = WebSocketStream::from_raw_socket(io, Role::Server, None).await;
+    let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+        .max_message_size(Some(limits.max_frame))
+        .max_frame_size(Some(limits.max_frame));
+    let ws = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
     let (mut sink, mut source) = ws.split();
-    let (out_tx, mut out_rx) = mpsc::channel::<Outgoing>(256);
+    let budget = Budget::new(limits.max_buffered);
+    // Messages we send are at most CHUNK long: this queue holds at most 2 MiB.
+    let (out_tx, mut out_rx) = mpsc::channel::<Outgoing>(64);
     let (gone_tx, gone_rx) = watch::channel(false);
     let (closed_tx, closed_rx) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(async move {
@@ -150,7 +158,7 @@ where
                 continue;
             }
             if let Some(tx) = inputs.get(&channel) {
-                if !data.is_empty() && tx.send(data).await.is_err() {
+                if !data.is_empty() && !budget::deliver(&budget, tx, data).await {
                     inputs.remove(&channel);
                 }
             }

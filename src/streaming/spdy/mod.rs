@@ -213,15 +213,21 @@ impl HeaderEncoder {
 /// Decompresses the peer's header blocks.
 pub struct HeaderDecoder {
     zlib: Decompress,
+    /// Largest decompressed block: a small compressed block may expand a thousandfold.
+    max_block: usize,
 }
 
 impl Default for HeaderDecoder {
     fn default() -> Self {
-        HeaderDecoder { zlib: Decompress::new(true) }
+        HeaderDecoder::new(MAX_PAYLOAD)
     }
 }
 
 impl HeaderDecoder {
+    pub fn new(max_block: usize) -> Self {
+        HeaderDecoder { zlib: Decompress::new(true), max_block }
+    }
+
     pub fn decode(&mut self, block: &[u8]) -> Result<Headers, SpdyError> {
         let err = |m: String| SpdyError::HeaderBlock(m);
         let mut raw = Vec::with_capacity(block.len() * 4 + 64);
@@ -245,8 +251,8 @@ impl HeaderDecoder {
             if (consumed >= block.len() || used == 0) && room_left {
                 break;
             }
-            if raw.len() > MAX_PAYLOAD {
-                return Err(err("header block too large".into()));
+            if raw.len() > self.max_block {
+                return Err(err(format!("header block over {} bytes", self.max_block)));
             }
         }
         parse_header_block(&raw).ok_or_else(|| err("malformed name/value block".into()))
