@@ -76,16 +76,19 @@ impl LineFramer {
 /// The container's log file; reopened (after rotation) on request.
 pub struct CriLog {
     path: PathBuf,
+    base: Option<PathBuf>,
     file: File,
 }
 
 impl CriLog {
-    pub fn open(path: &Path) -> io::Result<CriLog> {
-        Ok(CriLog { path: path.to_path_buf(), file: open_append(path)? })
+    /// Opens `path`; with `base` (the pod's log directory) it is opened beneath it.
+    pub fn open(path: &Path, base: Option<&Path>) -> io::Result<CriLog> {
+        let base = base.filter(|b| path.starts_with(b)).map(Path::to_path_buf);
+        Ok(CriLog { path: path.to_path_buf(), file: open_append(path, base.as_deref())?, base })
     }
 
     pub fn reopen(&mut self) -> io::Result<()> {
-        self.file = open_append(&self.path)?;
+        self.file = open_append(&self.path, self.base.as_deref())?;
         Ok(())
     }
 
@@ -101,17 +104,20 @@ impl CriLog {
     }
 }
 
-fn open_append(path: &Path) -> io::Result<File> {
-    if let Some(dir) = path.parent() {
-        private::create_dir_all(dir)?;
-    }
-    // Never through a symbolic link: the path was checked to stay in the pod's log directory.
-    let file = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(private::LOG)
-        .custom_flags(nix::libc::O_NOFOLLOW)
-        .open(path)?;
+fn open_append(path: &Path, base: Option<&Path>) -> io::Result<File> {
+    let file = match base.and_then(|b| Some((b, path.strip_prefix(b).ok()?))) {
+        Some((base, rel)) => {
+            private::create_dir_all(base)?;
+            crate::store::confined::append_beneath(base, rel, private::LOG)?
+        }
+        None => {
+            if let Some(dir) = path.parent() {
+                private::create_dir_all(dir)?;
+            }
+            // Never through a symbolic link at the end.
+            OpenOptions::new().create(true).append(true).mode(private::LOG).custom_flags(nix::libc::O_NOFOLLOW).open(path)?
+        }
+    };
     // A log written by an earlier version may be readable by everyone.
     let mode = file.metadata()?.permissions().mode() & 0o7777;
     if mode & !private::LOG != 0 {
@@ -198,7 +204,7 @@ mod tests {
     fn records_and_reopen() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("c/0.log");
-        let mut log = CriLog::open(&path).unwrap();
+        let mut log = CriLog::open(&path, None).unwrap();
         log.record(Stream::Stdout, b"one", false).unwrap();
         std::fs::rename(&path, dir.path().join("rotated")).unwrap();
         log.reopen().unwrap();

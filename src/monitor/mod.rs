@@ -25,6 +25,10 @@ pub struct MonitorConfig {
     /// The runtime handler that creates the container.
     pub runtime: crate::oci::HandlerSpec,
     pub log_path: Option<PathBuf>,
+    /// The pod's log directory: the log is opened beneath it, through no symbolic link
+    /// (absent for monitors started before this was kept: the file alone is not followed).
+    #[serde(default)]
+    pub log_directory: Option<PathBuf>,
     pub max_log_line: usize,
     pub exit_file: PathBuf,
     pub ctl_socket: PathBuf,

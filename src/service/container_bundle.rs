@@ -203,12 +203,20 @@ impl PodService {
 }
 
 /// The image's /etc/passwd and /etc/group, read without following symlinks out of it.
+/// Largest /etc/passwd or /etc/group read from an image.
+const MAX_USER_DB: u64 = 16 << 20;
+/// Largest Localhost seccomp profile.
+const MAX_SECCOMP_PROFILE: u64 = 4 << 20;
+
+/// The image's /etc/passwd and /etc/group, resolved inside the container's root (a link out
+/// of it reads nothing of the node's). One that is missing, not a regular file or too large
+/// counts as empty: names in it then do not resolve and the request is refused for that.
 fn read_user_db(rootfs: &Path) -> UserDb {
-    let read = |rel: &str| {
-        let path = rootfs.join(rel);
-        match std::fs::symlink_metadata(&path) {
-            Ok(m) if m.is_file() => std::fs::read_to_string(&path).unwrap_or_default(),
-            _ => String::new(),
+    let read = |rel: &str| match crate::store::confined::read_in_root(rootfs, rel, MAX_USER_DB) {
+        Ok(bytes) => String::from_utf8_lossy(&bytes.unwrap_or_default()).into_owned(),
+        Err(e) => {
+            tracing::warn!(error = %e, "the image's /{rel} is not used");
+            String::new()
         }
     };
     UserDb { passwd: read("etc/passwd"), group: read("etc/group") }
@@ -274,7 +282,8 @@ fn load_localhost_seccomp(
     if !path.starts_with('/') {
         return Err(Error::InvalidArgument(format!("seccomp profile {path:?} is not an absolute path")));
     }
-    let bytes = std::fs::read(path).map_err(|e| Error::InvalidArgument(format!("seccomp profile {path:?}: {e}")))?;
+    let bytes = crate::store::confined::read_host_file(Path::new(path), MAX_SECCOMP_PROFILE)
+        .map_err(|e| Error::InvalidArgument(format!("seccomp profile: {e}")))?;
     serde_json::from_slice(&bytes)
         .map(Some)
         .map_err(|e| Error::InvalidArgument(format!("seccomp profile {path:?}: {e}")))

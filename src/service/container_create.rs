@@ -138,6 +138,7 @@ impl PodService {
             bundle: bundle.dir.clone(),
             runtime: handler.spec.clone(),
             log_path: (!log_path.is_empty()).then(|| PathBuf::from(log_path)),
+            log_directory: (!log_path.is_empty()).then(|| PathBuf::from(&sandbox.meta.config.log_directory)),
             max_log_line: self.config.runtime.max_log_line_bytes,
             exit_file: self.registry.exit_file(id),
             ctl_socket: self.registry.socket_path(id, "ctl"),

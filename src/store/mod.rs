@@ -1,6 +1,7 @@
 //! State on disk: versioned JSON documents written atomically.
 
 mod atomic;
+pub mod confined;
 pub mod private;
 mod records;
 mod tolerant;
