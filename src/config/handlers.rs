@@ -27,6 +27,11 @@ pub struct HandlerConfig {
     pub root: PathBuf,
     /// Create without pivot_root, for root filesystems pivot_root cannot leave (initramfs).
     pub no_pivot: bool,
+    /// Prefixes of runtime-interpreted annotations (`org.systemd.property.`, `run.oci.`,
+    /// `module.wasm.image/`, `io.katacontainers.`) that pods of this handler may set; others
+    /// of those are not passed to the runtime.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allowed_annotations: Vec<String>,
 }
 
 fn path_is_empty(p: &Path) -> bool {
@@ -46,7 +51,15 @@ impl HandlerConfig {
             (true, Engine::Crun) => PathBuf::from("/usr/bin/crun"),
         };
         let root = if path_is_empty(&self.root) { run_root.join(name) } else { self.root.clone() };
-        HandlerSpec { name: name.to_string(), engine, binary, root, no_pivot: self.no_pivot, systemd_cgroup: false }
+        HandlerSpec {
+            name: name.to_string(),
+            engine,
+            binary,
+            root,
+            no_pivot: self.no_pivot,
+            systemd_cgroup: false,
+            allowed_annotations: self.allowed_annotations.clone(),
+        }
     }
 }
 

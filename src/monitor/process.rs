@@ -326,6 +326,7 @@ mod tests {
                 root: dir.join("root"),
                 no_pivot: false,
                 systemd_cgroup: false,
+                allowed_annotations: vec![],
             },
             log_path: Some(dir.join("c1.log")),
             log_directory: Some(dir.to_path_buf()),

@@ -296,6 +296,7 @@ mod tests {
             root: PathBuf::from("/tmp/x"),
             no_pivot: false,
             systemd_cgroup: false,
+            allowed_annotations: vec![],
         });
         let work = tempfile::tempdir().unwrap();
         let err = runtime.create("abc", Path::new("/b"), work.path(), CreateIo::null()).unwrap_err();

@@ -84,6 +84,9 @@ pub struct HandlerSpec {
     /// Containers' cgroups are systemd scopes (`--systemd-cgroup`, on every call).
     #[serde(default)]
     pub systemd_cgroup: bool,
+    /// Prefixes of runtime-interpreted annotations passed to this runtime.
+    #[serde(default)]
+    pub allowed_annotations: Vec<String>,
 }
 
 /// The runtime for a handler.

@@ -1,6 +1,8 @@
 //! Pure policy: CRI configuration plus node facts in, OCI spec and decisions out. No I/O.
 
+pub mod annotations;
 pub mod caps;
+pub mod dns;
 pub mod limits;
 pub mod memory;
 pub mod mounts;

@@ -113,6 +113,7 @@ impl PodService {
             memory_unified: plan.unified(),
             recursive_read_only: handler.capabilities(&self.node).recursive_read_only,
             idmap_mounts: handler.features().idmap_mounts,
+            allowed_annotations: &handler.spec.allowed_annotations,
         };
         Ok(spec::build(&input, &self.node)?)
     }

@@ -207,6 +207,10 @@ impl PodService {
         if !config.log_directory.is_empty() && !std::path::Path::new(&config.log_directory).is_absolute() {
             return Err(Error::InvalidArgument(format!("log_directory {:?} is not absolute", config.log_directory)));
         }
+        crate::policy::dns::check_hostname(&config.hostname)?;
+        if let Some(dns) = &config.dns_config {
+            crate::policy::dns::check(dns)?;
+        }
         self.check_userns(config, &handler)?;
         if let Some(parent) = config.linux.as_ref().map(|l| l.cgroup_parent.as_str()).filter(|p| !p.is_empty()) {
             self.layout().check_parent(parent).map_err(Error::InvalidArgument)?;

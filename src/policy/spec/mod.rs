@@ -82,6 +82,8 @@ pub struct ContainerInput<'a> {
     pub recursive_read_only: bool,
     /// The pod's runtime handler can id-map mounts (the request's `uidMappings`).
     pub idmap_mounts: bool,
+    /// Prefixes of runtime-interpreted annotations this handler lets through.
+    pub allowed_annotations: &'a [String],
 }
 
 #[derive(Debug)]
@@ -165,7 +167,7 @@ pub fn build(input: &ContainerInput, node: &NodeFacts) -> Result<BuiltSpec, Poli
     spec.set_root(Some(root));
     spec.set_mounts(Some(all_mounts));
     spec.set_linux(Some(linux));
-    let annotations: HashMap<String, String> = input.config.annotations.clone().into_iter().collect();
+    let annotations = crate::policy::annotations::filter(&input.config.annotations, input.allowed_annotations, &mut warnings);
     spec.set_annotations(Some(annotations));
     Ok(BuiltSpec { spec, warnings, user: input.user.clone() })
 }

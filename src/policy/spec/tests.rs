@@ -78,6 +78,7 @@ fn build_with_plan(
         memory_unified,
         recursive_read_only: true,
         idmap_mounts: true,
+        allowed_annotations: &[],
     };
     let mut facts = node(mode);
     facts.noswap = crate::model::node::NoswapSupport {
