@@ -44,7 +44,9 @@ pub struct LimitHit {
 
 impl std::fmt::Display for LimitHit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "over {} ({} bytes)", self.setting, self.limit)
+        // Every cap counts bytes but the layer count.
+        let unit = if self.setting == "image.max_layers" { "layers" } else { "bytes" };
+        write!(f, "over {} ({} {unit})", self.setting, self.limit)
     }
 }
 
