@@ -60,6 +60,11 @@ impl Client {
         id
     }
 
+    /// The connection itself, for writing what no well-behaved client sends.
+    pub fn raw(&mut self) -> &mut TcpStream {
+        &mut self.conn
+    }
+
     pub async fn send(&mut self, frame: Frame) {
         let bytes = spdy::encode(&frame, &mut self.enc);
         self.conn.write_all(&bytes).await.unwrap();

@@ -44,6 +44,11 @@ pub async fn connect(url: &str, protocols: &[&str]) -> Result<WsClient, String> 
 }
 
 impl WsClient {
+    /// The WebSocket itself, for sending what no well-behaved client sends.
+    pub fn raw(&mut self) -> &mut WebSocketStream<TcpStream> {
+        &mut self.ws
+    }
+
     pub async fn send(&mut self, channel: u8, data: &[u8]) {
         let message = if self.base64 {
             let text =
