@@ -126,8 +126,8 @@ pub async fn run(config: Config, mut manager: ServiceManager) -> Result<(), Daem
         Some(crate::streaming::tls::acceptor(cert, key).map_err(DaemonError::StreamingTls)?)
     };
     let streaming = crate::streaming::StreamingServer::start(&config.streaming, tls, metrics.streaming())
-            .await
-            .map_err(|source| DaemonError::Prepare { path: config.streaming.address.clone().into(), source })?;
+        .await
+        .map_err(|source| DaemonError::Prepare { path: config.streaming.address.clone().into(), source })?;
     let calls = tokio_util::task::TaskTracker::new();
     let server = tonic::transport::Server::builder()
         .layer(crate::metrics::GrpcMetricsLayer(metrics))

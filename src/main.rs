@@ -142,9 +142,10 @@ fn run(cli: Cli, manager: swapcri::service_manager::ServiceManager) -> anyhow::R
         Command::Serve => runtime.block_on(swapcri::daemon::run(config, manager))?,
         Command::Image { command: ImageCommand::Import { file, name } } => runtime.block_on(async {
             let store = Arc::new(swapcri::image::ImageStore::open(&config.image_root())?);
-            let imported = swapcri::image::import::import_archive(&store, &file, name.as_deref(), &(&config.image).into())
-                .await
-                .with_context(|| format!("importing {}", file.display()))?;
+            let imported =
+                swapcri::image::import::import_archive(&store, &file, name.as_deref(), &(&config.image).into())
+                    .await
+                    .with_context(|| format!("importing {}", file.display()))?;
             for (name, id) in imported {
                 println!("{name} {id}");
             }

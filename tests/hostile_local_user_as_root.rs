@@ -19,7 +19,8 @@ const SUID_IMAGE: &str = "localhost/test/suid:latest";
 
 /// busybox with a setuid-root copy of itself, the kind of file a public image may carry.
 fn suid_image() -> TestImage {
-    let mut layer = LayerTar::new().dir("bin").file("bin/busybox", 0o755, &busybox()).file("bin/suid", 0o4755, &busybox());
+    let mut layer =
+        LayerTar::new().dir("bin").file("bin/busybox", 0o755, &busybox()).file("bin/suid", 0o4755, &busybox());
     for applet in ["sh", "echo", "sleep", "cat", "id"] {
         layer = layer.symlink(&format!("bin/{applet}"), "busybox");
     }
@@ -62,7 +63,8 @@ fn assert_nobody_gets_nothing(daemon: &Daemon, ctr: &str, log: &Path, secret: &s
     let state = daemon.state_root();
     let run = daemon.dir.path().join("run");
     // The control: the user reaches the test's directory and reads what is meant for all.
-    let (code, out) = as_nobody(&format!("cat {}/config.toml >/dev/null && echo readable", daemon.dir.path().display()));
+    let (code, out) =
+        as_nobody(&format!("cat {}/config.toml >/dev/null && echo readable", daemon.dir.path().display()));
     assert_eq!((code, out.trim()), (0, "readable"), "setpriv works and the test directory is open");
 
     let (_, listed) = as_nobody(&format!("find {} {} 2>/dev/null", state.display(), run.display()));
@@ -79,7 +81,8 @@ fn assert_nobody_gets_nothing(daemon: &Daemon, ctr: &str, log: &Path, secret: &s
         assert!(!out.lines().any(|l| l.trim() == "65534"), "{p} ran at all for uid 65534: {out}");
     }
     // The rootfs mount is listed in mountinfo for everyone; its directory is still closed.
-    let (_, out) = as_nobody(&format!("grep -c {ctr} /proc/self/mountinfo; ls {}/containers/{ctr}/rootfs 2>&1", run.display()));
+    let (_, out) =
+        as_nobody(&format!("grep -c {ctr} /proc/self/mountinfo; ls {}/containers/{ctr}/rootfs 2>&1", run.display()));
     assert!(out.contains("Permission denied"), "{out}");
     let (_, out) = as_nobody(&format!("grep -rl {secret} {} 2>/dev/null", daemon.dir.path().display()));
     assert!(out.trim().is_empty(), "the secret is readable by uid 65534 in {out}");
@@ -149,5 +152,8 @@ async fn an_unprivileged_user_reads_and_runs_nothing() {
         assert_eq!(mode(path), *m, "{} after the restart", path.display());
     }
     assert_nobody_gets_nothing(&daemon, &ctr, &log, &secret);
-    println!("FIGURE hostile-local-user: {} paths tried by uid 65534, none readable or runnable", known_paths(&daemon, &ctr, &log).len());
+    println!(
+        "FIGURE hostile-local-user: {} paths tried by uid 65534, none readable or runnable",
+        known_paths(&daemon, &ctr, &log).len()
+    );
 }

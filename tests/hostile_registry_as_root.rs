@@ -86,7 +86,8 @@ async fn serve(conn: &mut tokio::net::TcpStream, answer: Answer) -> std::io::Res
         }
         Answer::Repeated { head: first, member, times } => {
             let len = first.len() + member.len() * times;
-            let head = format!("HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: {len}\r\n\r\n");
+            let head =
+                format!("HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: {len}\r\n\r\n");
             conn.write_all(head.as_bytes()).await?;
             conn.write_all(&first).await?;
             for _ in 0..times {
@@ -99,7 +100,8 @@ async fn serve(conn: &mut tokio::net::TcpStream, answer: Answer) -> std::io::Res
 
 /// The image's manifest, config and layers as routes under `repo`.
 fn image_routes(repo: &str, image: &TestImage) -> Vec<(String, Answer)> {
-    let mut routes = vec![(format!("{repo}/manifests/v1"), body(&image.manifest.media_type, image.manifest.bytes.clone()))];
+    let mut routes =
+        vec![(format!("{repo}/manifests/v1"), body(&image.manifest.media_type, image.manifest.bytes.clone()))];
     routes.push((image.config.digest.clone(), body("application/octet-stream", image.config.bytes.clone())));
     for layer in &image.layers {
         routes.push((layer.digest.clone(), body("application/octet-stream", layer.bytes.clone())));
@@ -154,7 +156,8 @@ fn peak_rss_kib(pid: u32) -> u64 {
 
 fn assert_nothing_stored(daemon: &Daemon) {
     for dir in ["images/layers", "images/tmp", "images/blobs/sha256"] {
-        let left: Vec<_> = std::fs::read_dir(daemon.state_root().join(dir)).unwrap().flatten().map(|e| e.path()).collect();
+        let left: Vec<_> =
+            std::fs::read_dir(daemon.state_root().join(dir)).unwrap().flatten().map(|e| e.path()).collect();
         assert!(left.is_empty(), "{dir} holds {left:?}");
     }
 }
@@ -202,11 +205,8 @@ async fn an_endless_manifest_is_cut_at_the_manifest_cap() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_manifest_announced_huge_is_refused_before_it_is_read() {
     require_root();
-    let answer = Answer::Body {
-        content_type: OCI_MANIFEST.into(),
-        body: Arc::new(b"{}".to_vec()),
-        declared: Some(10 << 30),
-    };
+    let answer =
+        Answer::Body { content_type: OCI_MANIFEST.into(), body: Arc::new(b"{}".to_vec()), declared: Some(10 << 30) };
     let routes = vec![("huge/manifests/v1".to_string(), answer)];
     refused("10 GiB Content-Length manifest", "", routes, "test/huge", EXHAUSTED, "image.max_manifest_bytes").await;
 }
@@ -222,7 +222,15 @@ async fn too_many_layers_are_refused() {
         .collect();
     let image = TestImage::build(layers, "", false);
     let routes = image_routes("test/layers", &image);
-    refused("9 layers over max_layers = 8", "[image]\nmax_layers = 8", routes, "test/layers", EXHAUSTED, "image.max_layers").await;
+    refused(
+        "9 layers over max_layers = 8",
+        "[image]\nmax_layers = 8",
+        routes,
+        "test/layers",
+        EXHAUSTED,
+        "image.max_layers",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -273,8 +281,15 @@ async fn a_decompression_bomb_stops_at_the_layer_cap() {
         (digest, Answer::Repeated { head: Arc::new(head), member: Arc::new(member), times }),
     ];
     let config = "[image]\nmax_layer_unpacked_bytes = 67108864";
-    refused("2 MiB gzip layer of a 2 GiB file, cap 64 MiB", config, routes, "test/bomb", EXHAUSTED, "image.max_layer_unpacked_bytes")
-        .await;
+    refused(
+        "2 MiB gzip layer of a 2 GiB file, cap 64 MiB",
+        config,
+        routes,
+        "test/bomb",
+        EXHAUSTED,
+        "image.max_layer_unpacked_bytes",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -292,7 +307,15 @@ async fn layers_past_the_image_cap_are_refused() {
     routes.push(("test/wide/manifests/v1".to_string(), body(OCI_MANIFEST, manifest.bytes.clone())));
     routes.push((config.digest.clone(), body("application/octet-stream", config.bytes.clone())));
     let config = "[image]\nmax_layer_unpacked_bytes = 33554432\nmax_image_unpacked_bytes = 50331648";
-    refused("3 layers of 24 MiB, image cap 48 MiB", config, routes, "test/wide", EXHAUSTED, "image.max_image_unpacked_bytes").await;
+    refused(
+        "3 layers of 24 MiB, image cap 48 MiB",
+        config,
+        routes,
+        "test/wide",
+        EXHAUSTED,
+        "image.max_image_unpacked_bytes",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -311,7 +334,9 @@ async fn a_stalled_manifest_meets_the_progress_deadline() {
                     }
                     let request = String::from_utf8_lossy(&buf[..n]).to_string();
                     if request.contains("/manifests/") {
-                        let head = format!("HTTP/1.1 200 OK\r\nContent-Type: {OCI_MANIFEST}\r\nContent-Length: 1000\r\n\r\n{{");
+                        let head = format!(
+                            "HTTP/1.1 200 OK\r\nContent-Type: {OCI_MANIFEST}\r\nContent-Length: 1000\r\n\r\n{{"
+                        );
                         let _ = conn.write_all(head.as_bytes()).await;
                         tokio::time::sleep(Duration::from_secs(600)).await;
                     }

@@ -85,12 +85,16 @@ async fn silent_half_open_and_surplus_connections_are_closed() {
     let watchers = conns.into_iter().map(|mut conn| {
         tokio::spawn(async move { closed_within(&mut conn, Duration::from_secs(30)).await.map(|_| started.elapsed()) })
     });
-    let closed: Vec<Option<Duration>> = futures::future::join_all(watchers).await.into_iter().map(|r| r.unwrap()).collect();
+    let closed: Vec<Option<Duration>> =
+        futures::future::join_all(watchers).await.into_iter().map(|r| r.unwrap()).collect();
     let all_closed = closed.iter().flatten().max().copied().unwrap_or_default();
     assert!(closed.iter().all(|c| c.is_some()), "every connection is closed by the server");
     let surplus = closed.iter().filter(|c| c.is_some_and(|d| d < Duration::from_millis(1500))).count();
     assert!(surplus >= 200 - 32, "connections past max_connections are closed on arrival: {surplus} of 168");
-    assert!(all_closed < Duration::from_secs(20), "silent connections closed by the handshake deadline: {all_closed:?}");
+    assert!(
+        all_closed < Duration::from_secs(20),
+        "silent connections closed by the handshake deadline: {all_closed:?}"
+    );
     let peak = rss_kib(daemon.pid(), "VmHWM:");
     exec_still_works(&daemon, &ctr).await;
     println!(

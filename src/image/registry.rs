@@ -14,8 +14,8 @@ use oci_client::errors::{DigestError, OciDistributionError, OciErrorCode};
 use oci_client::manifest::OciDescriptor;
 use oci_client::secrets::RegistryAuth;
 use oci_client::RegistryOperation;
-use reqwest::header::ACCEPT;
 use oci_client::{Client, Reference};
+use reqwest::header::ACCEPT;
 use sha2::Digest as _;
 use tokio::io::AsyncWriteExt;
 
@@ -188,11 +188,13 @@ impl RegistrySource {
     /// read it whole.
     async fn fetch_manifest_bounded(&self, reference: &Reference, limit: u64) -> Result<Vec<u8>, ImageError> {
         let (image, host) = (self.name.to_string(), self.host().to_string());
-        let registry_error = |message: String| ImageError::Registry { registry: host.clone(), image: image.clone(), message };
+        let registry_error =
+            |message: String| ImageError::Registry { registry: host.clone(), image: image.clone(), message };
         let client = self.client()?;
         let http = self.registries.http_for(&host, &image)?;
         let fetch = async {
-            let token = client.auth(reference, &self.auth, RegistryOperation::Pull).await.map_err(|e| self.map_error(e))?;
+            let token =
+                client.auth(reference, &self.auth, RegistryOperation::Pull).await.map_err(|e| self.map_error(e))?;
             let scheme = if self.registries.settings_for(&host).plain_http { "http" } else { "https" };
             let mut request = http.get(manifest_url(scheme, reference)).header(ACCEPT, MANIFEST_MEDIA_TYPES.join(", "));
             request = match (token, &self.auth) {
@@ -206,7 +208,11 @@ impl RegistrySource {
                 return Err(ImageError::NotFound(image.clone()));
             }
             if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
-                return Err(ImageError::Unauthorized { registry: host.clone(), image: image.clone(), message: status.to_string() });
+                return Err(ImageError::Unauthorized {
+                    registry: host.clone(),
+                    image: image.clone(),
+                    message: status.to_string(),
+                });
             }
             if !status.is_success() {
                 return Err(registry_error(format!("manifest request answered {status}")));
@@ -216,7 +222,8 @@ impl RegistrySource {
             }
             Ok(response)
         };
-        let response = tokio::time::timeout(self.timeout(), fetch).await.map_err(|_| self.stalled("the manifest"))??;
+        let response =
+            tokio::time::timeout(self.timeout(), fetch).await.map_err(|_| self.stalled("the manifest"))??;
         let mut body = response.bytes_stream();
         let mut bytes = Vec::new();
         loop {

@@ -100,8 +100,8 @@ pub fn unpack_layer(
     };
     let mut reader = HashingReader { inner: budget.meter(decoded), hasher: sha2::Sha256::new() };
     // The digest covers the whole stream, including padding after the end-of-archive marker.
-    let unpacked =
-        unpack_tar(&mut reader, dest).and_then(|()| io::copy(&mut reader, &mut io::sink()).map_err(UnpackError::Archive));
+    let unpacked = unpack_tar(&mut reader, dest)
+        .and_then(|()| io::copy(&mut reader, &mut io::sink()).map_err(UnpackError::Archive));
     if let Some(hit) = reader.inner.hit {
         return Err(UnpackError::TooLarge(hit));
     }

@@ -268,7 +268,9 @@ fn only_user_and_capability_xattrs_are_kept() {
     let mut names: Vec<String> = xattr::list(&f).unwrap().map(|n| n.to_string_lossy().into_owned()).collect();
     names.sort();
     // The node may add its own security label (SELinux); only the layer's are counted.
-    names.retain(|n| n != "security.selinux" || xattr::get(&f, n).unwrap().as_deref() == Some(&b"system_u:object_r:shadow_t:s0"[..]));
+    names.retain(|n| {
+        n != "security.selinux" || xattr::get(&f, n).unwrap().as_deref() == Some(&b"system_u:object_r:shadow_t:s0"[..])
+    });
     assert_eq!(names, ["security.capability", "user.note"]);
     assert_eq!(xattr::get(&f, "user.note").unwrap(), Some(b"kept".to_vec()));
 }
@@ -296,7 +298,11 @@ fn walk_sizes(dir: &Path) -> u64 {
             rd.flatten()
                 .map(|e| {
                     let m = e.metadata().unwrap();
-                    if m.is_dir() { walk_sizes(&e.path()) } else { m.len() }
+                    if m.is_dir() {
+                        walk_sizes(&e.path())
+                    } else {
+                        m.len()
+                    }
                 })
                 .sum()
         })

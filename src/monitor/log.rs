@@ -115,7 +115,12 @@ fn open_append(path: &Path, base: Option<&Path>) -> io::Result<File> {
                 private::create_dir_all(dir)?;
             }
             // Never through a symbolic link at the end.
-            OpenOptions::new().create(true).append(true).mode(private::LOG).custom_flags(nix::libc::O_NOFOLLOW).open(path)?
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .mode(private::LOG)
+                .custom_flags(nix::libc::O_NOFOLLOW)
+                .open(path)?
         }
     };
     // A log written by an earlier version may be readable by everyone.

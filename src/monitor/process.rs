@@ -80,7 +80,9 @@ fn run(config_path: &Path) -> Result<(), ProcessError> {
     report(&MonitorReport::Created { pid: created.pid, monitor_pid: std::process::id() as i32 });
 
     let log: SharedLog = Arc::new(Mutex::new(match &cfg.log_path {
-        Some(path) => Some(CriLog::open(path, cfg.log_directory.as_deref()).map_err(io_error("opening the log", path))?),
+        Some(path) => {
+            Some(CriLog::open(path, cfg.log_directory.as_deref()).map_err(io_error("opening the log", path))?)
+        }
         None => None,
     }));
     let (done_tx, done_rx) = mpsc::channel();
@@ -351,7 +353,9 @@ mod tests {
         assert_eq!(fake.calls(), ["create c1"]);
         let pid_file = std::fs::read_to_string(cfg.work_dir.join("pid")).unwrap();
         assert_eq!(pid_file.trim(), created.pid.to_string());
-        let log: SharedLog = Arc::new(Mutex::new(Some(CriLog::open(cfg.log_path.as_ref().unwrap(), cfg.log_directory.as_deref()).unwrap())));
+        let log: SharedLog = Arc::new(Mutex::new(Some(
+            CriLog::open(cfg.log_path.as_ref().unwrap(), cfg.log_directory.as_deref()).unwrap(),
+        )));
         let attach::Stdin::Pipe(stdin) = created.stdin else { panic!("stdin was asked for") };
         stdin.lock().unwrap().take().unwrap().write_all(b"hello\n").unwrap();
         let hub = attach::Hub::new(attach::Stdin::None, false);

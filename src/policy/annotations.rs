@@ -11,7 +11,11 @@ pub const INTERPRETED: [&str; 4] = ["org.systemd.property.", "run.oci.", "module
 
 /// The request's annotations without the runtime-interpreted ones `allowed` does not cover
 /// (each `allowed` entry is a prefix); what is dropped is named in `warnings`.
-pub fn filter(annotations: &HashMap<String, String>, allowed: &[String], warnings: &mut Vec<String>) -> HashMap<String, String> {
+pub fn filter(
+    annotations: &HashMap<String, String>,
+    allowed: &[String],
+    warnings: &mut Vec<String>,
+) -> HashMap<String, String> {
     let mut dropped: Vec<&str> = Vec::new();
     let kept = annotations
         .iter()

@@ -55,7 +55,9 @@ pub fn check(dns: &cri::DnsConfig) -> Result<(), PolicyError> {
         return Err(PolicyError::Invalid(format!("{} DNS search domains: at most {MAX_SEARCHES}", dns.searches.len())));
     }
     if dns.searches.iter().map(|s| s.len() + 1).sum::<usize>() > MAX_SEARCH_CHARS {
-        return Err(PolicyError::Invalid(format!("DNS search domains longer than {MAX_SEARCH_CHARS} characters in all")));
+        return Err(PolicyError::Invalid(format!(
+            "DNS search domains longer than {MAX_SEARCH_CHARS} characters in all"
+        )));
     }
     for search in &dns.searches {
         let name = search.strip_suffix('.').unwrap_or(search);
@@ -88,7 +90,14 @@ mod tests {
     fn dns_settings_that_would_add_lines_are_refused() {
         let long = "a".repeat(64);
         let cases: &[(cri::DnsConfig, bool)] = &[
-            (dns(&["10.96.0.10", "fd00::a", "fe80::1%eth0"], &["default.svc.cluster.local", "_srv.example.", "."], &["ndots:5", "edns0", "single-request-reopen"]), true),
+            (
+                dns(
+                    &["10.96.0.10", "fd00::a", "fe80::1%eth0"],
+                    &["default.svc.cluster.local", "_srv.example.", "."],
+                    &["ndots:5", "edns0", "single-request-reopen"],
+                ),
+                true,
+            ),
             (dns(&["10.96.0.10\nnameserver 6.6.6.6"], &[], &[]), false),
             (dns(&["evil.example"], &[], &[]), false),
             (dns(&["fe80::1%"], &[], &[]), false),

@@ -77,8 +77,10 @@ impl PodService {
         let dir = run_dir.join("bundle");
         crate::store::private::create_dir_all(&dir).map_err(Error::io(dir.display()))?;
         // The spec holds the container's environment, its secrets: 0600.
-        let json = serde_json::to_vec(&built.spec).map_err(|e| Error::Internal(format!("writing the OCI spec: {e}")))?;
-        crate::store::private::write_file(&dir.join("config.json"), &json).map_err(Error::io("writing the OCI spec"))?;
+        let json =
+            serde_json::to_vec(&built.spec).map_err(|e| Error::Internal(format!("writing the OCI spec: {e}")))?;
+        crate::store::private::write_file(&dir.join("config.json"), &json)
+            .map_err(Error::io("writing the OCI spec"))?;
         Ok(Bundle { run_dir, dir, defaults, warnings: built.warnings, user: built.user, shared_binds })
     }
 
@@ -392,4 +394,3 @@ mod tests {
         assert!(matches!(load_localhost_seccomp(Some(&context(&missing))), Err(Error::InvalidArgument(_))));
     }
 }
-

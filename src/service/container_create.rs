@@ -43,7 +43,7 @@ impl PodService {
         let memory_plan = self.memory.plan(&sandbox, &config, &resources)?;
         let image = self.find_image(&image_name).instrument(super::step("find image")).await?;
         let volumes = self.find_image_volumes(&config).await?;
-        let log_path = log_path(&sandbox, &config)?;
+        let log_path = crate::blocking::run(|| log_path(&sandbox, &config))?;
 
         let id = ContainerId::generate();
         let mut rollback = Rollback::new();
@@ -188,6 +188,7 @@ fn name_and_image(config: &cri::ContainerConfig) -> Result<(String, String), Err
 /// The log file under the pod's log directory, as kubelet names it ("" for none). A path
 /// that would leave the directory, by name or through a symbolic link, is refused.
 fn log_path(sandbox: &Sandbox, config: &cri::ContainerConfig) -> Result<String, Error> {
+    crate::blocking::check("checking a log path");
     let dir = &sandbox.meta.config.log_directory;
     let Some(path) = crate::policy::paths::container_log(dir, &config.log_path)? else { return Ok(String::new()) };
     let escapes = || Error::InvalidArgument(format!("log_path {:?} leads outside {dir:?}", config.log_path));

@@ -65,7 +65,8 @@ impl PodService {
         let id = SandboxId::generate();
         let dir = self.registry.sandbox_run_dir(&id);
         let mut rollback = Rollback::new();
-        crate::blocking::run(|| crate::store::private::create_dir_all(&dir.join("ns"))).map_err(Error::io(dir.display()))?;
+        crate::blocking::run(|| crate::store::private::create_dir_all(&dir.join("ns")))
+            .map_err(Error::io(dir.display()))?;
         let cleanup_dir = dir.clone();
         rollback.push("remove run directory", move || {
             let _ = std::fs::remove_dir_all(cleanup_dir);

@@ -99,7 +99,10 @@ pub fn append_beneath(base: &Path, rel: &Path, mode: u32) -> io::Result<File> {
         .components()
         .map(|c| match c {
             Component::Normal(n) => Ok(n),
-            _ => Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{} is not a plain relative path", rel.display()))),
+            _ => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} is not a plain relative path", rel.display()),
+            )),
         })
         .collect::<Result<_, _>>()?;
     let Some((last, dirs)) = names.split_last() else {
@@ -116,7 +119,14 @@ pub fn append_beneath(base: &Path, rel: &Path, mode: u32) -> io::Result<File> {
         dir = openat2(dir.as_fd(), *name, how)?;
     }
     let how = OpenHow::new()
-        .flags(OFlag::O_WRONLY | OFlag::O_APPEND | OFlag::O_CREAT | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK)
+        .flags(
+            OFlag::O_WRONLY
+                | OFlag::O_APPEND
+                | OFlag::O_CREAT
+                | OFlag::O_CLOEXEC
+                | OFlag::O_NOFOLLOW
+                | OFlag::O_NONBLOCK,
+        )
         .mode(Mode::from_bits_truncate(mode))
         .resolve(beneath);
     let file = File::from(openat2(dir.as_fd(), *last, how)?);

@@ -116,7 +116,14 @@ mod tests {
     #[test]
     fn restrict_only_takes_bits_away() {
         let dir = tempfile::tempdir().unwrap();
-        let cases = [(0o755, DIR, 0o700), (0o711, TRAVERSE, 0o711), (0o750, TRAVERSE, 0o710), (0o644, LOG, 0o640), (0o600, LOG, 0o600), (0o4755, FILE, 0o600)];
+        let cases = [
+            (0o755, DIR, 0o700),
+            (0o711, TRAVERSE, 0o711),
+            (0o750, TRAVERSE, 0o710),
+            (0o644, LOG, 0o640),
+            (0o600, LOG, 0o600),
+            (0o4755, FILE, 0o600),
+        ];
         for (n, (before, limit, after)) in cases.into_iter().enumerate() {
             let p = dir.path().join(n.to_string());
             fs::write(&p, "").unwrap();

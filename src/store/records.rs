@@ -39,7 +39,8 @@ const REMOVING: &str = "removing";
 
 impl Records {
     pub fn open(root: &Path) -> Result<Records, StoreError> {
-        super::private::create_dir_all(root).map_err(|source| StoreError::Write { path: root.to_path_buf(), source })?;
+        super::private::create_dir_all(root)
+            .map_err(|source| StoreError::Write { path: root.to_path_buf(), source })?;
         Ok(Records { root: root.to_path_buf() })
     }
 

@@ -68,7 +68,8 @@ mod tests {
         let (tx, mut rx) = mpsc::channel(64);
         assert!(deliver(&budget, &tx, vec![1; 6]).await);
         assert_eq!(budget.in_use(), 6);
-        let blocked = tokio::time::timeout(std::time::Duration::from_millis(50), deliver(&budget, &tx, vec![2; 6])).await;
+        let blocked =
+            tokio::time::timeout(std::time::Duration::from_millis(50), deliver(&budget, &tx, vec![2; 6])).await;
         assert!(blocked.is_err(), "no room for 6 more bytes");
         assert_eq!(rx.recv().await.unwrap().take(), vec![1; 6]);
         assert_eq!(budget.in_use(), 0);

@@ -28,7 +28,6 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 const PROTOCOL_HEADER: &str = "X-Stream-Protocol-Version";
 
-
 /// What a URL was issued for.
 #[derive(Debug, Clone)]
 pub enum Pending {
@@ -245,11 +244,18 @@ impl StreamingServer {
         match tokio::time::timeout_at(deadline, conn).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::debug!(error = %e, "streaming connection ended"),
-            Err(_) => tracing::info!(%peer, "streaming request not completed in streaming.handshake_timeout_seconds; closed"),
+            Err(_) => {
+                tracing::info!(%peer, "streaming request not completed in streaming.handshake_timeout_seconds; closed")
+            }
         }
     }
 
-    fn handle(&self, mut req: Request<Incoming>, peer: SocketAddr, slot: Arc<OwnedSemaphorePermit>) -> Response<Full<Bytes>> {
+    fn handle(
+        &self,
+        mut req: Request<Incoming>,
+        peer: SocketAddr,
+        slot: Arc<OwnedSemaphorePermit>,
+    ) -> Response<Full<Bytes>> {
         let parts: Vec<&str> = req.uri().path().trim_matches('/').split('/').collect();
         let (kind, token) = match parts.as_slice() {
             [kind @ ("exec" | "attach" | "portforward"), token] => (*kind, *token),

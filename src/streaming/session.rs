@@ -170,7 +170,11 @@ async fn read_frames(
         }
         let len = spdy::payload_len(&head);
         if len > limits.max_frame {
-            tracing::info!(len, limit = limits.max_frame, "SPDY frame over streaming.max_frame_bytes; closing the connection");
+            tracing::info!(
+                len,
+                limit = limits.max_frame,
+                "SPDY frame over streaming.max_frame_bytes; closing the connection"
+            );
             let _ = out.send(Frame::GoAway { last_stream: 0, status: 1 }).await;
             break;
         }

@@ -167,7 +167,8 @@ pub fn build(input: &ContainerInput, node: &NodeFacts) -> Result<BuiltSpec, Poli
     spec.set_root(Some(root));
     spec.set_mounts(Some(all_mounts));
     spec.set_linux(Some(linux));
-    let annotations = crate::policy::annotations::filter(&input.config.annotations, input.allowed_annotations, &mut warnings);
+    let annotations =
+        crate::policy::annotations::filter(&input.config.annotations, input.allowed_annotations, &mut warnings);
     spec.set_annotations(Some(annotations));
     Ok(BuiltSpec { spec, warnings, user: input.user.clone() })
 }
