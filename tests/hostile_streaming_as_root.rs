@@ -18,12 +18,6 @@ use tokio_tungstenite::tungstenite::Message;
 const V4: &str = "v4.channel.k8s.io";
 const CONFIG: &str = "[streaming]\nhandshake_timeout_seconds = 2\nmax_connections = 32\nmax_frame_bytes = 1048576\nmax_buffered_bytes = 2097152\n";
 
-fn rss_kib(pid: u32, key: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with(key)).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
 /// A daemon with a running busybox container; returns the container id.
 async fn daemon_with_container(name: &str) -> (Daemon, String) {
     let daemon = Daemon::start(CONFIG);
@@ -45,6 +39,18 @@ async fn exec_still_works(daemon: &Daemon, ctr: &str) {
     assert!(done.is_ok(), "the exec finished");
     assert_eq!(c.text(stdout), "fine\n");
     let _ = error;
+}
+
+/// An exec of `cmd` with stdin over SPDY, its error, stdin and stdout streams open; the
+/// client and the stdin stream.
+async fn exec_with_stdin(daemon: &Daemon, ctr: &str, cmd: &[&str]) -> (Client, u32) {
+    let url = exec_url(daemon, ctr, cmd, false, true, false).await;
+    let (head, client) = connect(&url, &[V4]).await;
+    let mut c: Client = client.unwrap_or_else(|| panic!("no upgrade: {head}"));
+    c.open(&[("streamType", "error")]).await;
+    let stdin = c.open(&[("streamType", "stdin")]).await;
+    c.open(&[("streamType", "stdout")]).await;
+    (c, stdin)
 }
 
 fn streaming_base(url: &str) -> String {
@@ -70,7 +76,7 @@ async fn silent_half_open_and_surplus_connections_are_closed() {
     let (daemon, ctr) = daemon_with_container("hostile-conns").await;
     let url = exec_url(&daemon, &ctr, &["true"], false, false, false).await;
     let host = streaming_base(&url);
-    let before = rss_kib(daemon.pid(), "VmRSS:");
+    let before = daemon.reset_peak_memory();
     let started = Instant::now();
     let mut conns = Vec::new();
     for n in 0..200 {
@@ -95,7 +101,7 @@ async fn silent_half_open_and_surplus_connections_are_closed() {
         all_closed < Duration::from_secs(20),
         "silent connections closed by the handshake deadline: {all_closed:?}"
     );
-    let peak = rss_kib(daemon.pid(), "VmHWM:");
+    let peak = daemon.assert_memory_within(before, 16, "200 silent or half-open connections");
     exec_still_works(&daemon, &ctr).await;
     println!(
         "FIGURE hostile-streaming 200 silent or half-open connections (max 32, deadline 2 s): all closed in {} ms, \
@@ -110,20 +116,16 @@ async fn silent_half_open_and_surplus_connections_are_closed() {
 async fn an_oversized_spdy_frame_ends_the_session() {
     require_root();
     let (daemon, ctr) = daemon_with_container("hostile-frame").await;
-    let url = exec_url(&daemon, &ctr, &["cat"], false, true, false).await;
-    let (head, client) = connect(&url, &[V4]).await;
-    let mut c: Client = client.unwrap_or_else(|| panic!("no upgrade: {head}"));
-    c.open(&[("streamType", "error")]).await;
-    let stdin = c.open(&[("streamType", "stdin")]).await;
-    c.open(&[("streamType", "stdout")]).await;
-    let before = rss_kib(daemon.pid(), "VmRSS:");
+    let (mut c, stdin) = exec_with_stdin(&daemon, &ctr, &["cat"]).await;
+    let before = daemon.reset_peak_memory();
     // A data frame announcing 16 MiB - 1, the most the length field holds.
     let mut frame = stdin.to_be_bytes().to_vec();
     frame.extend_from_slice(&[0, 0xff, 0xff, 0xff]);
     frame.extend_from_slice(&[0u8; 1024]);
     let _ = c.raw().write_all(&frame).await;
     let closed = closed_within(c.raw(), Duration::from_secs(10)).await.expect("the session is ended");
-    let peak = rss_kib(daemon.pid(), "VmHWM:");
+    // Less than the frame announced: it was refused from its header, not read.
+    let peak = daemon.assert_memory_within(before, 8, "a 16 MiB SPDY frame");
     exec_still_works(&daemon, &ctr).await;
     println!(
         "FIGURE hostile-streaming SPDY frame of 16 MiB (cap 1 MiB): closed in {} ms; RSS {} MiB before, peak {} MiB",
@@ -139,14 +141,14 @@ async fn an_oversized_websocket_message_ends_the_session() {
     let (daemon, ctr) = daemon_with_container("hostile-ws").await;
     let url = exec_url(&daemon, &ctr, &["cat"], false, true, false).await;
     let mut ws = common::ws_client::connect(&url, &["v5.channel.k8s.io"]).await.expect("WebSocket upgrade");
-    let before = rss_kib(daemon.pid(), "VmRSS:");
+    let before = daemon.reset_peak_memory();
     let started = Instant::now();
     let mut message = vec![0u8; 8 << 20];
     message[0] = 0; // stdin
     let _ = ws.raw().send(Message::Binary(message.into())).await;
     let ended = tokio::time::timeout(Duration::from_secs(10), ws.read_until(|_| false)).await;
     assert!(ended.is_ok(), "the server ends the session");
-    let peak = rss_kib(daemon.pid(), "VmHWM:");
+    let peak = daemon.assert_memory_within(before, 4, "an 8 MiB WebSocket message");
     exec_still_works(&daemon, &ctr).await;
     println!(
         "FIGURE hostile-streaming WebSocket message of 8 MiB (cap 1 MiB): closed in {} ms; RSS {} MiB before, peak {} MiB",
@@ -160,13 +162,8 @@ async fn an_oversized_websocket_message_ends_the_session() {
 async fn stdin_a_container_never_reads_is_not_queued() {
     require_root();
     let (daemon, ctr) = daemon_with_container("hostile-stdin").await;
-    let url = exec_url(&daemon, &ctr, &["sleep", "60"], false, true, false).await;
-    let (head, client) = connect(&url, &[V4]).await;
-    let mut c: Client = client.unwrap_or_else(|| panic!("no upgrade: {head}"));
-    c.open(&[("streamType", "error")]).await;
-    let stdin = c.open(&[("streamType", "stdin")]).await;
-    c.open(&[("streamType", "stdout")]).await;
-    let before = rss_kib(daemon.pid(), "VmRSS:");
+    let (mut c, stdin) = exec_with_stdin(&daemon, &ctr, &["sleep", "60"]).await;
+    let before = daemon.reset_peak_memory();
     // Up to 512 MiB offered; the server stops reading once its budget is full, so the
     // client's writes stall and the deadline ends the attempt.
     let chunk = vec![7u8; 60_000];
@@ -179,10 +176,8 @@ async fn stdin_a_container_never_reads_is_not_queued() {
             Err(_) => break,
         }
     }
-    let peak = rss_kib(daemon.pid(), "VmHWM:");
-    let grown = peak.saturating_sub(before);
     assert!(sent < 512 << 20, "the server stopped reading");
-    assert!(grown < 64 * 1024, "the daemon grew by {grown} KiB holding unread stdin");
+    let peak = daemon.assert_memory_within(before, 16, "stdin never read");
     drop(c);
     exec_still_works(&daemon, &ctr).await;
     println!(

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use common::images::{small_image, TestImage};
 use common::{require_root, Daemon};
 use swapcri::cri;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 #[derive(Clone, Copy, PartialEq)]
 enum Fault {
@@ -24,55 +24,36 @@ enum Fault {
 /// Serves the image's manifest and config; the first `faulty` requests for the layer blob
 /// get `fault` halfway through, later ones the whole blob.
 async fn faulty_registry(image: TestImage, fault: Fault, faulty: usize) -> u16 {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
     let image = Arc::new(image);
     let layer_gets = Arc::new(AtomicUsize::new(0));
-    tokio::spawn(async move {
-        loop {
-            let (mut conn, _) = listener.accept().await.unwrap();
-            let (image, layer_gets) = (image.clone(), layer_gets.clone());
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 8192];
-                loop {
-                    let n = match conn.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => n,
-                    };
-                    let request = String::from_utf8_lossy(&buf[..n]).to_string();
-                    let path = request.split_whitespace().nth(1).unwrap_or("/").to_string();
-                    let (content_type, body, cut) = if path.ends_with("/manifests/v1") {
-                        (image.manifest.media_type.clone(), image.manifest.bytes.clone(), false)
-                    } else if path.ends_with(&image.config.digest) {
-                        ("application/octet-stream".into(), image.config.bytes.clone(), false)
-                    } else if path.ends_with(&image.layers[0].digest) {
-                        let cut = layer_gets.fetch_add(1, Ordering::SeqCst) < faulty;
-                        ("application/octet-stream".into(), image.layers[0].bytes.clone(), cut)
-                    } else {
-                        ("application/json".into(), b"{}".to_vec(), false)
-                    };
-                    let head = format!(
-                        "HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\r\n",
-                        body.len()
-                    );
-                    if conn.write_all(head.as_bytes()).await.is_err() {
-                        return;
-                    }
-                    if cut {
-                        let _ = conn.write_all(&body[..body.len() / 2]).await;
-                        if fault == Fault::Stall {
-                            tokio::time::sleep(Duration::from_secs(600)).await;
-                        }
-                        return;
-                    }
-                    if conn.write_all(&body).await.is_err() {
-                        return;
-                    }
+    common::http::serve(Arc::new(move |path: String, mut conn: tokio::net::TcpStream| {
+        let (image, layer_gets) = (image.clone(), layer_gets.clone());
+        Box::pin(async move {
+            let (content_type, body, cut) = if path.ends_with("/manifests/v1") {
+                (image.manifest.media_type.clone(), image.manifest.bytes.clone(), false)
+            } else if path.ends_with(&image.config.digest) {
+                ("application/octet-stream".into(), image.config.bytes.clone(), false)
+            } else if path.ends_with(&image.layers[0].digest) {
+                let cut = layer_gets.fetch_add(1, Ordering::SeqCst) < faulty;
+                ("application/octet-stream".into(), image.layers[0].bytes.clone(), cut)
+            } else {
+                ("application/json".into(), b"{}".to_vec(), false)
+            };
+            let head =
+                format!("HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\r\n", body.len());
+            conn.write_all(head.as_bytes()).await.ok()?;
+            if cut {
+                let _ = conn.write_all(&body[..body.len() / 2]).await;
+                if fault == Fault::Stall {
+                    tokio::time::sleep(Duration::from_secs(600)).await;
                 }
-            });
-        }
-    });
-    port
+                return None;
+            }
+            conn.write_all(&body).await.ok()?;
+            Some(conn)
+        })
+    }))
+    .await
 }
 
 async fn pull(daemon: &Daemon, image: String) -> Result<String, tonic::Status> {

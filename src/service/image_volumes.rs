@@ -104,8 +104,8 @@ pub(super) fn record_image_refs(config: &mut cri::ContainerConfig, volumes: &[Im
     }
 }
 
-/// `sub` inside `root`: relative, without `..`, existing, and still inside `root` once
-/// symbolic links are followed (an image's link must not lead to the host's files).
+/// `sub` inside `root`: relative, without `..`, existing, and resolved as the container
+/// would see the image (its links, absolute ones included, stay inside it).
 fn sub_path(root: &Path, sub: &str) -> Result<PathBuf, String> {
     if sub.is_empty() {
         return Ok(root.to_path_buf());
@@ -114,13 +114,11 @@ fn sub_path(root: &Path, sub: &str) -> Result<PathBuf, String> {
     if !relative.components().all(|c| matches!(c, Component::Normal(_) | Component::CurDir)) {
         return Err(format!("sub path {sub:?} must be relative and stay inside the image"));
     }
-    let base = root.canonicalize().map_err(|e| format!("{}: {e}", root.display()))?;
-    let resolved =
-        root.join(relative).canonicalize().map_err(|_| format!("sub path {sub:?} does not exist in the image"))?;
-    if !resolved.starts_with(&base) {
-        return Err(format!("sub path {sub:?} leads outside the image"));
+    match crate::store::confined::resolve_in_root(root, sub) {
+        Ok(Some(resolved)) => Ok(resolved),
+        Ok(None) => Err(format!("sub path {sub:?} does not exist in the image")),
+        Err(e) => Err(format!("sub path {sub:?}: {e}")),
     }
-    Ok(resolved)
 }
 
 /// Unmounts a container's image volumes, root filesystem and id-mapped layers (removal,
@@ -150,12 +148,15 @@ mod tests {
         assert_eq!(sub_path(&root, "").unwrap(), root);
         assert_eq!(sub_path(&root, "etc/conf").unwrap(), base.join("etc/conf"));
         assert_eq!(sub_path(&root, "inner").unwrap(), base.join("etc/conf"), "a link inside the image is followed");
+        assert_eq!(sub_path(&root, "hostlink").unwrap(), base.join("etc"), "an absolute link stays in the image");
+        std::os::unix::fs::symlink("../../..", root.join("etc/up")).unwrap();
+        assert_eq!(sub_path(&root, "etc/up").unwrap(), base, "a link climbing out stops at the image's root");
         for (sub, why) in [
             ("missing", "does not exist"),
             ("../outside", "stay inside"),
             ("etc/../../x", "stay inside"),
             ("/etc", "stay inside"),
-            ("hostlink", "leads outside"),
+            ("hostlink/passwd", "does not exist"),
         ] {
             let err = sub_path(&root, sub).unwrap_err();
             assert!(err.contains(why), "{sub}: {err}");

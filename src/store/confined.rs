@@ -86,6 +86,30 @@ pub fn read_in_root(root: &Path, rel: &str, limit: u64) -> Result<Option<Vec<u8>
     }
 }
 
+/// Where `rel` inside `root` leads as the container would see it (`root` as `/`: absolute
+/// links and `..` stay inside): the host path it resolves to, always beneath `root`;
+/// Ok(None) when it does not exist.
+pub fn resolve_in_root(root: &Path, rel: &str) -> io::Result<Option<std::path::PathBuf>> {
+    crate::blocking::check("resolving a path inside a root");
+    let dir = open_dir(root)?;
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    let fd = match openat2(dir.as_fd(), rel, how) {
+        Ok(fd) => fd,
+        Err(Errno::ENOENT) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    // The kernel's own name for what was opened; a root that was itself reached through a
+    // link is compared by its own resolved name.
+    let resolved = std::fs::read_link(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&fd)))?;
+    let base = std::fs::read_link(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&dir)))?;
+    if !resolved.starts_with(&base) {
+        return Err(io::Error::other(format!("{rel} resolved to {} outside {}", resolved.display(), base.display())));
+    }
+    Ok(Some(resolved))
+}
+
 fn open_dir(path: &Path) -> io::Result<OwnedFd> {
     let flags = OFlag::O_DIRECTORY | OFlag::O_PATH | OFlag::O_CLOEXEC;
     Ok(nix::fcntl::open(path, flags, Mode::empty())?)

@@ -2,6 +2,7 @@
 //! unix socket, a local registry (Debian's docker-registry) and images built from busybox.
 #![allow(dead_code)]
 
+pub mod http;
 pub mod images;
 pub mod node;
 pub mod pods;
@@ -137,6 +138,29 @@ impl Daemon {
 
     pub fn pid(&self) -> u32 {
         self.child.as_ref().expect("daemon running").id()
+    }
+
+    /// The daemon's resident memory in KiB: `VmRSS` now, `VmHWM` its peak.
+    pub fn memory_kib(&self, key: &str) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
+        let line = status.lines().find(|l| l.starts_with(&format!("{key}:"))).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+
+    /// Sets the daemon's peak resident memory back to what it holds now (Linux 4.0+), so
+    /// `VmHWM` afterwards measures what came after; returns that resident size in KiB.
+    pub fn reset_peak_memory(&self) -> u64 {
+        std::fs::write(format!("/proc/{}/clear_refs", self.pid()), "5").unwrap();
+        self.memory_kib("VmRSS")
+    }
+
+    /// Fails unless the daemon's peak since `reset_peak_memory` stayed within `bound_mib`
+    /// above `before_kib`; returns the peak in KiB.
+    pub fn assert_memory_within(&self, before_kib: u64, bound_mib: u64, what: &str) -> u64 {
+        let peak = self.memory_kib("VmHWM");
+        let grown = peak.saturating_sub(before_kib);
+        assert!(grown < bound_mib << 10, "{what}: the daemon grew by {grown} KiB, more than {bound_mib} MiB");
+        peak
     }
 
     pub async fn runtime(&self) -> RuntimeServiceClient<Channel> {
