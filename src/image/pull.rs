@@ -135,9 +135,9 @@ pub async fn store_image(
     max_downloads: usize,
     limits: &PullLimits,
 ) -> Result<ImageId, ImageError> {
-    let installed = Mutex::new(Vec::new());
-    let result = store_image_recording(store, source, name, top, top_digest, max_downloads, limits, &installed).await;
-    let installed = installed.into_inner().unwrap_or_else(|p| p.into_inner());
+    let pull = Pull { store, source, image: name.to_string(), limits, max_downloads, installed: Mutex::default() };
+    let result = pull.run(name, top, top_digest).await;
+    let installed = pull.installed.into_inner().unwrap_or_else(|p| p.into_inner());
     if result.is_err() && !installed.is_empty() {
         let store = store.clone();
         crate::blocking::spawn(move || store.discard_unindexed_layers(&installed))
@@ -147,102 +147,139 @@ pub async fn store_image(
     result
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn store_image_recording(
-    store: &Arc<ImageStore>,
-    source: &dyn ImageSource,
-    name: &ImageName,
-    top: Vec<u8>,
-    top_digest: Digest,
+/// One pull at work: where from, into which store, under which limits, and the layers it
+/// installed so far (taken out again if it fails).
+struct Pull<'a> {
+    store: &'a Arc<ImageStore>,
+    source: &'a dyn ImageSource,
+    image: String,
+    limits: &'a PullLimits,
     max_downloads: usize,
-    limits: &PullLimits,
-    installed: &Mutex<Vec<Digest>>,
-) -> Result<ImageId, ImageError> {
-    let image = name.to_string();
-    let too_large = |what: String, setting: &'static str, limit: u64| ImageError::TooLarge {
-        image: image.clone(),
-        what,
-        hit: LimitHit { setting, limit },
-    };
-    let unsupported = |reason: String| ImageError::Unsupported { image: image.clone(), reason };
-    let (manifest_bytes, manifest_digest) = resolve_manifest(source, &image, top, top_digest.clone(), limits).await?;
-    let manifest: ImageManifest =
-        serde_json::from_slice(&manifest_bytes).map_err(|e| unsupported(format!("bad manifest: {e}")))?;
+    installed: Mutex<Vec<Digest>>,
+}
 
-    let scratch = store.scratch_dir()?;
-    let config_ref = blob_ref(manifest.config(), &image)?;
-    if config_ref.size > limits.config_bytes {
-        return Err(too_large("the config".into(), "image.max_config_bytes", limits.config_bytes));
+impl Pull<'_> {
+    async fn run(&self, name: &ImageName, top: Vec<u8>, top_digest: Digest) -> Result<ImageId, ImageError> {
+        let (manifest_bytes, manifest_digest) =
+            resolve_manifest(self.source, &self.image, top, top_digest.clone(), self.limits).await?;
+        let manifest: ImageManifest =
+            serde_json::from_slice(&manifest_bytes).map_err(|e| self.unsupported(format!("bad manifest: {e}")))?;
+        self.check_declared_sizes(&manifest)?;
+        let scratch = self.store.scratch_dir()?;
+        let config_ref = blob_ref(manifest.config(), &self.image)?;
+        let (config_bytes, config) = self.fetch_config(&config_ref, scratch.path()).await?;
+        let layers = self.layer_blobs(&manifest, &config)?;
+        let diff_ids = layers.iter().map(|(_, diff_id)| diff_id.clone()).collect();
+        let records = self.fetch_layers(layers, scratch.path()).await?;
+
+        crate::crash::point("pull-after-layers");
+        let user = config.config().as_ref().and_then(|c| c.user().clone()).unwrap_or_default();
+        let record = ImageRecord {
+            id: ImageId::from_config_digest(&config_ref.digest),
+            repo_tags: name.repo_tag().into_iter().collect(),
+            repo_digests: BTreeSet::from([name.repo_digest(&top_digest)]),
+            manifest: manifest_digest,
+            layers: diff_ids,
+            user,
+            created_at: now_secs(),
+        };
+        let store = self.store.clone();
+        let blobs = [(record.manifest.clone(), manifest_bytes), (config_ref.digest.clone(), config_bytes)];
+        crate::blocking::spawn(move || store.commit(record, records, &blobs))
+            .await
+            .map_err(|e| ImageError::Task(e.to_string()))?
     }
-    if manifest.layers().len() > limits.layers {
-        let what = format!("the manifest's {} layers", manifest.layers().len());
-        return Err(too_large(what, "image.max_layers", limits.layers as u64));
+
+    fn unsupported(&self, reason: String) -> ImageError {
+        ImageError::Unsupported { image: self.image.clone(), reason }
     }
-    let declared: u64 = manifest.layers().iter().map(|l| l.size()).fold(0, u64::saturating_add);
-    if declared > limits.image_unpacked_bytes {
-        let what = format!("the layers' declared size ({declared} bytes)");
-        return Err(too_large(what, "image.max_image_unpacked_bytes", limits.image_unpacked_bytes));
+
+    fn too_large(&self, what: String, setting: &'static str, limit: u64) -> ImageError {
+        ImageError::TooLarge { image: self.image.clone(), what, hit: LimitHit { setting, limit } }
     }
-    let config_path = source.open_blob(&config_ref, scratch.path()).await?;
-    let config_bytes = tokio::fs::read(&config_path).await.map_err(ImageError::io(&config_path))?;
-    let config: ImageConfiguration =
-        serde_json::from_slice(&config_bytes).map_err(|e| unsupported(format!("bad image config: {e}")))?;
-    if *config.os() != Os::Linux {
-        return Err(unsupported(format!("image is for {}, not linux", config.os())));
-    }
-    let diff_ids: Vec<Digest> = config
-        .rootfs()
-        .diff_ids()
-        .iter()
-        .map(|d| Digest::parse(d).ok_or_else(|| unsupported(format!("unsupported diff id {d:?}"))))
-        .collect::<Result<_, _>>()?;
-    if diff_ids.len() != manifest.layers().len() {
-        return Err(unsupported(format!(
-            "manifest lists {} layers, config lists {} diff ids",
-            manifest.layers().len(),
-            diff_ids.len()
-        )));
-    }
-    let mut layers = Vec::new();
-    for (descriptor, diff_id) in manifest.layers().iter().zip(&diff_ids) {
-        let blob = blob_ref(descriptor, &image)?;
-        if !LAYER_MEDIA_TYPES.contains(&blob.media_type.as_str()) {
-            return Err(unsupported(format!("layer media type {} is not supported", blob.media_type)));
+
+    /// What the manifest declares, against the limits, before anything is fetched.
+    fn check_declared_sizes(&self, manifest: &ImageManifest) -> Result<(), ImageError> {
+        let limits = self.limits;
+        if manifest.config().size() > limits.config_bytes {
+            return Err(self.too_large("the config".into(), "image.max_config_bytes", limits.config_bytes));
         }
-        layers.push((blob, diff_id.clone()));
+        if manifest.layers().len() > limits.layers {
+            let what = format!("the manifest's {} layers", manifest.layers().len());
+            return Err(self.too_large(what, "image.max_layers", limits.layers as u64));
+        }
+        let declared: u64 = manifest.layers().iter().map(|l| l.size()).fold(0, u64::saturating_add);
+        if declared > limits.image_unpacked_bytes {
+            let what = format!("the layers' declared size ({declared} bytes)");
+            return Err(self.too_large(what, "image.max_image_unpacked_bytes", limits.image_unpacked_bytes));
+        }
+        Ok(())
     }
 
-    let total = layers.len();
-    let budget = UnpackBudget::new(limits);
-    let records: Vec<LayerRecord> = futures::stream::iter(layers.into_iter().enumerate())
-        .map(|(n, (blob, diff_id))| {
-            let scratch = scratch.path().to_path_buf();
-            let (image, budget) = (image.clone(), budget.clone());
-            async move {
-                let layer = Layer { blob: &blob, diff_id: &diff_id, position: (n + 1, total), budget };
-                fetch_layer(store, source, &image, layer, &scratch, installed).await
-            }
-        })
-        .buffer_unordered(max_downloads)
-        .try_collect()
-        .await?;
+    /// The image config: its bytes as stored and parsed; images for other systems refused.
+    async fn fetch_config(
+        &self,
+        config_ref: &BlobRef,
+        scratch: &Path,
+    ) -> Result<(Vec<u8>, ImageConfiguration), ImageError> {
+        let path = self.source.open_blob(config_ref, scratch).await?;
+        let bytes = tokio::fs::read(&path).await.map_err(ImageError::io(&path))?;
+        let config: ImageConfiguration =
+            serde_json::from_slice(&bytes).map_err(|e| self.unsupported(format!("bad image config: {e}")))?;
+        if *config.os() != Os::Linux {
+            return Err(self.unsupported(format!("image is for {}, not linux", config.os())));
+        }
+        Ok((bytes, config))
+    }
 
-    crate::crash::point("pull-after-layers");
-    let user = config.config().as_ref().and_then(|c| c.user().clone()).unwrap_or_default();
-    let record = ImageRecord {
-        id: ImageId::from_config_digest(&config_ref.digest),
-        repo_tags: name.repo_tag().into_iter().collect(),
-        repo_digests: BTreeSet::from([name.repo_digest(&top_digest)]),
-        manifest: manifest_digest,
-        layers: diff_ids,
-        user,
-        created_at: now_secs(),
-    };
-    let store = store.clone();
-    let blobs = [(record.manifest.clone(), manifest_bytes), (config_ref.digest.clone(), config_bytes)];
-    crate::blocking::spawn(move || store.commit(record, records, &blobs))
-        .await
-        .map_err(|e| ImageError::Task(e.to_string()))?
+    /// Each layer's blob with its content digest (the config's diff id), in order; unknown
+    /// media types and a count that does not match are refused.
+    fn layer_blobs(
+        &self,
+        manifest: &ImageManifest,
+        config: &ImageConfiguration,
+    ) -> Result<Vec<(BlobRef, Digest)>, ImageError> {
+        let diff_ids: Vec<Digest> = config
+            .rootfs()
+            .diff_ids()
+            .iter()
+            .map(|d| Digest::parse(d).ok_or_else(|| self.unsupported(format!("unsupported diff id {d:?}"))))
+            .collect::<Result<_, _>>()?;
+        if diff_ids.len() != manifest.layers().len() {
+            let (m, c) = (manifest.layers().len(), diff_ids.len());
+            return Err(self.unsupported(format!("manifest lists {m} layers, config lists {c} diff ids")));
+        }
+        let mut layers = Vec::new();
+        for (descriptor, diff_id) in manifest.layers().iter().zip(&diff_ids) {
+            let blob = blob_ref(descriptor, &self.image)?;
+            if !LAYER_MEDIA_TYPES.contains(&blob.media_type.as_str()) {
+                return Err(self.unsupported(format!("layer media type {} is not supported", blob.media_type)));
+            }
+            layers.push((blob, diff_id.clone()));
+        }
+        Ok(layers)
+    }
+
+    /// Every layer fetched and unpacked, `max_downloads` at a time, under one image budget.
+    async fn fetch_layers(
+        &self,
+        layers: Vec<(BlobRef, Digest)>,
+        scratch: &Path,
+    ) -> Result<Vec<LayerRecord>, ImageError> {
+        let total = layers.len();
+        let budget = UnpackBudget::new(self.limits);
+        futures::stream::iter(layers.into_iter().enumerate())
+            .map(|(n, (blob, diff_id))| {
+                let budget = budget.clone();
+                async move {
+                    let layer = Layer { blob: &blob, diff_id: &diff_id, position: (n + 1, total), budget };
+                    self.fetch_layer(layer, scratch).await
+                }
+            })
+            .buffer_unordered(self.max_downloads)
+            .try_collect()
+            .await
+    }
 }
 
 /// The image manifest `top` stands for: itself, or this node's entry of an index.
@@ -280,47 +317,44 @@ struct Layer<'a> {
     budget: UnpackBudget,
 }
 
-/// Downloads and unpacks one layer unless it is already installed; one it installs is
-/// added to `installed`.
-async fn fetch_layer(
-    store: &Arc<ImageStore>,
-    source: &dyn ImageSource,
-    image: &str,
-    layer: Layer<'_>,
-    scratch: &Path,
-    installed: &Mutex<Vec<Digest>>,
-) -> Result<LayerRecord, ImageError> {
-    let Layer { blob, diff_id, position: (n, total), budget } = layer;
-    let path = store.layer_path(diff_id);
-    if store.has_layer(diff_id) {
-        tracing::info!(image, layer = %diff_id, "layer {n}/{total} already present");
-        let stats =
-            crate::blocking::spawn(move || layer_stats(&path)).await.map_err(|e| ImageError::Task(e.to_string()))?;
-        let stats =
-            stats.map_err(|source| ImageError::Unpack { image: image.into(), layer: diff_id.clone(), source })?;
-        return Ok(LayerRecord { diff_id: diff_id.clone(), disk_bytes: stats.disk_bytes, inodes: stats.inodes });
+impl Pull<'_> {
+    /// Downloads and unpacks one layer unless it is already installed; one it installs is
+    /// added to `installed`.
+    async fn fetch_layer(&self, layer: Layer<'_>, scratch: &Path) -> Result<LayerRecord, ImageError> {
+        let Layer { blob, diff_id, position: (n, total), budget } = layer;
+        let (store, source, image) = (self.store, self.source, self.image.as_str());
+        let path = store.layer_path(diff_id);
+        if store.has_layer(diff_id) {
+            tracing::info!(image, layer = %diff_id, "layer {n}/{total} already present");
+            let stats = crate::blocking::spawn(move || layer_stats(&path))
+                .await
+                .map_err(|e| ImageError::Task(e.to_string()))?;
+            let stats =
+                stats.map_err(|source| ImageError::Unpack { image: image.into(), layer: diff_id.clone(), source })?;
+            return Ok(LayerRecord { diff_id: diff_id.clone(), disk_bytes: stats.disk_bytes, inodes: stats.inodes });
+        }
+        let started = Instant::now();
+        tracing::info!(image, layer = %diff_id, blob = %blob.digest, bytes = blob.size, "layer {n}/{total}: fetching from {}", source.describe());
+        let blob_path = source.open_blob(blob, scratch).await?;
+        let fetched = started.elapsed();
+        let unpack_dir = scratch.join(format!("layer-{}", diff_id.hex()));
+        let (dir, id) = (unpack_dir.clone(), diff_id.clone());
+        let stats = crate::blocking::spawn(move || unpack_layer(&blob_path, &dir, &id, &budget))
+            .await
+            .map_err(|e| ImageError::Task(e.to_string()))?
+            .map_err(|source| ImageError::Unpack { image: image.into(), layer: diff_id.clone(), source })?;
+        store.install_layer(&unpack_dir, diff_id)?;
+        self.installed.lock().unwrap_or_else(|p| p.into_inner()).push(diff_id.clone());
+        tracing::info!(
+            image,
+            layer = %diff_id,
+            fetch_ms = fetched.as_millis() as u64,
+            unpack_ms = (started.elapsed() - fetched).as_millis() as u64,
+            disk_bytes = stats.disk_bytes,
+            "layer {n}/{total} ready"
+        );
+        Ok(LayerRecord { diff_id: diff_id.clone(), disk_bytes: stats.disk_bytes, inodes: stats.inodes })
     }
-    let started = Instant::now();
-    tracing::info!(image, layer = %diff_id, blob = %blob.digest, bytes = blob.size, "layer {n}/{total}: fetching from {}", source.describe());
-    let blob_path = source.open_blob(blob, scratch).await?;
-    let fetched = started.elapsed();
-    let unpack_dir = scratch.join(format!("layer-{}", diff_id.hex()));
-    let (dir, id) = (unpack_dir.clone(), diff_id.clone());
-    let stats = crate::blocking::spawn(move || unpack_layer(&blob_path, &dir, &id, &budget))
-        .await
-        .map_err(|e| ImageError::Task(e.to_string()))?
-        .map_err(|source| ImageError::Unpack { image: image.into(), layer: diff_id.clone(), source })?;
-    store.install_layer(&unpack_dir, diff_id)?;
-    installed.lock().unwrap_or_else(|p| p.into_inner()).push(diff_id.clone());
-    tracing::info!(
-        image,
-        layer = %diff_id,
-        fetch_ms = fetched.as_millis() as u64,
-        unpack_ms = (started.elapsed() - fetched).as_millis() as u64,
-        disk_bytes = stats.disk_bytes,
-        "layer {n}/{total} ready"
-    );
-    Ok(LayerRecord { diff_id: diff_id.clone(), disk_bytes: stats.disk_bytes, inodes: stats.inodes })
 }
 
 #[derive(Debug, PartialEq, Eq)]
