@@ -80,6 +80,33 @@ async fn scrape_names_labels_and_rpc_codes() {
     } else {
         assert!(usage.is_empty(), "{usage:?}");
     }
+    // The pod's own cgroup, under the same figures with pod labels.
+    let pod_labels = format!("pod=\"web\",namespace=\"default\",id=\"{pod}\"");
+    let pod_ws = find("swapcri_pod_memory_working_set_bytes");
+    assert!(pod_ws.iter().any(|(_, l, v)| *l == pod_labels && *v > 0.0), "{pod_ws:?}");
+    // The kernel's swap detail: limit events and refaults wherever swap is accounted, the
+    // peak from Linux 6.5, memory pressure wherever the node has PSI; nothing on cgroup v1.
+    let of = |name: &str, labels: &str| find(name).into_iter().filter(|(_, l, _)| l.starts_with(labels)).count();
+    let swap_accounted = facts.cgroup_v2 && facts.swap_accounting;
+    let events = of("swapcri_container_swap_events_total", &ws[0].1);
+    assert_eq!(events, if swap_accounted { 3 } else { 0 }, "high, max and fail:\n{body}");
+    assert_eq!(of("swapcri_container_swap_anon_refaults_total", &ws[0].1), swap_accounted as usize, "{body}");
+    assert_eq!(of("swapcri_pod_swap_usage_bytes", &pod_labels), swap_accounted as usize, "{body}");
+    let peak = swap_accounted && facts.kernel >= (6, 5);
+    assert_eq!(of("swapcri_container_swap_peak_bytes", &ws[0].1), peak as usize, "{body}");
+    let psi = facts.cgroup_v2 && std::path::Path::new("/proc/pressure/memory").exists();
+    let pressure = of("swapcri_container_memory_pressure_seconds_total", &ws[0].1);
+    assert_eq!(pressure, if psi { 2 } else { 0 }, "some and full:\n{body}");
+    // The same figures in the verbose statuses.
+    let verbose = rt.container_status(cri::ContainerStatusRequest { container_id: id.clone(), verbose: true });
+    let info = verbose.await.unwrap().into_inner().info;
+    let usage: serde_json::Value = serde_json::from_str(&info["info"]).unwrap();
+    let swap = &usage["usage"]["swap"];
+    assert_eq!(swap["events"].is_object(), swap_accounted, "{swap}");
+    assert_eq!(swap["peak_bytes"].is_u64(), peak, "{swap}");
+    let (_, pod_info) = verbose_pod_status(&daemon, &pod).await;
+    assert!(pod_info["usage"]["memory"]["working_set_bytes"].as_u64() > Some(0), "{}", pod_info["usage"]);
+    assert_eq!(pod_info["usage"]["swap"].is_object(), swap_accounted, "{}", pod_info["usage"]);
     assert_eq!(find("swapcri_swap_policy_disagreements_total")[0].2, 0.0);
     let exec_ws = "kind=\"exec\",transport=\"websocket\"";
     let sessions = find("swapcri_streaming_sessions_total");

@@ -168,6 +168,35 @@ S_AFTER=$(value "$B" memory.swap.current)
 check metrics-swap '[ "$S_METRIC" = "$S_AFTER" ] || [ "$S_METRIC" = "$S_BEFORE" ]' \
   "swapcri_container_swap_usage_bytes=$S_METRIC memory.swap.current=$S_AFTER"
 [ -n "$S_METRIC" ] || echo "$METRICS" | grep -m 5 "swap\|rror" | sed 's/^/E2E-LOG metrics: /' 
+# Scenario 7b: the kernel's swap detail of the swapping container and its pod, in verbose
+# status and /metrics, equal to the files read around them: the peak (memory.swap.peak, from
+# 6.5; absent on 6.1), the limit's events, anon refaults; the pod's swap covers the container's.
+B_PEAK=$(value "$B" memory.swap.peak 2>/dev/null)
+B_MAX0=$(value "$B" memory.swap.events | awk '$1 == "max" { print $2 }')
+B_RF0=$(value "$B" memory.stat | awk '$1 == "workingset_refault_anon" { print $2 }')
+B_INFO=$($C client inspect --verbose "$B" | tr -d ' \n')
+BP=$(echo "$B_INFO" | sed -n 's/.*"sandboxID":"\([0-9a-f]*\)".*/\1/p')
+METRICS=$(wget -q -O - http://127.0.0.1:9117/metrics 2>&1)
+B_MAX1=$(value "$B" memory.swap.events | awk '$1 == "max" { print $2 }')
+B_RF1=$(value "$B" memory.stat | awk '$1 == "workingset_refault_anon" { print $2 }')
+metric() { echo "$METRICS" | grep "^$1{.*$2" | awk '{ print $2 }' | head -n 1; }
+M_PEAK=$(metric swapcri_container_swap_peak_bytes "$B")
+M_MAX=$(metric swapcri_container_swap_events_total "$B.*event=\"max\"")
+M_RF=$(metric swapcri_container_swap_anon_refaults_total "$B")
+M_POD=$(metric swapcri_pod_swap_usage_bytes "id=\"$BP\"")
+I_PEAK=$(echo "$B_INFO" | sed -n 's/.*"peak_bytes":\([0-9a-z]*\).*/\1/p')
+if [ -n "$B_PEAK" ]; then
+  check swap-peak '[ "$M_PEAK" = "$B_PEAK" ] && [ "$I_PEAK" = "$B_PEAK" ] && [ "$B_PEAK" -ge "$S_AFTER" ]' \
+    "memory.swap.peak=$B_PEAK metric=$M_PEAK verbose=$I_PEAK current=$S_AFTER"
+else
+  check swap-peak-absent '[ -z "$M_PEAK" ] && [ "$I_PEAK" = null ]' "no memory.swap.peak: metric '${M_PEAK}' verbose $I_PEAK"
+fi
+check swap-events '[ -n "$M_MAX" ] && [ "$M_MAX" -ge "$B_MAX0" ] && [ "$M_MAX" -le "$B_MAX1" ] && echo "$B_INFO" | grep -q "\"events\":{\"high\""' \
+  "swap events max: file $B_MAX0..$B_MAX1 metric $M_MAX"
+check swap-refaults '[ -n "$M_RF" ] && [ "$M_RF" -ge "$B_RF0" ] && [ "$M_RF" -le "$B_RF1" ]' \
+  "workingset_refault_anon $B_RF0..$B_RF1 metric $M_RF"
+M_CTR=$(metric swapcri_container_swap_usage_bytes "$B")
+check pod-swap '[ -n "$M_POD" ] && [ -n "$M_CTR" ] && [ "$M_POD" -ge "$M_CTR" ]' "pod $BP swap $M_POD, container $M_CTR"
 DOCTOR=$(swapcri doctor 2>&1)
 check doctor 'echo "$DOCTOR" | grep -q "ok\] cgroup v2" && echo "$DOCTOR" | grep -q "zram"' \
   "$(echo "$DOCTOR" | grep -E "^\[.*(cgroup v2|zram|swap +)" | tr -s ' ' | tr '\n' ';')"

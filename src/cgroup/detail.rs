@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::stats::{keyed, number, read};
+use super::files::{keyed, number, read};
 use super::Hierarchy;
 
 /// Where one cgroup's files are, per controller (all the same directory on cgroup v2).

@@ -3,10 +3,12 @@
 //! the daemon's cgroup.
 
 pub mod detail;
+pub mod files;
 pub mod layout;
 pub mod memory_files;
 pub mod pressure;
 pub mod stats;
+pub mod swap;
 pub mod systemd;
 
 use std::fs;

@@ -1,13 +1,16 @@
 //! CPU, memory and swap statistics of one cgroup, read from its files: cgroup v2
-//! (`cpu.stat`, `memory.current`, `memory.stat`, `memory.max`, `memory.swap.current`,
-//! `memory.swap.max`, the `*.pressure` files) or the v1 equivalents (no swap, no PSI).
+//! (`cpu.stat`, `memory.current`, `memory.stat`, `memory.max`, the swap files of
+//! [`super::swap`], the `*.pressure` files) or the v1 equivalents (no swap, no PSI).
 //! No process is spawned.
 
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use super::files::{keyed, limit, number, read};
 use super::pressure::{self, PressureSet};
+use super::swap::read_swap;
+pub use super::swap::SwapStats;
 use super::Hierarchy;
 
 /// Where one cgroup's files are.
@@ -50,20 +53,6 @@ impl MemoryStats {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct SwapStats {
-    pub usage_bytes: u64,
-    /// `memory.swap.max`; None when `max`.
-    pub limit_bytes: Option<u64>,
-}
-
-impl SwapStats {
-    /// limit − usage; None when unlimited.
-    pub fn available_bytes(&self) -> Option<u64> {
-        self.limit_bytes.map(|l| l.saturating_sub(self.usage_bytes))
-    }
-}
-
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct CgroupStats {
     pub cpu_usage_ns: Option<u64>,
@@ -72,27 +61,6 @@ pub struct CgroupStats {
     pub swap: Option<SwapStats>,
     /// Pressure stall information; all None on cgroup v1 or without PSI.
     pub pressure: PressureSet,
-}
-
-/// `key value` lines (memory.stat, cpu.stat).
-pub fn keyed(text: &str, key: &str) -> Option<u64> {
-    text.lines().find_map(|l| {
-        let (k, v) = l.split_once(' ')?;
-        (k == key).then(|| v.trim().parse().ok()).flatten()
-    })
-}
-
-pub(super) fn read(dir: &Path, file: &str) -> Option<String> {
-    std::fs::read_to_string(dir.join(file)).ok()
-}
-
-pub(super) fn number(dir: &Path, file: &str) -> Option<u64> {
-    read(dir, file)?.trim().parse().ok()
-}
-
-/// A limit file: `max` (v2) or a huge page-aligned value (v1 unlimited) are no limit.
-fn limit(dir: &Path, file: &str) -> Option<u64> {
-    number(dir, file).filter(|v| *v < (1 << 62))
 }
 
 /// The files and memory.stat keys of one cgroup version.
@@ -114,10 +82,10 @@ const V1: MemoryFiles = MemoryFiles {
     keys: ["total_inactive_file", "total_rss", "total_pgfault", "total_pgmajfault"],
 };
 
-fn memory_stats(dir: &Path, files: &MemoryFiles) -> Option<MemoryStats> {
+/// `stat`: the group's memory.stat, read once per sample and shared with the swap figures.
+fn memory_stats(dir: &Path, files: &MemoryFiles, stat: &str) -> Option<MemoryStats> {
     let usage = number(dir, files.usage)?;
-    let stat = read(dir, "memory.stat").unwrap_or_default();
-    let key = |i: usize| keyed(&stat, files.keys[i]).unwrap_or(0);
+    let key = |i: usize| keyed(stat, files.keys[i]).unwrap_or(0);
     Some(MemoryStats {
         usage_bytes: usage,
         working_set_bytes: usage.saturating_sub(key(0)),
@@ -129,20 +97,19 @@ fn memory_stats(dir: &Path, files: &MemoryFiles) -> Option<MemoryStats> {
 }
 
 pub fn read_stats(dirs: &CgroupDirs) -> CgroupStats {
+    let stat = read(&dirs.memory, "memory.stat").unwrap_or_default();
     if dirs.v2 {
-        let swap = number(&dirs.memory, "memory.swap.current")
-            .map(|usage| SwapStats { usage_bytes: usage, limit_bytes: limit(&dirs.memory, "memory.swap.max") });
         let cpu = read(&dirs.cpu, "cpu.stat").and_then(|s| keyed(&s, "usage_usec")).map(|us| us * 1000);
         CgroupStats {
             cpu_usage_ns: cpu,
-            memory: memory_stats(&dirs.memory, &V2),
-            swap,
+            memory: memory_stats(&dirs.memory, &V2, &stat),
+            swap: read_swap(&dirs.memory, &stat),
             pressure: pressure::read_set(&dirs.memory),
         }
     } else {
         CgroupStats {
             cpu_usage_ns: number(&dirs.cpu, "cpuacct.usage"),
-            memory: memory_stats(&dirs.memory, &V1),
+            memory: memory_stats(&dirs.memory, &V1, &stat),
             swap: None,
             pressure: PressureSet::default(),
         }

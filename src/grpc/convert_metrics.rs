@@ -313,7 +313,7 @@ mod tests {
                 limit_bytes: None,
                 ..Default::default()
             }),
-            swap: Some(SwapStats { usage_bytes: 4096, limit_bytes: Some(1 << 20) }),
+            swap: Some(SwapStats { usage_bytes: 4096, limit_bytes: Some(1 << 20), ..Default::default() }),
             ..Default::default()
         };
         let detail = Detail {

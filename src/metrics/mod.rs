@@ -1,6 +1,7 @@
 //! The Prometheus endpoint (`metrics.address`, off by default). Every name starts with
 //! `swapcri_` so nothing clashes with kubelet's or cadvisor's series.
 
+mod groups;
 mod grpc_layer;
 
 use std::sync::{Arc, Mutex};
@@ -13,30 +14,17 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
+pub use groups::{GroupSeries, Labels};
 pub use grpc_layer::GrpcMetricsLayer;
 
-/// One container's series, as the runtime reads them at scrape time.
-#[derive(Debug, Clone)]
-pub struct ContainerSeries {
-    pub labels: ContainerLabels,
-    pub swap_usage_bytes: Option<u64>,
-    pub swap_limit_bytes: Option<u64>,
-    pub working_set_bytes: Option<u64>,
-}
+use groups::GroupFamilies;
 
 /// What a scrape reads from the runtime.
 pub trait MetricsSource: Send + Sync {
-    fn container_series(&self) -> Vec<ContainerSeries>;
+    fn container_series(&self) -> Vec<GroupSeries>;
+    fn pod_series(&self) -> Vec<GroupSeries>;
     /// (swap disagreements, read-back mismatches) so far.
     fn memory_counters(&self) -> (u64, u64);
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ContainerLabels {
-    pub container: String,
-    pub pod: String,
-    pub namespace: String,
-    pub id: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -94,9 +82,8 @@ pub struct Metrics {
     registry: Mutex<Registry>,
     machine_swap: Gauge,
     node_swap_usage: Gauge,
-    container_swap_usage: Family<ContainerLabels, Gauge>,
-    container_swap_limit: Family<ContainerLabels, Gauge>,
-    container_working_set: Family<ContainerLabels, Gauge>,
+    containers: GroupFamilies,
+    pods: GroupFamilies,
     disagreements: Counter,
     mismatches: Counter,
     grpc_requests: Family<RpcLabels, Counter>,
@@ -120,9 +107,8 @@ impl Metrics {
             registry: Mutex::new(Registry::with_prefix("swapcri")),
             machine_swap: Gauge::default(),
             node_swap_usage: Gauge::default(),
-            container_swap_usage: Family::default(),
-            container_swap_limit: Family::default(),
-            container_working_set: Family::default(),
+            containers: GroupFamilies::default(),
+            pods: GroupFamilies::default(),
             disagreements: Counter::default(),
             mismatches: Counter::default(),
             grpc_requests: Family::default(),
@@ -141,21 +127,8 @@ impl Metrics {
                 "Swap in use on the node (SwapTotal - SwapFree); kubelet: node_swap_usage_bytes",
                 m.node_swap_usage.clone(),
             );
-            r.register(
-                "container_swap_usage_bytes",
-                "Swap used by the container (memory.swap.current); kubelet: container_swap_usage_bytes",
-                m.container_swap_usage.clone(),
-            );
-            r.register(
-                "container_swap_limit_bytes",
-                "The container's memory.swap.max (absent when unlimited); kubelet: container_swap_limit_bytes",
-                m.container_swap_limit.clone(),
-            );
-            r.register(
-                "container_memory_working_set_bytes",
-                "Memory usage minus inactive file cache; kubelet: container_memory_working_set_bytes",
-                m.container_working_set.clone(),
-            );
+            m.containers.register(r.sub_registry_with_prefix("container"), "container", true);
+            m.pods.register(r.sub_registry_with_prefix("pod"), "pod", false);
             r.register(
                 "swap_policy_disagreements",
                 "Containers whose kubelet memory.swap.max differed from swapcri's own",
@@ -203,20 +176,8 @@ impl Metrics {
         let (total, free) = (read("SwapTotal"), read("SwapFree"));
         self.machine_swap.set(total as i64);
         self.node_swap_usage.set(total.saturating_sub(free) as i64);
-        for family in [&self.container_swap_usage, &self.container_swap_limit, &self.container_working_set] {
-            family.clear();
-        }
-        for series in source.container_series() {
-            if let Some(usage) = series.swap_usage_bytes {
-                self.container_swap_usage.get_or_create(&series.labels).set(usage as i64);
-            }
-            if let Some(limit) = series.swap_limit_bytes {
-                self.container_swap_limit.get_or_create(&series.labels).set(limit as i64);
-            }
-            if let Some(working_set) = series.working_set_bytes {
-                self.container_working_set.get_or_create(&series.labels).set(working_set as i64);
-            }
-        }
+        self.containers.refresh(&source.container_series());
+        self.pods.refresh(&source.pod_series());
         let (disagreements, mismatches) = source.memory_counters();
         for (counter, value) in [(&self.disagreements, disagreements), (&self.mismatches, mismatches)] {
             counter.inc_by(value.saturating_sub(counter.get()));

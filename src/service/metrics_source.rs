@@ -1,30 +1,44 @@
-//! The runtime's side of a Prometheus scrape: per-container swap and memory series.
+//! The runtime's side of a Prometheus scrape: per-container and per-pod memory and swap
+//! series, read from the cgroups without touching the samples kubelet's CPU rates come from.
 
-use crate::metrics::{ContainerLabels, ContainerSeries, MetricsSource};
+use crate::metrics::{GroupSeries, MetricsSource};
+use crate::model::container::ContainerState;
 
+use super::objects::Sandbox;
 use super::PodService;
 
+fn pod_names(sandbox: &Sandbox) -> (String, String) {
+    let pod = sandbox.meta.config.metadata.clone().unwrap_or_default();
+    (pod.name, pod.namespace)
+}
+
 impl MetricsSource for PodService {
-    fn container_series(&self) -> Vec<ContainerSeries> {
+    fn container_series(&self) -> Vec<GroupSeries> {
         let mut out = Vec::new();
-        for sample in self.list_container_stats(None) {
-            let c = &sample.container;
+        for c in self
+            .list_containers(None)
+            .into_iter()
+            .filter(|c| matches!(c.status.state, ContainerState::Running | ContainerState::Created))
+        {
             let Ok(sandbox) = self.registry.find_sandbox(c.meta.sandbox_id.as_str()) else { continue };
-            let pod = sandbox.meta.config.metadata.clone().unwrap_or_default();
-            let stats = &sample.sample.stats;
-            out.push(ContainerSeries {
-                labels: ContainerLabels {
-                    container: c.meta.config.metadata.as_ref().map(|m| m.name.clone()).unwrap_or_default(),
-                    pod: pod.name,
-                    namespace: pod.namespace,
-                    id: c.meta.id.to_string(),
-                },
-                swap_usage_bytes: stats.swap.as_ref().map(|s| s.usage_bytes),
-                swap_limit_bytes: stats.swap.as_ref().and_then(|s| s.limit_bytes),
-                working_set_bytes: stats.memory.as_ref().map(|m| m.working_set_bytes),
-            });
+            let (pod, namespace) = pod_names(&sandbox);
+            let name = c.meta.config.metadata.as_ref().map(|m| m.name.clone()).unwrap_or_default();
+            let stats = self.cgroups.stats(&c.cgroup(&sandbox));
+            out.push(GroupSeries::container(&name, &pod, &namespace, c.meta.id.as_str(), stats));
         }
         out
+    }
+
+    fn pod_series(&self) -> Vec<GroupSeries> {
+        let sandboxes: Vec<Sandbox> = self.registry.read().sandboxes.values().cloned().collect();
+        sandboxes
+            .iter()
+            .filter(|s| s.status.state.can_start_containers())
+            .map(|s| {
+                let (pod, namespace) = pod_names(s);
+                GroupSeries::pod(&pod, &namespace, s.meta.id.as_str(), self.cgroups.stats(&s.meta.cgroup_path()))
+            })
+            .collect()
     }
 
     fn memory_counters(&self) -> (u64, u64) {

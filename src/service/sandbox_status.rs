@@ -35,6 +35,7 @@ impl PodService {
                 "config": sandbox.meta.config,
                 "resized": sandbox.status.resized,
                 "notReadyReason": sandbox.status.reason,
+                "usage": sandbox.status.state.can_start_containers().then(|| self.cgroups.stats(&sandbox.meta.cgroup_path())),
             })
             .to_string()
         });
