@@ -97,6 +97,10 @@ async fn scrape_names_labels_and_rpc_codes() {
     let psi = facts.cgroup_v2 && std::path::Path::new("/proc/pressure/memory").exists();
     let pressure = of("swapcri_container_memory_pressure_seconds_total", &ws[0].1);
     assert_eq!(pressure, if psi { 2 } else { 0 }, "some and full:\n{body}");
+    // Thrash detection runs where there is memory PSI: a sleeping container is not thrashing.
+    let thrashing = find("swapcri_container_swap_thrashing");
+    assert_eq!(thrashing.len(), psi as usize, "{thrashing:?}");
+    assert!(thrashing.iter().all(|(_, l, v)| *l == ws[0].1 && *v == 0.0), "{thrashing:?}");
     // The same figures in the verbose statuses.
     let verbose = rt.container_status(cri::ContainerStatusRequest { container_id: id.clone(), verbose: true });
     let info = verbose.await.unwrap().into_inner().info;
@@ -104,6 +108,8 @@ async fn scrape_names_labels_and_rpc_codes() {
     let swap = &usage["usage"]["swap"];
     assert_eq!(swap["events"].is_object(), swap_accounted, "{swap}");
     assert_eq!(swap["peak_bytes"].is_u64(), peak, "{swap}");
+    let state = &usage["swapState"];
+    assert_eq!(state["state"].as_str(), psi.then_some("normal"), "{state}");
     let (_, pod_info) = verbose_pod_status(&daemon, &pod).await;
     assert!(pod_info["usage"]["memory"]["working_set_bytes"].as_u64() > Some(0), "{}", pod_info["usage"]);
     assert_eq!(pod_info["usage"]["swap"].is_object(), swap_accounted, "{}", pod_info["usage"]);

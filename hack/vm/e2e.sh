@@ -67,7 +67,9 @@ echo '{"cniVersion": "1.0.0", "name": "lo-only", "plugins": [{"type": "loopback"
 cp hack/vm/init.sh "$base/init"
 chmod +x "$base/init"
 cp hack/vm/scenarios.sh hack/vm/helpers.sh "$base/e2e/"
-hack/build-busybox-image.sh "$work/busybox" localhost/busybox:latest >/dev/null
+# memtouch: hot, cold and one-off memory for the swap-safety scenarios.
+gcc -static -O2 -Wall -o "$work/memtouch" hack/vm/src/memtouch.c
+EXTRA_BINS="$work/memtouch" hack/build-busybox-image.sh "$work/busybox" localhost/busybox:latest >/dev/null
 cp "$work/busybox.tar" "$base/images/busybox.tar"
 
 # The root integration tests run in the VM too: a cgroup v2 node with swap. They start the

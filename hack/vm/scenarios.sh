@@ -291,5 +291,47 @@ if [ -x /usr/bin/crun ]; then
 else
   result crun-handler FAIL "crun is not in the VM"
 fi
+# ---- Phase E: thrash detection -----------------------------------------------------------
+# Two containers with the same limits as kubelet sends them (memory.high 64 MiB, swap up to
+# 256 MiB): one keeps 96 MiB hot, so a third of it is always being swapped back in; the
+# other writes 96 MiB once and idles, so its third stays in swap untouched.
+if [ -f /proc/pressure/memory ]; then
+  write_config follow-kubelet follow-kubelet
+  daemon_start
+  LIMITS="--unified memory.high=$((64 * MI)) --unified memory.swap.max=$((256 * MI))"
+  mkdir -p /sys/fs/cgroup/kubepods/burstable
+  echo "+memory +io +cpu +pids" >/sys/fs/cgroup/kubepods/cgroup.subtree_control 2>/dev/null
+  echo "+memory +io +cpu +pids" >/sys/fs/cgroup/kubepods/burstable/cgroup.subtree_control 2>/dev/null
+  thrash_ctr() { # thrash_ctr NAME MODE
+    p=$($C client runp "$1" --cgroup-parent "/kubepods/burstable/pod$1")
+    c=$($C client create "$p" app localhost/busybox:latest --memory-limit $((512 * MI)) $LIMITS -- memtouch 96 "$2")
+    $C client start "$c" >/dev/null && echo "$c"
+  }
+  state_of() { $C client inspect --verbose "$1" | tr -d ' \n' | sed -n 's/.*"swapState":{[^}]*"state":"\([a-z]*\)".*/\1/p'; }
+  COLD=$(thrash_ctr cold cold)
+  settle "$COLD"
+  HOT=$(thrash_ctr hot hot)
+  STARTED=$(date +%s) DETECTED="" COLD_SEEN=""
+  while [ $(($(date +%s) - STARTED)) -lt 120 ]; do
+    [ "$(state_of "$HOT")" = thrashing ] && { DETECTED=$(($(date +%s) - STARTED)); break; }
+    sleep 1
+  done
+  for i in 1 2 3 4 5 6 7 8 9 10; do COLD_SEEN="$COLD_SEEN $(state_of "$COLD")"; sleep 1; done
+  HOT_RF=$(value "$HOT" memory.stat | awk '$1 == "workingset_refault_anon" { print $2 }')
+  COLD_SC=$(value "$COLD" memory.swap.current)
+  METRICS=$(wget -q -O - http://127.0.0.1:9117/metrics 2>&1)
+  M_HOT=$(echo "$METRICS" | grep "^swapcri_container_swap_thrashing{.*$HOT" | awk '{ print $2 }')
+  M_COLD=$(echo "$METRICS" | grep "^swapcri_container_swap_thrashing{.*$COLD" | awk '{ print $2 }')
+  check thrash-detected '[ -n "$DETECTED" ] && [ "$M_HOT" = 1 ] && grep -q "to=\"*thrashing" $LOG' \
+    "hot container thrashing after ${DETECTED:-never} s from its start (refaults $HOT_RF), metric $M_HOT; $(grep -m1 'to="*thrashing' $LOG | sed 's/.*memory_some/memory_some/')"
+  check thrash-cold-normal '[ "$COLD_SC" -gt $((16 * MI)) ] && ! echo "$COLD_SEEN" | grep -qv "^[ normal]*$" && [ "$M_COLD" = 0 ]' \
+    "cold container with $COLD_SC bytes in swap:$COLD_SEEN; metric $M_COLD"
+  $C client stop "$HOT" --timeout 0 >/dev/null
+  for p in $($C client pods | grep '"id"' | cut -d'"' -f4); do $C client rmp "$p" >/dev/null; done
+  daemon_stop
+  note "phase E done"
+else
+  result thrash-detection FAIL "no /proc/pressure/memory: the kernel runs without PSI"
+fi
 [ -n "$FAILED" ] && dump_log
 true

@@ -69,6 +69,31 @@ pub fn read_set(dir: &Path) -> PressureSet {
     PressureSet { cpu: read(dir, "cpu.pressure"), memory: read(dir, "memory.pressure"), io: read(dir, "io.pressure") }
 }
 
+/// Arms a PSI trigger on the group's `memory.pressure`: the kernel marks the descriptor
+/// readable with priority (POLLPRI) when some task of the group stalled on memory for
+/// `stall_us` within a `window_us` window (at most once per window). It lasts as long as
+/// the descriptor, and is an error where the kernel has no PSI or the group is gone.
+pub fn memory_trigger(dir: &Path, stall_us: u64, window_us: u64) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
+        .open(dir.join("memory.pressure"))?;
+    file.write_all(format!("some {stall_us} {window_us}").as_bytes())?;
+    Ok(file.into())
+}
+
+/// The running totals thrash detection reads each second: memory stall (some, full) in
+/// microseconds and anonymous refaults; None where a file is missing.
+pub fn memory_totals(dir: &Path) -> Option<(u64, u64, u64)> {
+    let p = read(dir, "memory.pressure")?;
+    let stat = std::fs::read_to_string(dir.join("memory.stat")).ok()?;
+    let refaults = super::files::keyed(&stat, "workingset_refault_anon")?;
+    Some((p.some.total_ns / 1000, p.full.total_ns / 1000, refaults))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -95,6 +120,21 @@ mod tests {
             assert_eq!(parse(text).map(|p| p.some.total_ns), *some_total, "{text:?}");
         }
         assert_eq!(parse("some avg10=0.00 avg60=0.00 avg300=0.00 total=7\n").unwrap().full, PsiLine::default());
+    }
+
+    #[test]
+    fn totals_for_thrash_detection() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(memory_totals(dir.path()), None);
+        std::fs::write(
+            dir.path().join("memory.pressure"),
+            "some avg10=0.00 avg60=0.00 avg300=0.00 total=5000\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=1000\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("memory.stat"), "anon 1\nworkingset_refault_anon 42\n").unwrap();
+        assert_eq!(memory_totals(dir.path()), Some((5000, 1000, 42)));
+        // A regular file takes no trigger text as the kernel's file does, but the call is made.
+        assert!(memory_trigger(&dir.path().join("gone"), 100_000, 1_000_000).is_err());
     }
 
     #[test]

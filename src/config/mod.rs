@@ -6,9 +6,11 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 mod handlers;
+mod thrash;
 
 use crate::oci::HandlerSpec;
 pub use handlers::{HandlerConfig, BUILTIN_HANDLER};
+pub use thrash::ThrashConfig;
 
 /// Where the configuration file lives unless `--config` says otherwise.
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/swapcri/config.toml";
@@ -46,6 +48,7 @@ pub struct Config {
     pub memory_qos: MemoryQosConfig,
     pub system: SystemConfig,
     pub metrics: MetricsConfig,
+    pub thrash: ThrashConfig,
     pub network: NetworkConfig,
     pub streaming: StreamingConfig,
     pub image: ImageConfig,
@@ -318,6 +321,7 @@ impl Default for Config {
             memory_qos: MemoryQosConfig::default(),
             system: SystemConfig::default(),
             metrics: MetricsConfig::default(),
+            thrash: ThrashConfig::default(),
             network: NetworkConfig::default(),
             streaming: StreamingConfig::default(),
             image: ImageConfig::default(),
@@ -499,6 +503,9 @@ impl Config {
         }
         if !(1..=10000).contains(&self.system.io_weight) {
             return Err(invalid("system.io_weight", format!("{} is not in 1..=10000", self.system.io_weight)));
+        }
+        if let Err((key, message)) = self.thrash.check() {
+            return Err(invalid(key, message));
         }
         for dev in &self.system.io_devices {
             let valid = dev.split_once(':').is_some_and(|(a, b)| a.parse::<u32>().is_ok() && b.parse::<u32>().is_ok());

@@ -20,17 +20,27 @@ pub type Labels = Vec<(String, String)>;
 pub struct GroupSeries {
     pub labels: Labels,
     pub stats: CgroupStats,
+    /// Whether the group thrashes, where thrash detection runs for it.
+    pub thrashing: Option<bool>,
 }
 
 impl GroupSeries {
     pub fn container(container: &str, pod: &str, namespace: &str, id: &str, stats: CgroupStats) -> GroupSeries {
         let labels = [("container", container), ("pod", pod), ("namespace", namespace), ("id", id)];
-        GroupSeries { labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(), stats }
+        GroupSeries {
+            labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            stats,
+            thrashing: None,
+        }
     }
 
     pub fn pod(pod: &str, namespace: &str, id: &str, stats: CgroupStats) -> GroupSeries {
         let labels = [("pod", pod), ("namespace", namespace), ("id", id)];
-        GroupSeries { labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(), stats }
+        GroupSeries {
+            labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            stats,
+            thrashing: None,
+        }
     }
 }
 
@@ -58,6 +68,7 @@ pub struct GroupFamilies {
     zswap_original: Family<Labels, Gauge>,
     zswap_pages: Family<Labels, Counter>,
     memory_pressure: Family<Labels, Counter<f64, AtomicU64>>,
+    thrashing: Family<Labels, Gauge>,
 }
 
 impl GroupFamilies {
@@ -118,6 +129,11 @@ impl GroupFamilies {
             self.zswap_pages.clone(),
         );
         r.register(
+            "swap_thrashing",
+            format!("1 while the {what} thrashes (stalls on memory while faulting swapped-out pages back in), else 0; absent where thrash detection is off"),
+            self.thrashing.clone(),
+        );
+        r.register(
             "memory_pressure_seconds",
             format!("Time some or all of the {what}'s tasks stalled on memory (memory.pressure total)"),
             self.memory_pressure.clone(),
@@ -128,7 +144,7 @@ impl GroupFamilies {
         for f in [&self.working_set, &self.swap_usage, &self.swap_limit, &self.swap_peak] {
             f.clear();
         }
-        for f in [&self.zswap_compressed, &self.zswap_original] {
+        for f in [&self.zswap_compressed, &self.zswap_original, &self.thrashing] {
             f.clear();
         }
         for f in [&self.swap_events, &self.anon_refaults, &self.swap_pages, &self.zswap_pages] {
@@ -155,6 +171,9 @@ impl GroupFamilies {
         let counter = |f: &Family<Labels, Counter>, l: &Labels, v: u64| {
             f.get_or_create(l).inc_by(v);
         };
+        if let Some(thrashing) = g.thrashing {
+            gauge(&self.thrashing, labels, thrashing as u64);
+        }
         if let Some(m) = &stats.memory {
             gauge(&self.working_set, labels, m.working_set_bytes);
         }
@@ -261,6 +280,21 @@ mod tests {
         // A second scrape takes the kernel's totals again rather than adding to them.
         pods.refresh(&[GroupSeries::pod("web", "default", "p1", stats())]);
         assert!(encode(&r).lines().any(|line| line == format!("swapcri_pod_swap_anon_refaults_total{{{l}}} 77")));
+
+        let containers = GroupFamilies::default();
+        containers.register(r.sub_registry_with_prefix("container"), "container", true);
+        let mut hot = GroupSeries::container("app", "web", "default", "c1", CgroupStats::default());
+        hot.thrashing = Some(true);
+        let off = GroupSeries::container("app", "web", "default", "c2", CgroupStats::default());
+        containers.refresh(&[hot, off]);
+        let text = encode(&r);
+        assert!(
+            text.contains(
+                r#"swapcri_container_swap_thrashing{container="app",pod="web",namespace="default",id="c1"} 1"#
+            ),
+            "{text}"
+        );
+        assert!(!text.contains(r#"id="c2""#), "no thrash series where detection is off:\n{text}");
 
         pods.refresh(&[GroupSeries::pod("other", "default", "p2", CgroupStats::default())]);
         let text = encode(&r);

@@ -10,6 +10,7 @@ pub mod paths;
 pub mod seccomp;
 pub mod spec;
 pub mod sysctls;
+pub mod thrash;
 pub mod user;
 pub mod userns;
 

@@ -46,6 +46,11 @@ impl Cgroups {
         }
     }
 
+    /// The directory of cgroup `rel` on a cgroup v2 node.
+    pub fn unified_dir(&self, rel: &str) -> Option<PathBuf> {
+        self.unified_root.as_ref().map(|root| root.join(rel.trim_start_matches('/')))
+    }
+
     /// The statistics of the cgroup `rel` (relative to the cgroup root).
     pub fn stats(&self, rel: &str) -> CgroupStats {
         CgroupDirs::locate(rel, self.unified_root.as_deref(), &self.hierarchies)

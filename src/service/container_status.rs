@@ -29,6 +29,7 @@ impl PodService {
                     "memoryPlan": container.status.memory_plan,
                     "memoryMismatches": container.status.memory_mismatches,
                     "usage": self.current_usage(&container),
+                    "swapState": self.thrash.state_of(&container.meta.id),
                 })
                 .to_string(),
             )

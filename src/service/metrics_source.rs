@@ -24,7 +24,10 @@ impl MetricsSource for PodService {
             let (pod, namespace) = pod_names(&sandbox);
             let name = c.meta.config.metadata.as_ref().map(|m| m.name.clone()).unwrap_or_default();
             let stats = self.cgroups.stats(&c.cgroup(&sandbox));
-            out.push(GroupSeries::container(&name, &pod, &namespace, c.meta.id.as_str(), stats));
+            let mut series = GroupSeries::container(&name, &pod, &namespace, c.meta.id.as_str(), stats);
+            let running = c.status.state == ContainerState::Running;
+            series.thrashing = (running && self.thrash.active()).then(|| self.thrash.is_thrashing(&c.meta.id));
+            out.push(series);
         }
         out
     }

@@ -45,6 +45,7 @@ mod sandbox_update;
 mod sandbox_watch;
 mod stats;
 mod streaming;
+mod thrash_watch;
 mod writable_usage;
 
 pub use stats::{ContainerSample, PodSample, Sample};
@@ -95,6 +96,8 @@ pub struct PodService {
     pub(crate) host: Arc<dyn Host>,
     /// Wakes the watcher of PID-namespace holders when a pod with one is recorded.
     pub(crate) holder_watch: sandbox_watch::HolderWatch,
+    /// Each container's swap state (normal, pressured, thrashing) from the thrash watcher.
+    pub(crate) thrash: thrash_watch::ThrashBoard,
 }
 
 impl PodService {
@@ -120,6 +123,7 @@ impl PodService {
             writable: Default::default(),
             host: Arc::new(NodeHost),
             holder_watch: Default::default(),
+            thrash: Default::default(),
         })
     }
 

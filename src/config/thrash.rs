@@ -1,0 +1,73 @@
+//! `[thrash]`: when a container counts as pressured or thrashing (policy::thrash).
+
+use serde::{Deserialize, Serialize};
+
+use crate::policy::thrash::Thresholds;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ThrashConfig {
+    /// Watch containers for thrashing (cgroup v2 with PSI only).
+    pub enabled: bool,
+    /// Percent of the window in which some task stalled on memory: pressured from here (the
+    /// kernel's PSI trigger on each container fires at this share of a second).
+    pub pressured_some_percent: f64,
+    /// The stall share that, with `swapins_per_second`, makes a container thrashing.
+    pub thrashing_some_percent: f64,
+    /// Anonymous pages faulted back in from swap or zswap per second.
+    pub swapins_per_second: f64,
+    /// The span the figures are taken over (1 to 60 s).
+    pub window_seconds: u64,
+    /// How long the figures must stay below a state before it is left.
+    pub recover_seconds: u64,
+}
+
+impl Default for ThrashConfig {
+    fn default() -> Self {
+        let t = Thresholds::default();
+        ThrashConfig {
+            enabled: true,
+            pressured_some_percent: t.pressured_some_percent,
+            thrashing_some_percent: t.thrashing_some_percent,
+            swapins_per_second: t.swapins_per_second,
+            window_seconds: t.window_ms / 1000,
+            recover_seconds: t.recover_ms / 1000,
+        }
+    }
+}
+
+impl ThrashConfig {
+    pub fn thresholds(&self) -> Thresholds {
+        Thresholds {
+            pressured_some_percent: self.pressured_some_percent,
+            thrashing_some_percent: self.thrashing_some_percent,
+            swapins_per_second: self.swapins_per_second,
+            window_ms: self.window_seconds * 1000,
+            recover_ms: self.recover_seconds * 1000,
+        }
+    }
+
+    /// The first value out of its range: (its key, why).
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        let percent = |v: f64| v > 0.0 && v <= 100.0;
+        if !percent(self.pressured_some_percent) {
+            return Err((
+                "thrash.pressured_some_percent",
+                format!("{} is not in (0, 100]", self.pressured_some_percent),
+            ));
+        }
+        if !percent(self.thrashing_some_percent) {
+            return Err((
+                "thrash.thrashing_some_percent",
+                format!("{} is not in (0, 100]", self.thrashing_some_percent),
+            ));
+        }
+        if !(self.swapins_per_second >= 0.0 && self.swapins_per_second.is_finite()) {
+            return Err(("thrash.swapins_per_second", format!("{} is not a rate", self.swapins_per_second)));
+        }
+        if !(1..=60).contains(&self.window_seconds) {
+            return Err(("thrash.window_seconds", format!("{} is not in 1..=60", self.window_seconds)));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,237 @@
+//! Thrash detection (policy::thrash) for every running container, driven by the kernel: a
+//! PSI trigger on each container's `memory.pressure` wakes the watcher when the container
+//! stalls on memory for `pressured_some_percent` of a second. From then on the container's
+//! totals are read once a second until it is normal again and no trigger has fired for a
+//! window and a recovery period. A calm node costs one descriptor per container and no reads.
+//! Each change of state is logged and kept on the board, where verbose status and the
+//! metrics read it.
+
+use std::collections::HashMap;
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
+use tokio::task::{AbortHandle, JoinSet};
+
+use crate::model::container::ContainerState;
+use crate::model::ids::ContainerId;
+use crate::policy::thrash::{Detector, Figures, Reading, ThrashState};
+
+use super::PodService;
+
+/// The PSI trigger's window; the stall that fires it is the pressured share of it.
+const TRIGGER_WINDOW_US: u64 = 1_000_000;
+const TICK: Duration = Duration::from_secs(1);
+
+/// A container's state as last decided.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThrashReport {
+    pub state: ThrashState,
+    /// Seconds since the epoch when the state began.
+    pub since: i64,
+    /// The window's figures at the last reading.
+    pub figures: Figures,
+}
+
+/// What the watcher found, per container; containers never seen pressed are not on it.
+#[derive(Default)]
+pub struct ThrashBoard {
+    /// Whether the watcher runs (cgroup v2 with PSI, and enabled).
+    active: std::sync::atomic::AtomicBool,
+    reports: Mutex<HashMap<ContainerId, ThrashReport>>,
+}
+
+impl ThrashBoard {
+    pub fn active(&self) -> bool {
+        self.active.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The container's state where detection runs: normal until it was seen otherwise.
+    pub fn state_of(&self, id: &ContainerId) -> Option<ThrashReport> {
+        self.active().then(|| {
+            self.report(id).unwrap_or(ThrashReport {
+                state: ThrashState::Normal,
+                since: 0,
+                figures: Figures::default(),
+            })
+        })
+    }
+
+    pub fn report(&self, id: &ContainerId) -> Option<ThrashReport> {
+        self.reports.lock().unwrap_or_else(|p| p.into_inner()).get(id).cloned()
+    }
+
+    pub fn is_thrashing(&self, id: &ContainerId) -> bool {
+        self.report(id).is_some_and(|r| r.state == ThrashState::Thrashing)
+    }
+
+    fn set(&self, id: &ContainerId, report: ThrashReport) {
+        self.reports.lock().unwrap_or_else(|p| p.into_inner()).insert(id.clone(), report);
+    }
+
+    fn update_figures(&self, id: &ContainerId, figures: Figures) {
+        if let Some(r) = self.reports.lock().unwrap_or_else(|p| p.into_inner()).get_mut(id) {
+            r.figures = figures;
+        }
+    }
+
+    fn retain(&self, keep: impl Fn(&ContainerId) -> bool) {
+        self.reports.lock().unwrap_or_else(|p| p.into_inner()).retain(|id, _| keep(id));
+    }
+}
+
+/// One watched container.
+struct Watched {
+    dir: PathBuf,
+    detector: Detector,
+    /// Read every tick until then (extended by each trigger and while not normal).
+    sample_until: Option<Instant>,
+    trigger: AbortHandle,
+}
+
+type Fired = (ContainerId, AsyncFd<OwnedFd>);
+
+fn register(fd: OwnedFd) -> std::io::Result<AsyncFd<OwnedFd>> {
+    // SAFETY: the AsyncFd owns the OwnedFd, which stays open until it is dropped.
+    unsafe { AsyncFd::register_with_interest(fd, Interest::PRIORITY) }.map_err(std::io::Error::from)
+}
+
+/// Waits for the trigger to fire; hands the descriptor back to be waited on again.
+async fn fired(id: ContainerId, fd: AsyncFd<OwnedFd>) -> Option<Fired> {
+    let mut guard = fd.ready(Interest::PRIORITY).await.ok()?;
+    guard.clear_ready();
+    drop(guard);
+    Some((id, fd))
+}
+
+impl PodService {
+    /// Watches running containers for thrashing for the daemon's life (cgroup v2 with PSI).
+    pub async fn watch_thrashing(self: Arc<Self>) {
+        let config = &self.config.thrash;
+        if !config.enabled || !self.node.cgroup_v2() {
+            return;
+        }
+        if !std::path::Path::new("/proc/pressure/memory").exists() {
+            tracing::info!("no pressure stall information (PSI) on this kernel: thrash detection is off");
+            return;
+        }
+        self.thrash.active.store(true, std::sync::atomic::Ordering::Relaxed);
+        let thresholds = config.thresholds();
+        let stall_us = (thresholds.pressured_some_percent / 100.0 * TRIGGER_WINDOW_US as f64) as u64;
+        let hold = Duration::from_millis(thresholds.window_ms + thresholds.recover_ms);
+        let clock = Instant::now();
+        let mut watched: HashMap<ContainerId, Watched> = HashMap::new();
+        let mut triggers: JoinSet<Option<Fired>> = JoinSet::new();
+        let mut tick = tokio::time::interval(TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {
+                    let running = self.running_cgroups();
+                    watched.retain(|id, w| {
+                        let keep = running.contains_key(id);
+                        if !keep {
+                            w.trigger.abort();
+                        }
+                        keep
+                    });
+                    self.thrash.retain(|id| running.contains_key(id));
+                    for (id, dir) in running {
+                        if watched.contains_key(&id) {
+                            continue;
+                        }
+                        let armed = crate::blocking::run(|| crate::cgroup::pressure::memory_trigger(&dir, stall_us, TRIGGER_WINDOW_US))
+                            .and_then(register);
+                        match armed {
+                            Ok(fd) => {
+                                let trigger = triggers.spawn(fired(id.clone(), fd));
+                                watched.insert(id, Watched { dir, detector: Detector::new(thresholds), sample_until: None, trigger });
+                            }
+                            Err(e) => tracing::debug!(container = %id, error = %e, "no memory pressure trigger"),
+                        }
+                    }
+                    self.sample(&mut watched, clock, hold);
+                }
+                Some(joined) = triggers.join_next(), if !triggers.is_empty() => {
+                    let Ok(Some((id, fd))) = joined else { continue };
+                    let Some(w) = watched.get_mut(&id) else { continue };
+                    w.sample_until = Some(Instant::now() + hold);
+                    w.trigger = triggers.spawn(fired(id, fd));
+                }
+            }
+        }
+    }
+
+    /// Running containers and their cgroup directories.
+    fn running_cgroups(&self) -> HashMap<ContainerId, PathBuf> {
+        let mut out = HashMap::new();
+        for c in self.list_containers(None).into_iter().filter(|c| c.status.state == ContainerState::Running) {
+            let Ok(sandbox) = self.registry.find_sandbox(c.meta.sandbox_id.as_str()) else { continue };
+            if let Some(dir) = self.cgroups.unified_dir(&c.cgroup(&sandbox)) {
+                out.insert(c.meta.id.clone(), dir);
+            }
+        }
+        out
+    }
+
+    /// Reads the containers being sampled and records what changed.
+    fn sample(&self, watched: &mut HashMap<ContainerId, Watched>, clock: Instant, hold: Duration) {
+        let now = Instant::now();
+        for (id, w) in watched.iter_mut() {
+            let Some(until) = w.sample_until else { continue };
+            if now > until && w.detector.state() == ThrashState::Normal {
+                w.sample_until = None;
+                continue;
+            }
+            let Some((some_us, full_us, anon_refaults)) =
+                crate::blocking::run(|| crate::cgroup::pressure::memory_totals(&w.dir))
+            else {
+                continue;
+            };
+            let at_ms = now.duration_since(clock).as_millis() as u64;
+            let change = w.detector.observe(Reading { at_ms, some_us, full_us, anon_refaults });
+            if w.detector.state() != ThrashState::Normal {
+                w.sample_until = Some(now + hold);
+            }
+            match change {
+                Some(c) => {
+                    let f = c.figures;
+                    let (pod, container) = self.names_of(id);
+                    tracing::info!(
+                        container = %id,
+                        pod = %pod,
+                        name = %container,
+                        from = c.from.as_str(),
+                        to = c.to.as_str(),
+                        memory_some_percent = format!("{:.1}", f.some_percent),
+                        memory_full_percent = format!("{:.1}", f.full_percent),
+                        swapins_per_second = format!("{:.0}", f.swapins_per_second),
+                        "container swap state changed"
+                    );
+                    let since = chrono::Utc::now().timestamp();
+                    self.thrash.set(id, ThrashReport { state: c.to, since, figures: f });
+                }
+                None => self.thrash.update_figures(id, w.detector.figures()),
+            }
+        }
+    }
+
+    /// The pod (namespace/name) and container name, for the log.
+    fn names_of(&self, id: &ContainerId) -> (String, String) {
+        let Ok(c) = self.registry.find_container(id.as_str()) else { return Default::default() };
+        let name = c.meta.config.metadata.as_ref().map(|m| m.name.clone()).unwrap_or_default();
+        let pod = self
+            .registry
+            .find_sandbox(c.meta.sandbox_id.as_str())
+            .ok()
+            .and_then(|s| s.meta.config.metadata.clone())
+            .map(|m| format!("{}/{}", m.namespace, m.name))
+            .unwrap_or_default();
+        (pod, name)
+    }
+}
