@@ -73,6 +73,16 @@ enum Command {
         #[command(subcommand)]
         command: QuarantineCommand,
     },
+    /// Watch swap per container: pod, QoS, swap used / limit / peak, swap-ins, memory
+    /// pressure and thrash state, worst first.
+    Top {
+        /// Print one frame (rates over one interval) and exit.
+        #[arg(long)]
+        once: bool,
+        /// Seconds between frames.
+        #[arg(long, default_value_t = 2.0)]
+        interval: f64,
+    },
     /// Image store helpers.
     Image {
         #[command(subcommand)]
@@ -167,6 +177,13 @@ fn run(cli: Cli, manager: swapcri::service_manager::ServiceManager) -> anyhow::R
                 },
             }
         }
+        Command::Top { once, interval } => runtime.block_on(async {
+            let channel = swapcri::client::connect(&config.socket)
+                .await
+                .with_context(|| format!("cannot connect to {}", config.socket.display()))?;
+            let interval = std::time::Duration::from_secs_f64(interval.clamp(0.2, 3600.0));
+            swapcri::client::top::run(channel, once, interval).await
+        })?,
         Command::Quarantine { command } => quarantine(&config, command)?,
         Command::Doctor { json, root, eviction_threshold, kubelet_config } => {
             doctor(&config, json, root, eviction_threshold, kubelet_config)?

@@ -326,6 +326,10 @@ if [ -f /proc/pressure/memory ]; then
     "hot container thrashing after ${DETECTED:-never} s from its start (refaults $HOT_RF), metric $M_HOT; $(grep -m1 'to="*thrashing' $LOG | sed 's/.*memory_some/memory_some/')"
   check thrash-cold-normal '[ "$COLD_SC" -gt $((16 * MI)) ] && ! echo "$COLD_SEEN" | grep -qv "^[ normal]*$" && [ "$M_COLD" = 0 ]' \
     "cold container with $COLD_SC bytes in swap:$COLD_SEEN; metric $M_COLD"
+  TOP=$($C top --once --interval 1 2>&1)
+  echo "$TOP" | sed 's/^/E2E-LOG top: /'
+  check thrash-top '[ "$(echo "$TOP" | sed -n 2p | awk "{ print \$1, \$NF }")" = "default/hot thrashing" ]' \
+    "swapcri top lists the hot container first, thrashing: $(echo "$TOP" | sed -n 2p | tr -s ' ')"
   $C client stop "$HOT" --timeout 0 >/dev/null
   for p in $($C client pods | grep '"id"' | cut -d'"' -f4); do $C client rmp "$p" >/dev/null; done
   daemon_stop

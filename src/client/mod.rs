@@ -12,6 +12,7 @@ use tonic::transport::{Channel, Endpoint, Uri};
 
 mod pods;
 mod stream;
+pub mod top;
 
 /// A command run in a container exited non-zero: the client prints its output and exits
 /// with the same code, like `crictl exec`.
