@@ -72,19 +72,9 @@ pub fn with_rates(mut rows: Vec<Row>, before: &HashMap<String, u64>, elapsed: Du
     rows
 }
 
+/// Bytes for people, without a space so a cell stays one word.
 fn bytes(v: Option<u64>) -> String {
-    let Some(v) = v else { return "-".into() };
-    const UNITS: [&str; 5] = ["B", "Ki", "Mi", "Gi", "Ti"];
-    let (mut value, mut unit) = (v as f64, 0);
-    while value >= 1024.0 && unit < UNITS.len() - 1 {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{v}B")
-    } else {
-        format!("{value:.1}{}", UNITS[unit])
-    }
+    v.map_or_else(|| "-".into(), |v| crate::doctor::human(v).replace(' ', ""))
 }
 
 fn number(v: Option<f64>, decimals: usize) -> String {
@@ -279,6 +269,6 @@ mod tests {
         let pods: Vec<&str> = text.lines().skip(1).map(|l| l.split_whitespace().next().unwrap()).collect();
         assert_eq!(pods, ["ns/hot", "ns/big", "ns/idle", "ns/v1"], "{text}");
         assert!(text.lines().next().unwrap().starts_with("POD"), "{text}");
-        assert!(text.contains("3.0Gi") && text.contains("10.0Mi") && text.contains("max"), "{text}");
+        assert!(text.contains("3.0GiB") && text.contains("10.0MiB") && text.contains("max"), "{text}");
     }
 }
