@@ -167,10 +167,19 @@ impl PodService {
         }
     }
 
-    /// Running containers and their cgroup directories.
+    /// Running containers and their cgroup directories, from the records in memory (exits
+    /// are picked up by the exit watcher; nothing is read here).
     fn running_cgroups(&self) -> HashMap<ContainerId, PathBuf> {
+        let running: Vec<_> = self
+            .registry
+            .read()
+            .containers
+            .values()
+            .filter(|c| c.status.state == ContainerState::Running)
+            .cloned()
+            .collect();
         let mut out = HashMap::new();
-        for c in self.list_containers(None).into_iter().filter(|c| c.status.state == ContainerState::Running) {
+        for c in running {
             let Ok(sandbox) = self.registry.find_sandbox(c.meta.sandbox_id.as_str()) else { continue };
             if let Some(dir) = self.cgroups.unified_dir(&c.cgroup(&sandbox)) {
                 out.insert(c.meta.id.clone(), dir);
