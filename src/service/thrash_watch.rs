@@ -94,19 +94,24 @@ struct Watched {
     trigger: AbortHandle,
 }
 
-type Fired = (ContainerId, AsyncFd<OwnedFd>);
+/// A trigger that fired, with its descriptor to wait on again (None: it failed).
+type Fired = (ContainerId, Option<AsyncFd<OwnedFd>>);
 
 fn register(fd: OwnedFd) -> std::io::Result<AsyncFd<OwnedFd>> {
     // SAFETY: the AsyncFd owns the OwnedFd, which stays open until it is dropped.
     unsafe { AsyncFd::register_with_interest(fd, Interest::PRIORITY) }.map_err(std::io::Error::from)
 }
 
-/// Waits for the trigger to fire; hands the descriptor back to be waited on again.
-async fn fired(id: ContainerId, fd: AsyncFd<OwnedFd>) -> Option<Fired> {
-    let mut guard = fd.ready(Interest::PRIORITY).await.ok()?;
-    guard.clear_ready();
-    drop(guard);
-    Some((id, fd))
+/// Waits for the trigger to fire.
+async fn fired(id: ContainerId, fd: AsyncFd<OwnedFd>) -> Fired {
+    let ok = match fd.ready(Interest::PRIORITY).await {
+        Ok(mut guard) => {
+            guard.clear_ready();
+            true
+        }
+        Err(_) => false,
+    };
+    (id, ok.then_some(fd))
 }
 
 impl PodService {
@@ -126,7 +131,7 @@ impl PodService {
         let hold = Duration::from_millis(thresholds.window_ms + thresholds.recover_ms);
         let clock = Instant::now();
         let mut watched: HashMap<ContainerId, Watched> = HashMap::new();
-        let mut triggers: JoinSet<Option<Fired>> = JoinSet::new();
+        let mut triggers: JoinSet<Fired> = JoinSet::new();
         let mut tick = tokio::time::interval(TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -158,7 +163,12 @@ impl PodService {
                     self.sample(&mut watched, clock, hold);
                 }
                 Some(joined) = triggers.join_next(), if !triggers.is_empty() => {
-                    let Ok(Some((id, fd))) = joined else { continue };
+                    let Ok((id, fd)) = joined else { continue };
+                    let Some(fd) = fd else {
+                        // Armed again at the next tick, if the container still runs.
+                        watched.remove(&id);
+                        continue;
+                    };
                     let Some(w) = watched.get_mut(&id) else { continue };
                     w.sample_until = Some(Instant::now() + hold);
                     w.trigger = triggers.spawn(fired(id, fd));
