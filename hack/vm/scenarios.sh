@@ -327,11 +327,11 @@ if [ -f /proc/pressure/memory ]; then
     "hot container thrashing after ${DETECTED:-never} s from its start (refaults $HOT_RF), metric $M_HOT; $(grep -m1 'to="*thrashing' $LOG | sed 's/.*memory_some/memory_some/')"
   check thrash-cold-normal '[ "$COLD_SC" -gt $((16 * MI)) ] && [ "$(echo $COLD_SEEN | tr " " "\n" | grep -c "^normal$")" = 10 ] && [ "$M_COLD" = 0 ]' \
     "cold container with $COLD_SC bytes in swap:$COLD_SEEN; metric $M_COLD"
-  # Phase C's container was throttled at memory.high with no swap at all: pressured, never
-  # thrashing.
+  # Phase C's container was throttled at memory.high with no swap at all: never thrashing
+  # (pressured when its stall outlasts a sample, as on 6.1; 6.12 ends it sooner).
   N_LINES=$(grep 'swap state changed' $LOG | grep 'pod=default/noswap')
-  check throttled-is-pressured 'echo "$N_LINES" | grep -q "to=\"*pressured" && ! echo "$N_LINES" | grep -q "to=\"*thrashing"' \
-    "$(echo "$N_LINES" | head -n 1 | sed 's/.*from=/from=/')"
+  check throttled-not-thrashing '! echo "$N_LINES" | grep -q "to=\"*thrashing"' \
+    "state changes of the throttled NoSwap container: $(echo "$N_LINES" | sed 's/.*from=/from=/' | tr '\n' ';')"
   TOP=$($C top --once --interval 1 2>&1)
   echo "$TOP" | sed 's/^/E2E-LOG top: /'
   check thrash-top '[ "$(echo "$TOP" | sed -n 2p | awk "{ print \$1, \$NF }")" = "default/hot thrashing" ]' \
