@@ -1,6 +1,7 @@
 use serde_json::json;
 
 use crate::error::Error;
+use crate::model::container::ContainerState;
 
 use super::objects::Container;
 use super::PodService;
@@ -29,7 +30,9 @@ impl PodService {
                     "memoryPlan": container.status.memory_plan,
                     "memoryMismatches": container.status.memory_mismatches,
                     "usage": self.current_usage(&container),
-                    "swapState": self.thrash.state_of(&container.meta.id),
+                    "swapState": (container.status.state == ContainerState::Running)
+                        .then(|| self.thrash.state_of(&container.meta.id))
+                        .flatten(),
                 })
                 .to_string(),
             )
