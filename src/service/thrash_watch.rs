@@ -97,7 +97,10 @@ struct Watched {
 /// A trigger that fired, with its descriptor to wait on again (None: it failed).
 type Fired = (ContainerId, Option<AsyncFd<OwnedFd>>);
 
-fn register(fd: OwnedFd) -> std::io::Result<AsyncFd<OwnedFd>> {
+/// A trigger on the group in `dir` for `stall_us` of memory stall per second, registered
+/// with the runtime's poller.
+fn arm(dir: &std::path::Path, stall_us: u64) -> std::io::Result<AsyncFd<OwnedFd>> {
+    let fd = crate::blocking::run(|| crate::cgroup::pressure::memory_trigger(dir, stall_us, TRIGGER_WINDOW_US))?;
     // SAFETY: the AsyncFd owns the OwnedFd, which stays open until it is dropped.
     unsafe { AsyncFd::register_with_interest(fd, Interest::PRIORITY) }.map_err(std::io::Error::from)
 }
@@ -150,12 +153,11 @@ impl PodService {
                         if watched.contains_key(&id) {
                             continue;
                         }
-                        let armed = crate::blocking::run(|| crate::cgroup::pressure::memory_trigger(&dir, stall_us, TRIGGER_WINDOW_US))
-                            .and_then(register);
-                        match armed {
+                        match arm(&dir, stall_us) {
                             Ok(fd) => {
                                 let trigger = triggers.spawn(fired(id.clone(), fd));
-                                watched.insert(id, Watched { dir, detector: Detector::new(thresholds), sample_until: None, trigger });
+                                let detector = Detector::new(thresholds);
+                                watched.insert(id, Watched { dir, detector, sample_until: None, trigger });
                             }
                             Err(e) => tracing::debug!(container = %id, error = %e, "no memory pressure trigger"),
                         }
