@@ -134,7 +134,8 @@ fn zero_bomb(size_mib: usize) -> (Vec<u8>, Vec<u8>, usize, u64) {
 }
 
 /// What the daemon may grow by during a refused pull: buffers for a few concurrent
-/// downloads, far below every attack's size (64 MiB and more), so buffering one whole fails.
+/// downloads, below the size of every attack that offers bulk (64 MiB and more), so
+/// buffering one whole fails.
 const MEMORY_BOUND_MIB: u64 = 48;
 
 fn assert_nothing_stored(daemon: &Daemon) {
