@@ -62,6 +62,11 @@ impl ThrashConfig {
                 format!("{} is not in (0, 100]", self.thrashing_some_percent),
             ));
         }
+        // The trigger wakes the watcher at the pressured share; a thrash below it would go unseen.
+        if self.pressured_some_percent > self.thrashing_some_percent {
+            let (p, t) = (self.pressured_some_percent, self.thrashing_some_percent);
+            return Err(("thrash.pressured_some_percent", format!("{p} is above thrashing_some_percent ({t})")));
+        }
         if !(self.swapins_per_second >= 0.0 && self.swapins_per_second.is_finite()) {
             return Err(("thrash.swapins_per_second", format!("{} is not a rate", self.swapins_per_second)));
         }
@@ -69,5 +74,27 @@ impl ThrashConfig {
             return Err(("thrash.window_seconds", format!("{} is not in 1..=60", self.window_seconds)));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_out_of_range_name_their_key() {
+        let with = |f: fn(&mut ThrashConfig)| {
+            let mut c = ThrashConfig::default();
+            f(&mut c);
+            c.check().err().map(|(key, _)| key)
+        };
+        assert_eq!(with(|_| {}), None);
+        assert_eq!(with(|c| c.pressured_some_percent = 0.0), Some("thrash.pressured_some_percent"));
+        assert_eq!(with(|c| c.thrashing_some_percent = 150.0), Some("thrash.thrashing_some_percent"));
+        assert_eq!(with(|c| c.pressured_some_percent = 30.0), Some("thrash.pressured_some_percent"));
+        assert_eq!(with(|c| c.swapins_per_second = f64::NAN), Some("thrash.swapins_per_second"));
+        assert_eq!(with(|c| c.window_seconds = 0), Some("thrash.window_seconds"));
+        assert_eq!(with(|c| c.window_seconds = 61), Some("thrash.window_seconds"));
+        assert_eq!(ThrashConfig::default().thresholds(), Thresholds::default());
     }
 }

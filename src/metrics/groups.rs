@@ -26,21 +26,16 @@ pub struct GroupSeries {
 
 impl GroupSeries {
     pub fn container(container: &str, pod: &str, namespace: &str, id: &str, stats: CgroupStats) -> GroupSeries {
-        let labels = [("container", container), ("pod", pod), ("namespace", namespace), ("id", id)];
-        GroupSeries {
-            labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-            stats,
-            thrashing: None,
-        }
+        Self::new(&[("container", container), ("pod", pod), ("namespace", namespace), ("id", id)], stats)
     }
 
     pub fn pod(pod: &str, namespace: &str, id: &str, stats: CgroupStats) -> GroupSeries {
-        let labels = [("pod", pod), ("namespace", namespace), ("id", id)];
-        GroupSeries {
-            labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-            stats,
-            thrashing: None,
-        }
+        Self::new(&[("pod", pod), ("namespace", namespace), ("id", id)], stats)
+    }
+
+    fn new(labels: &[(&str, &str)], stats: CgroupStats) -> GroupSeries {
+        let labels = labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        GroupSeries { labels, stats, thrashing: None }
     }
 }
 

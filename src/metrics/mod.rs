@@ -174,16 +174,19 @@ impl Metrics {
         let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
         let read = |key| crate::node::memory::meminfo_bytes(&meminfo, key).unwrap_or(0);
         let (total, free) = (read("SwapTotal"), read("SwapFree"));
+        let (containers, pods) = (source.container_series(), source.pod_series());
+        let (disagreements, mismatches) = source.memory_counters();
+        // One scrape at a time from here: a refresh clears the families and sets counters to
+        // the kernel's totals by adding, so two interleaved refreshes would add twice.
+        let registry = self.registry.lock().unwrap_or_else(|p| p.into_inner());
         self.machine_swap.set(total as i64);
         self.node_swap_usage.set(total.saturating_sub(free) as i64);
-        self.containers.refresh(&source.container_series());
-        self.pods.refresh(&source.pod_series());
-        let (disagreements, mismatches) = source.memory_counters();
+        self.containers.refresh(&containers);
+        self.pods.refresh(&pods);
         for (counter, value) in [(&self.disagreements, disagreements), (&self.mismatches, mismatches)] {
             counter.inc_by(value.saturating_sub(counter.get()));
         }
         let mut out = String::new();
-        let registry = self.registry.lock().unwrap_or_else(|p| p.into_inner());
         prometheus_client::encoding::text::encode(&mut out, &registry).expect("writing to a String");
         out
     }
@@ -209,4 +212,49 @@ pub async fn serve(
     );
     tracing::info!(address = %listener.local_addr()?, "serving Prometheus metrics on /metrics");
     axum::serve(listener, app).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cgroup::stats::CgroupStats;
+    use crate::cgroup::swap::SwapStats;
+
+    struct OneContainer;
+
+    impl MetricsSource for OneContainer {
+        fn container_series(&self) -> Vec<GroupSeries> {
+            let swap = SwapStats { usage_bytes: 1, anon_refaults: Some(77), ..Default::default() };
+            let stats = CgroupStats { swap: Some(swap), ..Default::default() };
+            vec![GroupSeries::container("app", "web", "default", "c1", stats)]
+        }
+        fn pod_series(&self) -> Vec<GroupSeries> {
+            vec![]
+        }
+        fn memory_counters(&self) -> (u64, u64) {
+            (3, 0)
+        }
+    }
+
+    #[test]
+    fn concurrent_scrapes_report_the_kernels_totals_once() {
+        let metrics = Arc::new(Metrics::new());
+        let scrapers: Vec<_> = (0..4)
+            .map(|_| {
+                let metrics = metrics.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..200 {
+                        let text = metrics.scrape(&OneContainer);
+                        let refaults =
+                            text.lines().find(|l| l.starts_with("swapcri_container_swap_anon_refaults_total"));
+                        assert!(refaults.is_some_and(|l| l.ends_with(" 77")), "{refaults:?}");
+                        assert!(text.contains("swapcri_swap_policy_disagreements_total 3\n"), "{text}");
+                    }
+                })
+            })
+            .collect();
+        for s in scrapers {
+            s.join().unwrap();
+        }
+    }
 }
