@@ -28,7 +28,7 @@ const TRIGGER_WINDOW_US: u64 = 1_000_000;
 const TICK: Duration = Duration::from_secs(1);
 
 /// A container's state as last decided.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ThrashReport {
     pub state: ThrashState,
@@ -53,16 +53,10 @@ impl ThrashBoard {
 
     /// The container's state where detection runs: normal until it was seen otherwise.
     pub fn state_of(&self, id: &ContainerId) -> Option<ThrashReport> {
-        self.active().then(|| {
-            self.report(id).unwrap_or(ThrashReport {
-                state: ThrashState::Normal,
-                since: 0,
-                figures: Figures::default(),
-            })
-        })
+        self.active().then(|| self.report(id).unwrap_or_default())
     }
 
-    pub fn report(&self, id: &ContainerId) -> Option<ThrashReport> {
+    fn report(&self, id: &ContainerId) -> Option<ThrashReport> {
         self.reports.lock().unwrap_or_else(|p| p.into_inner()).get(id).cloned()
     }
 
