@@ -94,6 +94,7 @@ pub async fn run(config: Config, mut manager: ServiceManager) -> Result<(), Daem
     tokio::spawn(pods.clone().watch_holders());
     tokio::spawn(pods.clone().refresh_writable_usage());
     tokio::spawn(pods.clone().watch_thrashing());
+    tokio::spawn(pods.clone().offload_cold_memory());
     tokio::spawn(return_freed_memory());
     let activated = manager.activated_socket.is_some();
     let listener = listen(&config, &mut manager)?;

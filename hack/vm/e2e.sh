@@ -93,32 +93,48 @@ done
 cp target/release/swapcri "$base$PWD/target/debug/swapcri"
 cp hack/vm/itests.sh "$base/e2e/itests.sh"
 
+# boot_vm K: runs kernel K's VM to the end; its console in $work/console-K.log.
+boot_vm() {
+  local k=$1 started
+  started=$(date +%s)
+  # One TCG thread for both vCPUs: with multi-threaded TCG the 6.12 kernel sometimes oopses
+  # at boot while patching its own code (int3 in sched_clock_cpu).
+  timeout 900 qemu-system-x86_64 -accel tcg,thread=single -m 2048 -smp 2 -nographic -no-reboot \
+    -kernel "${kdirs[$k]}/boot/vmlinuz-${releases[$k]}" -initrd "$work/initrd-$k.gz" \
+    -drive "file=$work/swap-$k.img,if=virtio,format=raw,cache=unsafe" \
+    -append "console=ttyS0 rdinit=/init panic=-1 quiet systemd.unified_cgroup_hierarchy=1" \
+    </dev/null >"$work/console-$k.log" 2>&1 || log "qemu ($k) exited with $?"
+  rm -f "$work/swap-$k.img"
+  echo $(($(date +%s) - started)) >"$work/took-$k"
+}
+
 failed=0
 summary=()
+declare -A releases kdirs
+booted=()
 for k in $kernels; do
   if ! fetch_kernel "$k"; then
     failed=1; summary+=("kernel $k: not available"); continue
   fi
+  releases[$k]=$release kdirs[$k]=$kdir
   root=$work/root-$k
   cp -a "$base" "$root"
   add_modules "$root"
   (cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) >"$work/initrd-$k.gz"
+  rm -rf "$root"
   # The second swap area: a virtio disk, so the io protection has a real disk to work on.
   truncate -s 256M "$work/swap-$k.img"
-
-  # One TCG thread for both vCPUs: with multi-threaded TCG the 6.12 kernel sometimes oopses
-  # at boot while patching its own code (int3 in sched_clock_cpu).
-  log "booting $release under QEMU (TCG)"
-  out=$work/console-$k.log
-  started=$(date +%s)
-  timeout 900 qemu-system-x86_64 -accel tcg,thread=single -m 2048 -smp 2 -nographic -no-reboot \
-    -kernel "$kdir/boot/vmlinuz-$release" -initrd "$work/initrd-$k.gz" \
-    -drive "file=$work/swap-$k.img,if=virtio,format=raw,cache=unsafe" \
-    -append "console=ttyS0 rdinit=/init panic=-1 quiet systemd.unified_cgroup_hierarchy=1" \
-    </dev/null >"$out" 2>&1 || log "qemu exited with $?"
-  rm -f "$work/swap-$k.img"
-  took=$(($(date +%s) - started))
-  log "VM ran $took s"
+  booted+=("$k")
+done
+# Each VM is one emulation thread: they run side by side, a host core each.
+for k in "${booted[@]}"; do
+  log "booting ${releases[$k]} under QEMU (TCG)"
+  boot_vm "$k" &
+done
+wait
+for k in "${booted[@]}"; do
+  release=${releases[$k]} out=$work/console-$k.log took=$(cat "$work/took-$k")
+  log "VM $release ran $took s"
   grep -a '^E2E-' "$out" | tr -d '\r' | sed "s/^/[$k] /" >&2 || true
   if ! grep -aq '^E2E-DONE' "$out"; then
     log "kernel $release: the VM did not finish; console:"

@@ -334,14 +334,163 @@ if [ -f /proc/pressure/memory ]; then
     "state changes of the throttled NoSwap container: $(echo "$N_LINES" | sed 's/.*from=/from=/' | tr '\n' ';')"
   TOP=$($C top --once --interval 1 2>&1)
   echo "$TOP" | sed 's/^/E2E-LOG top: /'
-  check thrash-top '[ "$(echo "$TOP" | sed -n 2p | awk "{ print \$1, \$NF }")" = "default/hot thrashing" ]' \
-    "swapcri top lists the hot container first, thrashing: $(echo "$TOP" | sed -n 2p | tr -s ' ')"
+  check thrash-top '[ "$(echo "$TOP" | sed -n 2p | awk "{ print \$1, \$(NF - 1), \$NF }")" = "default/hot thrashing observe" ]' \
+    "swapcri top lists the hot container first, thrashing, the guard observing: $(echo "$TOP" | sed -n 2p | tr -s ' ')"
   $C client stop "$HOT" --timeout 0 >/dev/null
   for p in $($C client pods | grep '"id"' | cut -d'"' -f4); do $C client rmp "$p" >/dev/null; done
   daemon_stop
   note "phase E done"
 else
   result thrash-detection FAIL "no /proc/pressure/memory: the kernel runs without PSI"
+fi
+# ---- Phase F: the swap guard -------------------------------------------------------------
+# A thrashing Burstable container (phase E's hot one, hot for a while) next to a
+# well-behaved neighbour that runs a latency probe, under each [guard] action. Figures for
+# the neighbour: its memory PSI some (% of the span) and its probe's median/max lateness
+# (ms), before the thrash, during it and after the guard's action.
+if [ -f /proc/pressure/memory ]; then
+  GLIMITS="--memory-limit $((512 * MI)) --unified memory.high=$((64 * MI)) --unified memory.swap.max=$((256 * MI))"
+  guard_config() { # guard_config ACTION
+    write_config follow-kubelet follow-kubelet
+    printf '[guard]\naction = "%s"\nkill_after_seconds = 10\nkill_interval_seconds = 10\n' "$1" >>$CONF
+  }
+  gctr() { # gctr NAME PARENT "MEMTOUCH ARGS" [runp flags…]: a kubelet-style container
+    n=$1 parent=$2 args=$3
+    shift 3
+    p=$($C client runp "$n" --cgroup-parent "$parent" "$@")
+    c=$($C client create "$p" app localhost/busybox:latest $GLIMITS -- memtouch $args)
+    $C client start "$c" >/dev/null && echo "$c"
+  }
+  gstate() { $C client inspect --verbose "$1" | tr -d ' \n' | grep -o '"state":"[a-z]*"' | head -n 1 | cut -d'"' -f4; }
+  gaction() { $C client inspect --verbose "$1" | tr -d ' \n' | grep -o '"guard":{"action":"[a-z]*"' | cut -d'"' -f6; }
+  psi_us() { value "$1" memory.pressure | awk '$1 == "some" { sub("total=", "", $5); print $5 }'; }
+  knobs() { echo "swap.high=$(value "$1" memory.swap.high) io=$(value "$1" io.weight 2>/dev/null | head -n 1 | tr ' ' :) cpu=$(value "$1" cpu.weight)"; }
+  # span ID SECONDS: the neighbour over the next SECONDS: "psi=P% probe=MEDIAN/MAX ms".
+  span() {
+    a=$(date +%s) p0=$(psi_us "$1")
+    sleep "$2"
+    b=$(date +%s) p1=$(psi_us "$1")
+    lat=$($C client logs "$1" | awk -v a=$((a * 1000)) -v b=$((b * 1000)) '$1 == "probe" && $2 >= a && $2 < b { print $3 }' |
+      sort -n | awk '{ v[NR] = $1 } END { if (NR) printf "%d/%d", v[int((NR + 1) / 2)] / 1000, v[NR] / 1000; else printf "-" }')
+    echo "psi=$(((p1 - p0) / ((b - a) * 10000)))% probe=${lat}ms"
+  }
+  # wait_for SECONDS COMMAND…: seconds until COMMAND succeeds (empty: it never did).
+  wait_for() {
+    lim=$1 t=$(date +%s)
+    shift
+    while [ $(($(date +%s) - t)) -lt "$lim" ]; do
+      "$@" && { echo $(($(date +%s) - t)); return; }
+      sleep 1
+    done
+  }
+  is_thrashing() { [ "$(gstate "$1")" = thrashing ]; }
+  is_acted() { [ -n "$(gaction "$1")" ]; }
+  is_restored() { [ "$(value "$1" memory.swap.high)" = max ] && [ -z "$(gaction "$1")" ]; }
+  is_exited() { $C client inspect "$1" | tr -d ' \n' | grep -q '"state":2'; }
+  reason_of() { $C client inspect "$1" | tr -d ' \n' | grep -o '"reason":"[A-Za-z]*"' | cut -d'"' -f4; }
+  remove_all() { for p in $($C client pods | grep '"id"' | cut -d'"' -f4); do $C client rmp "$p" >/dev/null; done; }
+
+  for ACTION in observe throttle kill; do
+    guard_config $ACTION
+    daemon_start
+    NB=$(gctr nb-$ACTION /kubepods/burstable/podnb$ACTION "16 probe")
+    sleep 3
+    BEFORE=$(span "$NB" 8)
+    EXEMPT=""
+    if [ $ACTION = kill ]; then
+      # Thrashers the guard must never touch: a static (critical) pod and a Guaranteed one.
+      CRIT=$(gctr crit /kubepods/burstable/podcrit "96 hot" --annotation kubernetes.io/config.source=file)
+      GUAR=$(gctr guar /kubepods/podguar "96 hot")
+      EXEMPT="$CRIT $GUAR"
+      for id in $EXEMPT; do eval "KNOBS_$id=\"\$(knobs $id)\""; done
+      # Three Burstable ones: the first is due alone and ended first; while the guard waits
+      # after it, the other two both come due, and the lower priority goes next.
+      FIRST=$(gctr first /kubepods/burstable/podfirst "96 hot")
+      sleep 5
+      HIGH=$(gctr high /kubepods/burstable/podhigh "96 hot" --annotation swapcri.io/priority=1000)
+    fi
+    HOT=$(gctr hot-$ACTION /kubepods/burstable/podhot$ACTION "96 hot 45" --annotation swapcri.io/priority=-10)
+    KNOBS0=$(knobs "$HOT")
+    DET=$(wait_for 90 is_thrashing "$HOT") DET_AT=$(date +%s)
+    ACT=$(wait_for 5 is_acted "$HOT") KNOBS1=$(knobs "$HOT") GA=$(gaction "$HOT")
+    DURING=$(span "$NB" 8)
+    case $ACTION in
+      observe)
+        check guard-observe '[ -n "$DET" ] && [ "$GA" = observe ] && [ "$KNOBS1" = "$KNOBS0" ]' \
+          "thrashing after ${DET:-never} s, guard says ${GA:-nothing}, files unchanged ($KNOBS1); neighbour before: $BEFORE, during: $DURING"
+        $C client stop "$HOT" --timeout 0 >/dev/null
+        AFTER=$(span "$NB" 8)
+        note "guard observe: neighbour after the thrasher stopped: $AFTER"
+        ;;
+      throttle)
+        DURING2=$(span "$NB" 8)
+        RESTORED=$(wait_for 90 is_restored "$HOT") RESTORED_S=$(($(date +%s) - DET_AT)) KNOBS2=$(knobs "$HOT")
+        AFTER=$(span "$NB" 8)
+        check guard-throttle '[ -n "$DET" ] && [ "$GA" = throttled ] && [ "$KNOBS1" != "$KNOBS0" ] && ! echo "$KNOBS1" | grep -q "swap.high=max" && [ -n "$RESTORED" ] && [ "$KNOBS2" = "$KNOBS0" ]' \
+          "thrashing after ${DET:-never} s, throttled ${ACT:-never} s later: $KNOBS0 -> $KNOBS1; put back ${RESTORED:+$RESTORED_S s after detection (hot for 45 s from its start)}: $KNOBS2; neighbour before: $BEFORE, during: $DURING, throttled: $DURING2, after: $AFTER"
+        ;;
+      kill)
+        for id in $FIRST $HOT $HIGH; do wait_for 120 is_exited "$id" >/dev/null; done
+        AFTER=$(span "$NB" 8)
+        MSG=$($C client inspect "$HOT" | tr -d '\n' | grep -o '"message": *"[^"]*"' | cut -d'"' -f4)
+        ended() { $C client inspect "$1" | tr -d ' \n' | grep -o '"finished_at":[0-9]*' | cut -d: -f2; }
+        F1=$(ended "$FIRST") F2=$(ended "$HOT") F3=$(ended "$HIGH")
+        F1=${F1:-0} F2=${F2:-0} F3=${F3:-0}
+        ORDER=$(printf '%s first\n%s hot\n%s high\n' "$F1" "$F2" "$F3" | sort -n | awk '{ printf "%s ", $2 }')
+        GAPS="$(((F2 - F1) / 1000000000)) s, $(((F3 - F2) / 1000000000)) s"
+        REASONS="$(reason_of "$FIRST") $(reason_of "$HOT") $(reason_of "$HIGH")"
+        check guard-kill '[ "$ORDER" = "first hot high " ] && [ "$REASONS" = "SwapThrashing SwapThrashing SwapThrashing" ] && [ $(((F2 - F1) / 1000000000)) -ge 9 ] && [ $(((F3 - F2) / 1000000000)) -ge 9 ] && echo "$MSG" | grep -q "swap-ins/s"' \
+          "ended in the order: $ORDER($REASONS), $GAPS apart; priority -10 thrashing since $DET s from its start, ended $(((F2 / 1000000000) - DET_AT)) s after that: $MSG; neighbour before: $BEFORE, during: $DURING, after: $AFTER"
+        BAD=""
+        for id in $EXEMPT; do
+          eval "k0=\$KNOBS_$id"
+          [ "$(knobs "$id")" = "$k0" ] && ! is_exited "$id" && [ "$(gaction "$id")" != throttled ] || BAD="$BAD $id($(knobs "$id"), $(gstate "$id"))"
+        done
+        check guard-exempt '[ -z "$BAD" ]' \
+          "critical: $(gstate "$CRIT") guard=$(gaction "$CRIT"), Guaranteed: $(gstate "$GUAR") guard=$(gaction "$GUAR"); acted on:${BAD:- none}"
+        ;;
+    esac
+    remove_all
+    daemon_stop
+    note "phase F ($ACTION) done"
+  done
+else
+  result swap-guard FAIL "no /proc/pressure/memory: the kernel runs without PSI"
+fi
+# ---- Phase G: cold-memory offload --------------------------------------------------------
+# Two Burstable containers with a LimitedSwap share and room in memory: one writes 100 MiB
+# once and idles, the other keeps 64 MiB hot. With [offload] on, the idle one's memory goes
+# to swap step by step while its own memory pressure stays near zero; the hot one keeps all
+# of its working set.
+if [ -f /proc/pressure/memory ] && [ -f /sys/fs/cgroup/kubepods/memory.reclaim ]; then
+  write_config follow-kubelet follow-kubelet
+  printf '[offload]\nenabled = true\n' >>$CONF
+  daemon_start
+  GLIMITS="--memory-limit $((512 * MI)) --unified memory.swap.max=$((256 * MI))"
+  IDLE=$(gctr idle /kubepods/burstable/podidle "100 cold")
+  START=$(date +%s)
+  WARM=$(gctr warm /kubepods/burstable/podwarm "64 hot")
+  avg10() { value "$1" memory.pressure | awk '$1 == "some" { sub("avg10=", "", $2); print $2 }'; }
+  anon() { value "$1" memory.stat | awk '$1 == "anon" { print $2 }'; }
+  I0=0 PSI_MAX=0 TRACE=""
+  while [ $(($(date +%s) - START)) -lt 60 ]; do
+    sleep 5
+    P=$(avg10 "$IDLE")
+    PSI_MAX=$(echo "$P $PSI_MAX" | awk '{ print ($1 > $2) ? $1 : $2 }')
+    TRACE="$TRACE $(($(date +%s) - START))s:$(($(value "$IDLE" memory.swap.current) / MI))MiB"
+  done
+  I1=$(value "$IDLE" memory.swap.current) W_SWAP=$(value "$WARM" memory.swap.current) W_ANON=$(anon "$WARM")
+  W_RF=$(value "$WARM" memory.stat | awk '$1 == "workingset_refault_anon" { print $2 }')
+  W_PSI=$(avg10 "$WARM")
+  check offload-idle '[ $((I1 - I0)) -ge $((20 * MI)) ] && echo "$PSI_MAX" | awk "{ exit !(\$1 < 1) }"' \
+    "idle container: $(((I1 - I0) / MI)) MiB of 100 moved to swap within 60 s of its start (in swap at:$TRACE), its memory PSI some avg10 at most $PSI_MAX%"
+  check offload-hot-kept '[ "$W_ANON" -ge $((64 * MI)) ]' \
+    "hot container: $((W_ANON / MI)) MiB anonymous memory resident, $W_SWAP bytes in swap, $W_RF pages refaulted, PSI some avg10 $W_PSI%; $($C client inspect --verbose "$WARM" | tr -d ' \n' | grep -o '"offload":{[^}]*}')"
+  remove_all
+  daemon_stop
+  note "phase G done"
+else
+  result cold-memory-offload FAIL "no /proc/pressure/memory or memory.reclaim on this kernel"
 fi
 [ -n "$FAILED" ] && dump_log
 true

@@ -1,5 +1,6 @@
-//! `swapcri top`: each running container with its pod, QoS class, swap used / limit / peak,
-//! swap-in rate, memory pressure and swap state, worst first. Redrawn in place every
+//! `swapcri top`: each running container with its pod, QoS class, priority, swap used /
+//! limit / peak, swap-in rate, memory pressure, swap state and the swap guard's action,
+//! worst first. Redrawn in place every
 //! `--interval` seconds with plain ANSI (fine over ssh), or printed once with `--once` for
 //! scripts (rates then measured over one interval).
 
@@ -21,6 +22,8 @@ pub struct Row {
     pub qos: String,
     /// Why it counts as critical (never swaps), if it does.
     pub critical: bool,
+    /// The pod's priority as the swap guard orders victims.
+    pub priority: i32,
     pub swap_used: Option<u64>,
     pub swap_limit: Option<u64>,
     pub swap_peak: Option<u64>,
@@ -32,17 +35,27 @@ pub struct Row {
     pub memory_some_avg10: Option<f64>,
     /// normal, pressured, thrashing; "-" where detection does not run.
     pub state: String,
+    /// What the swap guard did (observe, exempt, throttled, killed); "-" while not thrashing.
+    pub guard: String,
 }
 
-/// The row for one verbose ContainerStatus `info` (JSON); `pods` maps pod ids to
-/// namespace/name.
-pub fn row(status: &cri::ContainerStatus, info: &serde_json::Value, pods: &HashMap<String, String>) -> Row {
+/// A pod's name (namespace/name) and priority.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Pod {
+    pub name: String,
+    pub priority: i32,
+}
+
+/// The row for one verbose ContainerStatus `info` (JSON); `pods` maps pod ids to pods.
+pub fn row(status: &cri::ContainerStatus, info: &serde_json::Value, pods: &HashMap<String, Pod>) -> Row {
     let plan = &info["memoryPlan"];
     let swap = &info["usage"]["swap"];
     let sandbox = info["sandboxID"].as_str().unwrap_or_default();
+    let pod = pods.get(sandbox);
     Row {
         id: status.id.clone(),
-        pod: pods.get(sandbox).cloned().unwrap_or_else(|| short(sandbox).to_string()),
+        pod: pod.map_or_else(|| short(sandbox).to_string(), |p| p.name.clone()),
+        priority: pod.map_or(0, |p| p.priority),
         container: status.metadata.as_ref().map(|m| m.name.clone()).unwrap_or_default(),
         qos: plan["qos_class"].as_str().unwrap_or("-").to_string(),
         critical: plan["critical"].is_string(),
@@ -53,6 +66,7 @@ pub fn row(status: &cri::ContainerStatus, info: &serde_json::Value, pods: &HashM
         swapins_per_second: info["swapState"]["figures"]["swapins_per_second"].as_f64(),
         memory_some_avg10: info["usage"]["pressure"]["memory"]["some"]["avg10"].as_f64(),
         state: info["swapState"]["state"].as_str().unwrap_or("-").to_string(),
+        guard: info["swapState"]["guard"]["action"].as_str().unwrap_or("-").to_string(),
     }
 }
 
@@ -100,8 +114,9 @@ pub fn render(rows: &[Row]) -> String {
             &b.container,
         ))
     });
-    let header = ["POD", "CONTAINER", "QOS", "CRIT", "SWAP", "LIMIT", "PEAK", "SWAPIN/S", "PSI10", "STATE"];
-    let lines: Vec<[String; 10]> = rows
+    let header =
+        ["POD", "CONTAINER", "QOS", "CRIT", "PRIO", "SWAP", "LIMIT", "PEAK", "SWAPIN/S", "PSI10", "STATE", "GUARD"];
+    let lines: Vec<[String; 12]> = rows
         .iter()
         .map(|r| {
             [
@@ -109,6 +124,7 @@ pub fn render(rows: &[Row]) -> String {
                 r.container.clone(),
                 r.qos.clone(),
                 if r.critical { "yes" } else { "-" }.into(),
+                r.priority.to_string(),
                 bytes(r.swap_used),
                 r.swap_limit
                     .map_or_else(|| if r.swap_used.is_some() { "max".into() } else { "-".into() }, |l| bytes(Some(l))),
@@ -116,6 +132,7 @@ pub fn render(rows: &[Row]) -> String {
                 number(r.swapins_per_second, 0),
                 number(r.memory_some_avg10, 1),
                 r.state.clone(),
+                r.guard.clone(),
             ]
         })
         .collect();
@@ -140,11 +157,14 @@ pub fn render(rows: &[Row]) -> String {
 /// Every running container's row, read now.
 async fn frame(rt: &mut RuntimeServiceClient<Channel>) -> anyhow::Result<Vec<Row>> {
     let pods = rt.list_pod_sandbox(cri::ListPodSandboxRequest::default()).await?.into_inner().items;
-    let names: HashMap<String, String> = pods
+    let names: HashMap<String, Pod> = pods
         .into_iter()
         .map(|p| {
             let m = p.metadata.unwrap_or_default();
-            (p.id, format!("{}/{}", m.namespace, m.name))
+            let priority = crate::policy::guard::priority(
+                p.annotations.get(crate::policy::guard::PRIORITY_ANNOTATION).map(String::as_str),
+            );
+            (p.id, Pod { name: format!("{}/{}", m.namespace, m.name), priority })
         })
         .collect();
     let running = cri::ContainerStateValue { state: cri::ContainerState::ContainerRunning as i32 };
@@ -198,7 +218,11 @@ mod tests {
             "sandboxID": "pod1",
             "memoryPlan": {"qos_class": qos, "critical": null},
             "usage": {"swap": swap, "pressure": {"memory": {"some": {"avg10": 12.5}}}},
-            "swapState": state.map(|s| serde_json::json!({"state": s, "figures": {"swapins_per_second": 300.0}})),
+            "swapState": state.map(|s| serde_json::json!({
+                "state": s,
+                "figures": {"swapins_per_second": 300.0},
+                "guard": {"action": "throttled", "detail": "cpu.weight: 100 -> 10"},
+            })),
         })
     }
 
@@ -212,7 +236,7 @@ mod tests {
 
     #[test]
     fn rows_from_verbose_status() {
-        let pods = HashMap::from([("pod1".to_string(), "default/web".to_string())]);
+        let pods = HashMap::from([("pod1".to_string(), Pod { name: "default/web".into(), priority: -5 })]);
         let swap =
             serde_json::json!({"usage_bytes": 4096, "limit_bytes": null, "peak_bytes": 8192, "anon_refaults": 10});
         let r = row(&status("c1", "app"), &info("Burstable", swap, Some("thrashing")), &pods);
@@ -224,6 +248,7 @@ mod tests {
                 container: "app".into(),
                 qos: "Burstable".into(),
                 critical: false,
+                priority: -5,
                 swap_used: Some(4096),
                 swap_limit: None,
                 swap_peak: Some(8192),
@@ -231,11 +256,15 @@ mod tests {
                 swapins_per_second: Some(300.0),
                 memory_some_avg10: Some(12.5),
                 state: "thrashing".into(),
+                guard: "throttled".into(),
             }
         );
         // cgroup v1, no detection: every figure absent.
         let r = row(&status("c2", "db"), &serde_json::json!({"sandboxID": "gone0123456789abcdef"}), &pods);
-        assert_eq!((r.pod.as_str(), r.qos.as_str(), r.swap_used, r.state.as_str()), ("gone012345678", "-", None, "-"));
+        assert_eq!(
+            (r.pod.as_str(), r.qos.as_str(), r.swap_used, r.state.as_str(), r.guard.as_str()),
+            ("gone012345678", "-", None, "-", "-")
+        );
     }
 
     #[test]

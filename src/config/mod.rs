@@ -5,11 +5,15 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+mod guard;
 mod handlers;
+mod offload;
 mod thrash;
 
 use crate::oci::HandlerSpec;
+pub use guard::GuardConfig;
 pub use handlers::{HandlerConfig, BUILTIN_HANDLER};
+pub use offload::OffloadConfig;
 pub use thrash::ThrashConfig;
 
 /// Where the configuration file lives unless `--config` says otherwise.
@@ -49,6 +53,8 @@ pub struct Config {
     pub system: SystemConfig,
     pub metrics: MetricsConfig,
     pub thrash: ThrashConfig,
+    pub guard: GuardConfig,
+    pub offload: OffloadConfig,
     pub network: NetworkConfig,
     pub streaming: StreamingConfig,
     pub image: ImageConfig,
@@ -322,6 +328,8 @@ impl Default for Config {
             system: SystemConfig::default(),
             metrics: MetricsConfig::default(),
             thrash: ThrashConfig::default(),
+            guard: GuardConfig::default(),
+            offload: OffloadConfig::default(),
             network: NetworkConfig::default(),
             streaming: StreamingConfig::default(),
             image: ImageConfig::default(),
@@ -504,7 +512,9 @@ impl Config {
         if !(1..=10000).contains(&self.system.io_weight) {
             return Err(invalid("system.io_weight", format!("{} is not in 1..=10000", self.system.io_weight)));
         }
-        if let Err((key, message)) = self.thrash.check() {
+        if let Err((key, message)) =
+            self.thrash.check().and_then(|_| self.guard.check()).and_then(|_| self.offload.check())
+        {
             return Err(invalid(key, message));
         }
         for dev in &self.system.io_devices {

@@ -3,9 +3,11 @@
 pub mod annotations;
 pub mod caps;
 pub mod dns;
+pub mod guard;
 pub mod limits;
 pub mod memory;
 pub mod mounts;
+pub mod offload;
 pub mod paths;
 pub mod seccomp;
 pub mod spec;

@@ -33,6 +33,7 @@ impl PodService {
                     "swapState": (container.status.state == ContainerState::Running)
                         .then(|| self.thrash.state_of(&container.meta.id))
                         .flatten(),
+                    "offload": self.offload.report(&container.meta.id),
                 })
                 .to_string(),
             )

@@ -474,3 +474,107 @@ async fn recovery_deletes_what_the_runtime_holds_and_no_record_names() {
     assert!(!run_dir.exists(), "its run directory is gone");
     assert!(f.service.registry.find_container(f.id.as_str()).is_ok(), "the recorded one stays");
 }
+
+/// A container's cgroup files as a throttle finds them, in a temporary directory.
+fn thrasher_cgroup() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (file, value) in [
+        ("memory.swap.current", "10000\n"),
+        ("memory.swap.high", "max\n"),
+        ("io.weight", "default 100\n"),
+        ("cpu.weight", "100\n"),
+    ] {
+        std::fs::write(dir.path().join(file), value).unwrap();
+    }
+    dir
+}
+
+fn files(dir: &std::path::Path) -> Vec<String> {
+    ["memory.swap.high", "io.weight", "cpu.weight"].map(|f| std::fs::read_to_string(dir.join(f)).unwrap()).to_vec()
+}
+
+fn with_qos(f: &Fixture, qos: crate::model::memory::QosClass) {
+    use crate::model::memory::{Decision, MemoryPlan, Source};
+    let plan = MemoryPlan {
+        qos_class: qos,
+        qos_source: Source::Resources,
+        request: None,
+        limit: 0,
+        critical: None,
+        swap_max: Decision::skip(""),
+        min: Decision::skip(""),
+        low: Decision::skip(""),
+        high: Decision::skip(""),
+        swap_disagreement: None,
+        notes: vec![],
+    };
+    f.service.registry.write().containers.get_mut(&f.id).unwrap().status.memory_plan = Some(plan);
+}
+
+#[tokio::test]
+async fn the_swap_guard_lowers_only_and_puts_back_what_is_still_its_own() {
+    use crate::model::memory::QosClass;
+    use crate::policy::guard::GuardMode;
+    let f =
+        fixture_with(ContainerState::Running, "SIGTERM", "SIGKILL", false, |c| c.guard.action = GuardMode::Throttle);
+    let cg = thrasher_cgroup();
+    let untouched = files(cg.path());
+    let record = f.service.registry.container_records.dir(f.id.as_str()).join("guard.json");
+
+    // Without a memory plan, and as Guaranteed, the container is left alone.
+    assert_eq!(f.service.guard_engage(&f.id, cg.path()).0.action, "exempt");
+    with_qos(&f, QosClass::Guaranteed);
+    assert_eq!(f.service.guard_engage(&f.id, cg.path()).0.action, "exempt");
+    assert_eq!(files(cg.path()), untouched);
+
+    with_qos(&f, QosClass::Burstable);
+    let (report, throttle) = f.service.guard_engage(&f.id, cg.path());
+    assert_eq!(report.action, "throttled", "{report:?}");
+    assert_eq!(files(cg.path()), ["12288", "default 10", "10"]);
+    assert!(record.exists(), "recorded before it was written");
+    // kubelet resizes the container meanwhile: its cpu.weight is kept.
+    std::fs::write(cg.path().join("cpu.weight"), "39\n").unwrap();
+    f.service.guard_release(&f.id, cg.path(), throttle.unwrap());
+    assert_eq!(files(cg.path()), ["max", "default 100", "39\n"]);
+    assert!(!record.exists());
+
+    // A daemon that stopped while a throttle held puts it back at its next start.
+    let (_, throttle) = f.service.guard_engage(&f.id, cg.path());
+    assert!(throttle.is_some());
+    let running = std::collections::HashMap::from([(f.id.clone(), cg.path().to_path_buf())]);
+    f.service.guard_restore_left_over(&running);
+    assert_eq!(files(cg.path()), ["max", "default 100", "39"]);
+    assert!(!record.exists());
+}
+
+#[tokio::test]
+async fn observing_changes_nothing() {
+    let f = fixture(ContainerState::Running, "SIGTERM", "SIGKILL", false);
+    with_qos(&f, crate::model::memory::QosClass::Burstable);
+    let cg = thrasher_cgroup();
+    let before = files(cg.path());
+    let (report, throttle) = f.service.guard_engage(&f.id, cg.path());
+    assert_eq!((report.action, throttle.is_none()), ("observe", true));
+    assert_eq!(files(cg.path()), before);
+}
+
+#[tokio::test]
+async fn a_container_the_guard_ends_reports_swap_thrashing() {
+    use crate::policy::guard::Candidate;
+    use crate::policy::thrash::Figures;
+    let Fixture { _dir, service, fake, id } = fixture(ContainerState::Running, "SIGTERM", "SIGKILL", false);
+    let service = Arc::new(service);
+    let victim = Candidate { key: id.clone(), priority: -5, beyond_request: 96 << 20, swapins_per_second: 11_800.0 };
+    let figures = Figures { some_percent: 57.0, full_percent: 41.25, swapins_per_second: 11_800.0 };
+    service.clone().guard_kill(victim, Duration::from_secs(31), figures).await;
+    assert_eq!(fake.calls(), vec!["kill SIGKILL all"]);
+    let status = service.registry.find_container(id.as_str()).unwrap().status;
+    assert_eq!(
+        (status.state, status.exit_code, status.reason.as_str()),
+        (ContainerState::Exited, 137, "SwapThrashing")
+    );
+    assert_eq!(
+        status.message,
+        "ended by the swap guard: still thrashing 31 s after its throttle (memory some 57.0%, full 41.2%, 11800 swap-ins/s; priority -5, 96.0 MiB beyond its request)"
+    );
+}

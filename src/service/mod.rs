@@ -28,6 +28,7 @@ mod layers;
 mod memory;
 mod metrics_source;
 mod objects;
+mod offload;
 pub mod quarantine;
 mod recovery;
 mod registry;
@@ -45,6 +46,7 @@ mod sandbox_update;
 mod sandbox_watch;
 mod stats;
 mod streaming;
+mod swap_guard;
 mod thrash_watch;
 mod writable_usage;
 
@@ -98,6 +100,8 @@ pub struct PodService {
     pub(crate) holder_watch: sandbox_watch::HolderWatch,
     /// Each container's swap state (normal, pressured, thrashing) from the thrash watcher.
     pub(crate) thrash: thrash_watch::ThrashBoard,
+    /// Each container's cold-memory offload, where it runs.
+    pub(crate) offload: offload::OffloadBoard,
 }
 
 impl PodService {
@@ -124,6 +128,7 @@ impl PodService {
             host: Arc::new(NodeHost),
             holder_watch: Default::default(),
             thrash: Default::default(),
+            offload: Default::default(),
         })
     }
 

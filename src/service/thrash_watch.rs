@@ -19,8 +19,10 @@ use tokio::task::{AbortHandle, JoinSet};
 
 use crate::model::container::ContainerState;
 use crate::model::ids::ContainerId;
-use crate::policy::thrash::{Detector, Figures, Reading, ThrashState};
+use crate::policy::guard::{self, GuardMode};
+use crate::policy::thrash::{Change, Detector, Figures, Reading, ThrashState};
 
+use super::swap_guard::{GuardReport, KillPace, Throttled};
 use super::PodService;
 
 /// The PSI trigger's window; the stall that fires it is the pressured share of it.
@@ -36,6 +38,9 @@ pub struct ThrashReport {
     pub since: i64,
     /// The window's figures at the last reading.
     pub figures: Figures,
+    /// What the swap guard did, while the container thrashes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub guard: Option<GuardReport>,
 }
 
 /// What the watcher found, per container; containers never seen pressed are not on it.
@@ -74,6 +79,12 @@ impl ThrashBoard {
         }
     }
 
+    fn set_guard(&self, id: &ContainerId, guard: Option<GuardReport>) {
+        if let Some(r) = self.reports.lock().unwrap_or_else(|p| p.into_inner()).get_mut(id) {
+            r.guard = guard;
+        }
+    }
+
     fn retain(&self, keep: impl Fn(&ContainerId) -> bool) {
         self.reports.lock().unwrap_or_else(|p| p.into_inner()).retain(|id, _| keep(id));
     }
@@ -86,6 +97,8 @@ struct Watched {
     /// Read every tick until then (extended by each trigger and while not normal).
     sample_until: Option<Instant>,
     trigger: AbortHandle,
+    /// The swap guard's throttle, while in force.
+    throttle: Option<Throttled>,
 }
 
 /// A trigger that fired, with its descriptor to wait on again (None: it failed).
@@ -115,7 +128,12 @@ impl PodService {
     /// Watches running containers for thrashing for the daemon's life (cgroup v2 with PSI).
     pub async fn watch_thrashing(self: Arc<Self>) {
         let config = &self.config.thrash;
-        if !config.enabled || !self.node.cgroup_v2() {
+        if !self.node.cgroup_v2() {
+            return;
+        }
+        // Whatever the settings now, a throttle an earlier run left is put back.
+        self.guard_restore_left_over(&self.running_cgroups());
+        if !config.enabled {
             return;
         }
         if !std::path::Path::new("/proc/pressure/memory").exists() {
@@ -123,11 +141,13 @@ impl PodService {
             return;
         }
         self.thrash.active.store(true, std::sync::atomic::Ordering::Relaxed);
+        tracing::info!(guard = self.config.guard.action.as_str(), "thrash detection on");
         let thresholds = config.thresholds();
         let stall_us = (thresholds.pressured_some_percent / 100.0 * TRIGGER_WINDOW_US as f64) as u64;
         let hold = Duration::from_millis(thresholds.window_ms + thresholds.recover_ms);
         let clock = Instant::now();
         let mut watched: HashMap<ContainerId, Watched> = HashMap::new();
+        let mut pace = KillPace::default();
         let mut triggers: JoinSet<Fired> = JoinSet::new();
         let mut tick = tokio::time::interval(TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -139,6 +159,9 @@ impl PodService {
                         let keep = running.contains_key(id);
                         if !keep {
                             w.trigger.abort();
+                            if let Some(t) = w.throttle.take() {
+                                self.guard_release(id, &w.dir, t);
+                            }
                         }
                         keep
                     });
@@ -151,12 +174,15 @@ impl PodService {
                             Ok(fd) => {
                                 let trigger = triggers.spawn(fired(id.clone(), fd));
                                 let detector = Detector::new(thresholds);
-                                watched.insert(id, Watched { dir, detector, sample_until: None, trigger });
+                                watched.insert(id, Watched { dir, detector, sample_until: None, trigger, throttle: None });
                             }
                             Err(e) => tracing::debug!(container = %id, error = %e, "no memory pressure trigger"),
                         }
                     }
                     self.sample(&mut watched, clock, hold);
+                    if self.config.guard.action == GuardMode::Kill {
+                        self.clone().guard_kill_step(&watched, &mut pace);
+                    }
                 }
                 Some(joined) = triggers.join_next(), if !triggers.is_empty() => {
                     let Ok((id, fd)) = joined else { continue };
@@ -175,7 +201,7 @@ impl PodService {
 
     /// Running containers and their cgroup directories, from the records in memory (exits
     /// are picked up by the exit watcher; nothing is read here).
-    fn running_cgroups(&self) -> HashMap<ContainerId, PathBuf> {
+    pub(super) fn running_cgroups(&self) -> HashMap<ContainerId, PathBuf> {
         let running: Vec<_> = self
             .registry
             .read()
@@ -215,25 +241,69 @@ impl PodService {
             }
             match change {
                 Some(c) => {
-                    let f = c.figures;
-                    let (pod, container) = self.names_of(id);
-                    tracing::info!(
-                        container = %id,
-                        pod = %pod,
-                        name = %container,
-                        from = c.from.as_str(),
-                        to = c.to.as_str(),
-                        memory_some_percent = format!("{:.1}", f.some_percent),
-                        memory_full_percent = format!("{:.1}", f.full_percent),
-                        swapins_per_second = format!("{:.0}", f.swapins_per_second),
-                        "container swap state changed"
-                    );
+                    self.log_change(id, &c);
                     let since = chrono::Utc::now().timestamp();
-                    self.thrash.set(id, ThrashReport { state: c.to, since, figures: f });
+                    self.thrash.set(id, ThrashReport { state: c.to, since, figures: c.figures, guard: None });
+                    self.guard_on_change(id, w, &c);
                 }
                 None => self.thrash.update_figures(id, w.detector.figures()),
             }
         }
+    }
+
+    /// Throttles a container that starts thrashing, and puts back what was changed when it
+    /// stops.
+    fn guard_on_change(&self, id: &ContainerId, w: &mut Watched, c: &Change) {
+        if c.to == ThrashState::Thrashing {
+            let (report, throttle) = self.guard_engage(id, &w.dir);
+            w.throttle = throttle;
+            self.thrash.set_guard(id, Some(report));
+        } else if c.from == ThrashState::Thrashing {
+            if let Some(t) = w.throttle.take() {
+                self.guard_release(id, &w.dir, t);
+            }
+        }
+    }
+
+    /// With `kill`: ends, in eviction order, the first of the containers still thrashing
+    /// `kill_after_seconds` after their throttle; one at a time.
+    fn guard_kill_step(self: Arc<Self>, watched: &HashMap<ContainerId, Watched>, pace: &mut KillPace) {
+        let config = &self.config.guard;
+        if !pace.ready(|id| watched.contains_key(id), Duration::from_secs(config.kill_interval_seconds)) {
+            return;
+        }
+        let kill_after = Duration::from_secs(config.kill_after_seconds);
+        let due: Vec<_> = watched
+            .iter()
+            .filter(|(_, w)| w.detector.state() == ThrashState::Thrashing)
+            .filter(|(_, w)| w.throttle.as_ref().is_some_and(|t| t.at.elapsed() >= kill_after))
+            .filter_map(|(id, w)| self.guard_candidate(id, &w.dir, w.detector.figures()))
+            .collect();
+        let Some(key) = guard::victim(&due) else { return };
+        let Some(victim) = due.into_iter().find(|c| c.key == key) else { return };
+        let w = &watched[&key];
+        let thrashing_for = w.throttle.as_ref().map_or(Duration::ZERO, |t| t.at.elapsed());
+        let report = GuardReport { action: "killed", detail: format!("after {} s throttled", thrashing_for.as_secs()) };
+        self.thrash.set_guard(&key, Some(report));
+        pace.killed(key);
+        tokio::spawn(self.clone().guard_kill(victim, thrashing_for, w.detector.figures()));
+    }
+
+    /// Logs a change of a container's swap state.
+    fn log_change(&self, id: &ContainerId, c: &Change) {
+        let f = c.figures;
+        let (pod, container) = self.names_of(id);
+        tracing::info!(
+            container = %id,
+            pod = %pod,
+            name = %container,
+            from = c.from.as_str(),
+            to = c.to.as_str(),
+            memory_some_percent = format!("{:.1}", f.some_percent),
+            memory_full_percent = format!("{:.1}", f.full_percent),
+            swapins_per_second = format!("{:.0}", f.swapins_per_second),
+            "container swap state changed"
+        );
     }
 
     /// The pod (namespace/name) and container name, for the log.

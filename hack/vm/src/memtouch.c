@@ -1,18 +1,47 @@
-/* memtouch MIB hot|cold|once: allocates MIB MiB of anonymous memory and writes every page.
- * hot: then touches every page again, round after round, forever (a working set that must
- *      stay resident: past the memory limit it thrashes);
- * cold: then sleeps forever, touching nothing (memory that may go to swap and stay there);
- * once: then exits.
+/* memtouch MIB hot|cold|once|probe [SECONDS]: allocates MIB MiB of anonymous memory and
+ * writes every page.
+ * hot:   then touches every page again, round after round (a working set that must stay
+ *        resident: past the memory limit it thrashes); with SECONDS, only that long, then
+ *        it idles as cold;
+ * cold:  then sleeps forever, touching nothing (memory that may go to swap and stay there);
+ * once:  then exits;
+ * probe: a latency probe: every 200 ms touches every page and prints
+ *        "probe <epoch ms> <us>", the time from when the round was due to when it was done
+ *        (waiting for a CPU and for pages brought back from swap both count).
  * It prints "ready" once every page was written. Used by the VM e2e scenarios. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/mman.h>
 
+static long long ns(clockid_t clock) {
+  struct timespec t;
+  clock_gettime(clock, &t);
+  return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static void touch(unsigned char *mem, size_t size, long page, unsigned char round) {
+  for (size_t off = 0; off < size; off += page) mem[off] += round;
+}
+
+static void probe(unsigned char *mem, size_t size, long page) {
+  long long due = ns(CLOCK_MONOTONIC);
+  for (unsigned char round = 1;; round++) {
+    due += 200000000LL;
+    struct timespec at = {due / 1000000000LL, due % 1000000000LL};
+    clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &at, NULL);
+    touch(mem, size, page, round);
+    long long late = ns(CLOCK_MONOTONIC) - due;
+    printf("probe %lld %lld\n", ns(CLOCK_REALTIME) / 1000000LL, late / 1000LL);
+    fflush(stdout);
+  }
+}
+
 int main(int argc, char **argv) {
-  if (argc != 3) {
-    fprintf(stderr, "usage: memtouch MIB hot|cold|once\n");
+  if (argc < 3 || argc > 4) {
+    fprintf(stderr, "usage: memtouch MIB hot|cold|once|probe [SECONDS]\n");
     return 2;
   }
   size_t size = (size_t)atol(argv[1]) << 20;
@@ -28,12 +57,14 @@ int main(int argc, char **argv) {
   }
   printf("ready\n");
   fflush(stdout);
+  if (strcmp(argv[2], "probe") == 0) probe(mem, size, page);
   if (strcmp(argv[2], "hot") == 0) {
-    for (unsigned long round = 1;; round++) {
-      for (size_t off = 0; off < size; off += page) mem[off] += (unsigned char)round;
-    }
+    long long until = argc == 4 ? ns(CLOCK_MONOTONIC) + atoll(argv[3]) * 1000000000LL : 0;
+    for (unsigned char round = 1; !until || ns(CLOCK_MONOTONIC) < until; round++) touch(mem, size, page, round);
+    printf("idle\n");
+    fflush(stdout);
   }
-  if (strcmp(argv[2], "cold") == 0) {
+  if (strcmp(argv[2], "cold") == 0 || strcmp(argv[2], "hot") == 0) {
     for (;;) pause();
   }
   return 0;

@@ -1,0 +1,80 @@
+//! `[guard]`: what the runtime does about a thrashing container (policy::guard).
+
+use serde::{Deserialize, Serialize};
+
+use crate::policy::guard::{GuardMode, ThrottleTargets};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GuardConfig {
+    /// observe (report only), throttle, or kill (throttle, then end a container that keeps
+    /// thrashing). Guaranteed and critical pods are never acted on.
+    pub action: GuardMode,
+    /// `io.weight` (default weight) of a throttled container.
+    pub throttle_io_weight: u64,
+    /// `cpu.weight` of a throttled container.
+    pub throttle_cpu_weight: u64,
+    /// With `kill`: how long a container may keep thrashing after its throttle.
+    pub kill_after_seconds: u64,
+    /// With `kill`: the pause after a kill before the next victim is chosen, so that the
+    /// node's figures can show what the kill relieved.
+    pub kill_interval_seconds: u64,
+}
+
+impl Default for GuardConfig {
+    fn default() -> Self {
+        GuardConfig {
+            action: GuardMode::Observe,
+            throttle_io_weight: 10,
+            throttle_cpu_weight: 10,
+            kill_after_seconds: 30,
+            kill_interval_seconds: 10,
+        }
+    }
+}
+
+impl GuardConfig {
+    pub fn targets(&self) -> ThrottleTargets {
+        ThrottleTargets { io_weight: self.throttle_io_weight, cpu_weight: self.throttle_cpu_weight }
+    }
+
+    /// The first value out of its range: (its key, why).
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        let weight = |v: u64| (1..=10_000).contains(&v);
+        if !weight(self.throttle_io_weight) {
+            return Err(("guard.throttle_io_weight", format!("{} is not in 1..=10000", self.throttle_io_weight)));
+        }
+        if !weight(self.throttle_cpu_weight) {
+            return Err(("guard.throttle_cpu_weight", format!("{} is not in 1..=10000", self.throttle_cpu_weight)));
+        }
+        if !(1..=3600).contains(&self.kill_after_seconds) {
+            return Err(("guard.kill_after_seconds", format!("{} is not in 1..=3600", self.kill_after_seconds)));
+        }
+        if self.kill_interval_seconds > 3600 {
+            return Err(("guard.kill_interval_seconds", format!("{} is above 3600", self.kill_interval_seconds)));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_out_of_range_name_their_key() {
+        let with = |f: fn(&mut GuardConfig)| {
+            let mut c = GuardConfig::default();
+            f(&mut c);
+            c.check().err().map(|(key, _)| key)
+        };
+        assert_eq!(with(|_| {}), None);
+        assert_eq!(with(|c| c.throttle_io_weight = 0), Some("guard.throttle_io_weight"));
+        assert_eq!(with(|c| c.throttle_cpu_weight = 10_001), Some("guard.throttle_cpu_weight"));
+        assert_eq!(with(|c| c.kill_after_seconds = 0), Some("guard.kill_after_seconds"));
+        assert_eq!(with(|c| c.kill_interval_seconds = 3601), Some("guard.kill_interval_seconds"));
+        let parsed: GuardConfig = toml::from_str("action = \"kill\"").unwrap();
+        assert_eq!(parsed.action, GuardMode::Kill);
+        assert!(toml::from_str::<GuardConfig>("action = \"evict\"").is_err());
+    }
+}

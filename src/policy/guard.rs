@@ -1,0 +1,290 @@
+//! The swap guard's decisions (pure): which containers it may act on, what a throttle
+//! writes, what restoring puts back, and which thrasher it ends first.
+//!
+//! A throttle only ever lowers: `memory.swap.high` down to the swap the container already
+//! uses (its swap may not grow further without the kernel slowing its allocations), and its
+//! `io.weight` / `cpu.weight` down to the configured weights (its swap-ins and reclaim yield
+//! to its neighbours). A value already at or below the target is left as it is, so nothing
+//! kubelet set is ever raised.
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::memory::{MemoryPlan, QosClass};
+
+/// What the guard does about a thrashing container (`[guard] action`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GuardMode {
+    /// Detect and report only.
+    #[default]
+    Observe,
+    /// Throttle the thrasher while it thrashes.
+    Throttle,
+    /// Throttle, then end a container still thrashing after the grace period.
+    Kill,
+}
+
+impl GuardMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GuardMode::Observe => "observe",
+            GuardMode::Throttle => "throttle",
+            GuardMode::Kill => "kill",
+        }
+    }
+}
+
+/// The pod annotation a priority is read from (kubelet sends none through the CRI).
+pub const PRIORITY_ANNOTATION: &str = "swapcri.io/priority";
+/// The highest priority a user PriorityClass may have.
+pub const USER_PRIORITY_MAX: i32 = 1_000_000_000;
+
+const PAGE: u64 = 4096;
+
+/// Why the guard leaves a container alone, if it does: Guaranteed and critical pods are
+/// never acted on, nor a container whose class is unknown.
+pub fn exemption(plan: Option<&MemoryPlan>) -> Option<String> {
+    let Some(plan) = plan else { return Some("no memory plan".into()) };
+    if let Some(why) = &plan.critical {
+        return Some(format!("critical pod ({why})"));
+    }
+    (plan.qos_class == QosClass::Guaranteed).then(|| "Guaranteed".into())
+}
+
+/// A pod's priority for the kill order. kubelet does not send it through the CRI: it comes
+/// from the pod annotation `swapcri.io/priority` where one is set (for instance by an
+/// admission policy copying `spec.priority`), clamped to the user range so that no
+/// annotation makes a pod critical; 0 otherwise.
+pub fn priority(annotation: Option<&str>) -> i32 {
+    annotation
+        .and_then(|v| v.trim().parse::<i64>().ok())
+        .map_or(0, |p| p.clamp(i32::MIN as i64, USER_PRIORITY_MAX as i64) as i32)
+}
+
+/// The throttle's targets (`[guard]` settings).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ThrottleTargets {
+    /// `io.weight` default while throttled (1–10000).
+    pub io_weight: u64,
+    /// `cpu.weight` while throttled (1–10000).
+    pub cpu_weight: u64,
+}
+
+/// What the container's files hold now (None: the file is absent).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Current {
+    pub swap_current: Option<u64>,
+    pub swap_high: Option<String>,
+    pub io_weight: Option<String>,
+    pub cpu_weight: Option<String>,
+}
+
+/// One file the guard changed: what it held before and what the guard wrote.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Write {
+    pub file: String,
+    pub before: String,
+    pub written: String,
+}
+
+/// The `default N` weight of an `io.weight` file.
+fn io_default(text: &str) -> Option<u64> {
+    text.lines().find_map(|l| l.trim().strip_prefix("default ")).and_then(|v| v.trim().parse().ok())
+}
+
+/// The writes that throttle a thrasher, lowering only.
+pub fn throttle(current: &Current, targets: ThrottleTargets) -> Vec<Write> {
+    let mut out = Vec::new();
+    let mut lower = |file: &str, before: &str, now: Option<u64>, target: u64, written: String| {
+        // "max" and anything unreadable count as above any target.
+        if now.is_none_or(|v| v > target) {
+            out.push(Write { file: file.into(), before: before.trim().into(), written });
+        }
+    };
+    if let (Some(used), Some(high)) = (current.swap_current, &current.swap_high) {
+        let target = used.div_ceil(PAGE).max(1) * PAGE;
+        lower("memory.swap.high", high, high.trim().parse().ok(), target, target.to_string());
+    }
+    if let Some(io) = &current.io_weight {
+        let target = targets.io_weight;
+        lower(
+            "io.weight",
+            &format!("default {}", io_default(io).unwrap_or(100)),
+            io_default(io),
+            target,
+            format!("default {target}"),
+        );
+    }
+    if let Some(cpu) = &current.cpu_weight {
+        let target = targets.cpu_weight;
+        lower("cpu.weight", cpu, cpu.trim().parse().ok(), target, target.to_string());
+    }
+    out
+}
+
+/// Whether the file still holds what the guard wrote: only then is it put back (a value
+/// kubelet or anyone else wrote since is theirs to keep).
+pub fn still_ours(write: &Write, now: &str) -> bool {
+    if write.file == "io.weight" {
+        return io_default(now).is_some() && io_default(now) == io_default(&write.written);
+    }
+    // The kernel stores memory byte values in whole pages.
+    let pages = |v: &str| v.trim().parse::<u64>().map(|b| b / PAGE * PAGE).ok();
+    let bytes = write.file.starts_with("memory.");
+    now.trim() == write.written || (bytes && pages(now).is_some() && pages(now) == pages(&write.written))
+}
+
+/// A thrasher the guard may end.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate<K> {
+    pub key: K,
+    pub priority: i32,
+    /// Memory and swap in use beyond the memory request, bytes.
+    pub beyond_request: u64,
+    pub swapins_per_second: f64,
+}
+
+/// The next container to end, in kubelet's eviction order: lowest priority first, then the
+/// most memory and swap beyond its request, then the highest swap-in rate.
+pub fn victim<K: Clone + Ord>(candidates: &[Candidate<K>]) -> Option<K> {
+    candidates
+        .iter()
+        .min_by(|a, b| {
+            a.priority
+                .cmp(&b.priority)
+                .then(b.beyond_request.cmp(&a.beyond_request))
+                .then(b.swapins_per_second.total_cmp(&a.swapins_per_second))
+                .then(a.key.cmp(&b.key))
+        })
+        .map(|c| c.key.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::memory::{Decision, Source};
+
+    const T: ThrottleTargets = ThrottleTargets { io_weight: 10, cpu_weight: 10 };
+
+    fn plan(qos: QosClass, critical: Option<&str>) -> MemoryPlan {
+        MemoryPlan {
+            qos_class: qos,
+            qos_source: Source::Resources,
+            request: None,
+            limit: 0,
+            critical: critical.map(String::from),
+            swap_max: Decision::skip(""),
+            min: Decision::skip(""),
+            low: Decision::skip(""),
+            high: Decision::skip(""),
+            swap_disagreement: None,
+            notes: vec![],
+        }
+    }
+
+    #[test]
+    fn guaranteed_and_critical_pods_are_exempt() {
+        let table = [
+            (Some(plan(QosClass::Burstable, None)), None),
+            (Some(plan(QosClass::BestEffort, None)), None),
+            (Some(plan(QosClass::Guaranteed, None)), Some("Guaranteed")),
+            (Some(plan(QosClass::Burstable, Some("static pod"))), Some("critical pod (static pod)")),
+            (None, Some("no memory plan")),
+        ];
+        for (p, want) in table {
+            assert_eq!(exemption(p.as_ref()).as_deref(), want, "{p:?}");
+        }
+    }
+
+    #[test]
+    fn priority_comes_from_the_annotation_within_the_user_range() {
+        let table = [
+            (None, 0),
+            (Some("1000"), 1000),
+            (Some(" -5 "), -5),
+            (Some("2000001000"), USER_PRIORITY_MAX),
+            (Some("-99999999999"), i32::MIN),
+            (Some("high"), 0),
+        ];
+        for (annotation, want) in table {
+            assert_eq!(priority(annotation), want, "{annotation:?}");
+        }
+    }
+
+    fn current(swap: u64, high: &str, io: &str, cpu: &str) -> Current {
+        let file = |v: &str| (!v.is_empty()).then(|| v.to_string());
+        Current { swap_current: Some(swap), swap_high: file(high), io_weight: file(io), cpu_weight: file(cpu) }
+    }
+
+    fn w(file: &str, before: &str, written: &str) -> Write {
+        Write { file: file.into(), before: before.into(), written: written.into() }
+    }
+
+    #[test]
+    fn a_throttle_only_lowers() {
+        let table = [
+            (
+                current(10_000, "max", "default 100\n", "100\n"),
+                vec![
+                    w("memory.swap.high", "max", "12288"),
+                    w("io.weight", "default 100", "default 10"),
+                    w("cpu.weight", "100", "10"),
+                ],
+            ),
+            // Already lower than the targets: nothing to write.
+            (current(10_000, "8192", "default 5\n8:16 1000\n", "2\n"), vec![]),
+            // No swap in use: swap.high goes to one page, so none may be added.
+            (current(0, "max", "", ""), vec![w("memory.swap.high", "max", "4096")]),
+            // A file the kernel lacks is not written.
+            (current(40_960, "", "", "1000"), vec![w("cpu.weight", "1000", "10")]),
+            // No default line: the kernel's default is 100.
+            (
+                current(40_960, "81920", "8:16 50\n", ""),
+                vec![w("memory.swap.high", "81920", "40960"), w("io.weight", "default 100", "default 10")],
+            ),
+        ];
+        for (now, want) in table {
+            assert_eq!(throttle(&now, T), want, "{now:?}");
+        }
+    }
+
+    #[test]
+    fn only_values_still_ours_are_put_back() {
+        let table = [
+            (w("memory.swap.high", "max", "12288"), "12288\n", true),
+            (w("memory.swap.high", "max", "12289"), "12288\n", true),
+            (w("memory.swap.high", "max", "12288"), "max\n", false),
+            (w("io.weight", "default 100", "default 10"), "default 10\n8:16 1000\n", true),
+            (w("io.weight", "default 100", "default 10"), "default 50\n", false),
+            (w("cpu.weight", "100", "10"), "10\n", true),
+            (w("cpu.weight", "100", "10"), "39\n", false),
+        ];
+        for (write, now, want) in table {
+            assert_eq!(still_ours(&write, now), want, "{write:?} {now:?}");
+        }
+    }
+
+    #[test]
+    fn victims_in_kubelets_eviction_order() {
+        let c = |key: &'static str, priority, beyond_request, swapins_per_second| Candidate {
+            key,
+            priority,
+            beyond_request,
+            swapins_per_second,
+        };
+        let table = [
+            (vec![], None),
+            (vec![c("a", 0, 10, 1.0)], Some("a")),
+            // Lowest priority first, whatever the usage.
+            (vec![c("high", 1000, 900, 9.0), c("low", -10, 1, 1.0)], Some("low")),
+            // Same priority: most beyond the request.
+            (vec![c("small", 0, 10, 9.0), c("big", 0, 900, 1.0)], Some("big")),
+            // Then the swap-in rate, then the key for a stable choice.
+            (vec![c("slow", 0, 10, 1.0), c("fast", 0, 10, 9.0)], Some("fast")),
+            (vec![c("b", 0, 10, 1.0), c("a", 0, 10, 1.0)], Some("a")),
+        ];
+        for (candidates, want) in table {
+            assert_eq!(victim(&candidates), want, "{candidates:?}");
+        }
+    }
+}

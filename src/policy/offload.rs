@@ -1,0 +1,247 @@
+//! Cold-memory offload (pure): how much of a container's memory to reclaim proactively
+//! (through `memory.reclaim`) at each look, the approach of Meta's TMO/Senpai. Reclaim
+//! continues while the container's own memory pressure stays under a target and the pages
+//! taken do not come back (refaults); its step grows while that holds and falls back to the
+//! smallest at the first sign of either, after which the container is left alone for a
+//! doubling number of looks. It never reclaims past the container's swap share
+//! (`memory.swap.max`): what does not fit there would only be written for nothing.
+
+use serde::Serialize;
+
+const PAGE: u64 = 4096;
+/// Swap left free in the container's share.
+const SWAP_MARGIN: u64 = 1 << 20;
+/// The smallest step worth a write.
+const MIN_STEP: u64 = 256 << 10;
+
+/// The `[offload]` settings the decisions use.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Settings {
+    /// The memory pressure (some, percent of the time between looks) under which reclaim
+    /// continues.
+    pub psi_some_percent: f64,
+    /// The first step, percent of `memory.current`.
+    pub step_percent: f64,
+    /// The most the step grows to (× the first).
+    pub max_growth: u32,
+    /// Refaults, as a percent of the last step, that mean the pages taken were in use.
+    pub refault_percent: f64,
+    /// The most looks a container is left alone after a sign of pressure.
+    pub max_backoff: u32,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings { psi_some_percent: 0.1, step_percent: 2.0, max_growth: 4, refault_percent: 10.0, max_backoff: 24 }
+    }
+}
+
+/// One look at a container's files.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Sample {
+    /// Milliseconds on a monotonic clock.
+    pub at_ms: u64,
+    /// `memory.pressure` some total, microseconds.
+    pub some_us: u64,
+    /// Refaulted pages, anonymous and file (`workingset_refault_*`).
+    pub refaults: u64,
+    pub memory_current: u64,
+    pub swap_current: u64,
+    /// `memory.swap.max` in bytes (None: "max").
+    pub swap_max: Option<u64>,
+}
+
+/// What to do at this look.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase", tag = "kind")]
+pub enum Step {
+    /// Write this many bytes to `memory.reclaim`.
+    Reclaim { bytes: u64 },
+    /// Nothing this time, and why.
+    Wait { why: Why },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Why {
+    /// The first look, or counters that went back: a span is needed.
+    Measuring,
+    Pressure,
+    Refaults,
+    BackingOff,
+    SwapShareFull,
+}
+
+/// One container's offload, fed a sample per look.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Offloader {
+    #[serde(skip)]
+    settings: Option<Settings>,
+    #[serde(skip)]
+    last: Option<Sample>,
+    /// Bytes asked of the kernel at the last step.
+    pub last_step: u64,
+    /// Bytes asked in all.
+    pub requested: u64,
+    growth: u32,
+    backoff: u32,
+    skip: u32,
+    /// What the last look decided.
+    pub decision: Option<Step>,
+}
+
+impl Offloader {
+    pub fn new(settings: Settings) -> Offloader {
+        Offloader { settings: Some(settings), growth: 1, ..Default::default() }
+    }
+
+    pub fn look(&mut self, s: Sample) -> Step {
+        let step = self.decide(s);
+        if let Step::Reclaim { bytes } = step {
+            self.requested += bytes;
+        }
+        self.last_step = match step {
+            Step::Reclaim { bytes } => bytes,
+            Step::Wait { .. } => 0,
+        };
+        self.decision = Some(step);
+        step
+    }
+
+    fn decide(&mut self, s: Sample) -> Step {
+        let cfg = self.settings.unwrap_or_default();
+        let wait = |why| Step::Wait { why };
+        let Some(prev) = self.last_sample(s) else { return wait(Why::Measuring) };
+        let span_us = (s.at_ms - prev.at_ms) as f64 * 1000.0;
+        let pressure = (s.some_us - prev.some_us) as f64 * 100.0 / span_us;
+        let refaulted = (s.refaults - prev.refaults) * PAGE;
+        let tolerated = (self.last_step as f64 * cfg.refault_percent / 100.0) as u64;
+        let sign = if pressure > cfg.psi_some_percent {
+            Some(Why::Pressure)
+        } else if refaulted > tolerated.max(MIN_STEP / 4) {
+            Some(Why::Refaults)
+        } else {
+            None
+        };
+        if let Some(why) = sign {
+            self.growth = 1;
+            self.backoff = (self.backoff * 2).clamp(1, cfg.max_backoff.max(1));
+            self.skip = self.backoff;
+            return wait(why);
+        }
+        if self.skip > 0 {
+            self.skip -= 1;
+            return wait(Why::BackingOff);
+        }
+        self.backoff /= 2;
+        let headroom = s.swap_max.map_or(u64::MAX, |max| max.saturating_sub(s.swap_current + SWAP_MARGIN));
+        let step = s.memory_current as f64 * cfg.step_percent / 100.0 * self.growth as f64;
+        // Slower as the pressure nears the target.
+        let step = (step * (1.0 - pressure / cfg.psi_some_percent)) as u64 / PAGE * PAGE;
+        let step = step.max(MIN_STEP).min(headroom);
+        if step < MIN_STEP {
+            return wait(Why::SwapShareFull);
+        }
+        self.growth = (self.growth * 2).min(cfg.max_growth.max(1));
+        Step::Reclaim { bytes: step }
+    }
+
+    /// Keeps `s` and gives the sample before it, when the two make a span.
+    fn last_sample(&mut self, s: Sample) -> Option<Sample> {
+        let prev = self.last.replace(s)?;
+        let backwards = s.at_ms <= prev.at_ms || s.some_us < prev.some_us || s.refaults < prev.refaults;
+        (!backwards).then_some(prev)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    /// A sample `n` looks in, 5 s apart, with the pressure (µs per look) and refaults
+    /// (pages per look) so far.
+    fn at(n: u64, some_us: u64, refaults: u64, current: u64, swap: u64) -> Sample {
+        Sample {
+            at_ms: n * 5000,
+            some_us,
+            refaults,
+            memory_current: current,
+            swap_current: swap,
+            swap_max: Some(256 * MIB),
+        }
+    }
+
+    fn bytes(step: Step) -> u64 {
+        match step {
+            Step::Reclaim { bytes } => bytes,
+            Step::Wait { .. } => 0,
+        }
+    }
+
+    #[test]
+    fn cold_memory_goes_in_growing_steps() {
+        let mut o = Offloader::new(Settings::default());
+        assert_eq!(o.look(at(0, 0, 0, 100 * MIB, 0)), Step::Wait { why: Why::Measuring });
+        let mut current = 100 * MIB;
+        let mut steps = vec![];
+        for n in 1..=6 {
+            let b = bytes(o.look(at(n, 0, 0, current, 100 * MIB - current)));
+            steps.push(b / (MIB / 100));
+            current -= b;
+        }
+        // 2 %, 4 %, 8 % of what is left, and 8 % from then on (max_growth 4).
+        assert_eq!(steps, [200, 391, 752, 692, 636, 585], "hundredths of a MiB");
+        assert!(100 * MIB - current >= 20 * MIB, "a fifth moved within 30 s");
+    }
+
+    #[test]
+    fn refaults_and_pressure_stop_it_and_it_backs_off() {
+        let mut o = Offloader::new(Settings::default());
+        o.look(at(0, 0, 0, 64 * MIB, 0));
+        let first = bytes(o.look(at(1, 0, 0, 64 * MIB, 0)));
+        assert_eq!(first, 1_339_392);
+        // The pages came back: a working set in use.
+        assert_eq!(o.look(at(2, 0, 300, 64 * MIB, 0)), Step::Wait { why: Why::Refaults });
+        assert_eq!(o.look(at(3, 0, 300, 64 * MIB, 0)), Step::Wait { why: Why::BackingOff });
+        // Back at the smallest growth after the pause.
+        assert_eq!(bytes(o.look(at(4, 0, 300, 64 * MIB, 0))), first);
+        // Pressure above 0.1 % of 5 s (5 ms) stops it again; signs in a row double the pause.
+        assert_eq!(o.look(at(5, 6_000, 300, 64 * MIB, 0)), Step::Wait { why: Why::Pressure });
+        assert_eq!(o.look(at(6, 12_000, 300, 64 * MIB, 0)), Step::Wait { why: Why::Pressure });
+        let waits: Vec<_> = (7..=9).map(|n| o.look(at(n, 12_000, 300, 64 * MIB, 0))).collect();
+        assert_eq!(waits[..2], [Step::Wait { why: Why::BackingOff }, Step::Wait { why: Why::BackingOff }]);
+        assert!(matches!(waits[2], Step::Reclaim { .. }), "{waits:?}");
+    }
+
+    #[test]
+    fn a_few_refaults_within_the_tolerance_do_not_stop_it() {
+        let mut o = Offloader::new(Settings::default());
+        o.look(at(0, 0, 0, 100 * MIB, 0));
+        o.look(at(1, 0, 0, 100 * MIB, 0));
+        // 10 % of a 2 MiB step is 51 pages.
+        assert!(matches!(o.look(at(2, 1_000, 50, 98 * MIB, 2 * MIB)), Step::Reclaim { .. }));
+    }
+
+    #[test]
+    fn never_past_the_swap_share() {
+        let mut o = Offloader::new(Settings::default());
+        let near_full = |n| Sample { swap_max: Some(10 * MIB), ..at(n, 0, 0, 100 * MIB, 8 * MIB + MIB / 2) };
+        o.look(near_full(0));
+        assert_eq!(bytes(o.look(near_full(1))), MIB / 2, "what is left of the share less the margin");
+        let full = Sample { swap_max: Some(10 * MIB), ..at(2, 0, 0, 100 * MIB, 9 * MIB + 1) };
+        assert_eq!(o.look(full), Step::Wait { why: Why::SwapShareFull });
+        let unlimited = Sample { swap_max: None, ..at(3, 0, 0, 100 * MIB, 50 * MIB) };
+        assert!(matches!(o.look(unlimited), Step::Reclaim { .. }));
+    }
+
+    #[test]
+    fn counters_going_back_start_a_new_span() {
+        let mut o = Offloader::new(Settings::default());
+        o.look(at(1, 5_000_000, 900, 64 * MIB, 0));
+        assert_eq!(o.look(at(2, 0, 0, 64 * MIB, 0)), Step::Wait { why: Why::Measuring });
+        assert!(matches!(o.look(at(3, 0, 0, 64 * MIB, 0)), Step::Reclaim { .. }));
+    }
+}
