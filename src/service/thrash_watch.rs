@@ -251,17 +251,30 @@ impl PodService {
         }
     }
 
-    /// Throttles a container that starts thrashing, and puts back what was changed when it
-    /// stops.
+    /// Throttles a container that starts thrashing, and puts back what was changed once it
+    /// is normal again: a throttled container that only eases to pressured is still stalling,
+    /// and releasing it then would let it thrash again at once.
     fn guard_on_change(&self, id: &ContainerId, w: &mut Watched, c: &Change) {
-        if c.to == ThrashState::Thrashing {
-            let (report, throttle) = self.guard_engage(id, &w.dir);
-            w.throttle = throttle;
-            self.thrash.set_guard(id, Some(report));
-        } else if c.from == ThrashState::Thrashing {
-            if let Some(t) = w.throttle.take() {
-                self.guard_release(id, &w.dir, t);
+        match (c.to, &w.throttle) {
+            (ThrashState::Thrashing, None) => {
+                let (report, throttle) = self.guard_engage(id, &w.dir);
+                w.throttle = throttle;
+                self.thrash.set_guard(id, Some(report));
             }
+            (ThrashState::Thrashing, Some(t)) => {
+                let detail = format!("still throttled since {} s", t.at.elapsed().as_secs());
+                self.thrash.set_guard(id, Some(GuardReport { action: "throttled", detail }));
+            }
+            (ThrashState::Pressured, Some(t)) => {
+                let detail = format!("pressured, throttled since {} s", t.at.elapsed().as_secs());
+                self.thrash.set_guard(id, Some(GuardReport { action: "throttled", detail }));
+            }
+            (ThrashState::Normal, Some(_)) => {
+                if let Some(t) = w.throttle.take() {
+                    self.guard_release(id, &w.dir, t);
+                }
+            }
+            _ => {}
         }
     }
 
