@@ -14,7 +14,7 @@ pub struct GuardConfig {
     pub throttle_io_weight: u64,
     /// `cpu.weight` of a throttled container.
     pub throttle_cpu_weight: u64,
-    /// With `kill`: how long a container may keep thrashing after its throttle.
+    /// With `kill`: how long a throttled container may stay thrashing or pressured.
     pub kill_after_seconds: u64,
     /// With `kill`: the pause after a kill before the next victim is chosen, so that the
     /// node's figures can show what the kill relieved.

@@ -176,6 +176,24 @@ impl MemoryPlan {
         .collect()
     }
 
+    /// A plan of this class that writes nothing, for tests.
+    #[cfg(test)]
+    pub fn of_class(qos_class: QosClass, critical: Option<&str>) -> MemoryPlan {
+        MemoryPlan {
+            qos_class,
+            qos_source: Source::Resources,
+            request: None,
+            limit: 0,
+            critical: critical.map(String::from),
+            swap_max: Decision::skip(""),
+            min: Decision::skip(""),
+            low: Decision::skip(""),
+            high: Decision::skip(""),
+            swap_disagreement: None,
+            notes: vec![],
+        }
+    }
+
     /// Bytes of `memory.min` / `memory.low` this container asks of its parents.
     pub fn reserved(&self) -> (u64, u64) {
         let bytes = |d: &Decision| match d.value {

@@ -162,24 +162,11 @@ pub fn victim<K: Clone + Ord>(candidates: &[Candidate<K>]) -> Option<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::memory::{Decision, Source};
 
     const T: ThrottleTargets = ThrottleTargets { io_weight: 10, cpu_weight: 10 };
 
     fn plan(qos: QosClass, critical: Option<&str>) -> MemoryPlan {
-        MemoryPlan {
-            qos_class: qos,
-            qos_source: Source::Resources,
-            request: None,
-            limit: 0,
-            critical: critical.map(String::from),
-            swap_max: Decision::skip(""),
-            min: Decision::skip(""),
-            low: Decision::skip(""),
-            high: Decision::skip(""),
-            swap_disagreement: None,
-            notes: vec![],
-        }
+        MemoryPlan::of_class(qos, critical)
     }
 
     #[test]

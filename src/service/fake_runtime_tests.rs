@@ -494,20 +494,7 @@ fn files(dir: &std::path::Path) -> Vec<String> {
 }
 
 fn with_qos(f: &Fixture, qos: crate::model::memory::QosClass) {
-    use crate::model::memory::{Decision, MemoryPlan, Source};
-    let plan = MemoryPlan {
-        qos_class: qos,
-        qos_source: Source::Resources,
-        request: None,
-        limit: 0,
-        critical: None,
-        swap_max: Decision::skip(""),
-        min: Decision::skip(""),
-        low: Decision::skip(""),
-        high: Decision::skip(""),
-        swap_disagreement: None,
-        notes: vec![],
-    };
+    let plan = crate::model::memory::MemoryPlan::of_class(qos, None);
     f.service.registry.write().containers.get_mut(&f.id).unwrap().status.memory_plan = Some(plan);
 }
 
@@ -566,7 +553,8 @@ async fn a_container_the_guard_ends_reports_swap_thrashing() {
     let service = Arc::new(service);
     let victim = Candidate { key: id.clone(), priority: -5, beyond_request: 96 << 20, swapins_per_second: 11_800.0 };
     let figures = Figures { some_percent: 57.0, full_percent: 41.25, swapins_per_second: 11_800.0 };
-    service.clone().guard_kill(victim, Duration::from_secs(31), figures).await;
+    let state = crate::policy::thrash::ThrashState::Thrashing;
+    service.clone().guard_kill(victim, state, Duration::from_secs(31), figures).await;
     assert_eq!(fake.calls(), vec!["kill SIGKILL all"]);
     let status = service.registry.find_container(id.as_str()).unwrap().status;
     assert_eq!(

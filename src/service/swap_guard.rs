@@ -1,7 +1,7 @@
 //! The swap guard (policy::guard), driven by the thrash watcher: when a container starts
 //! thrashing it is throttled (`[guard] action = "throttle"` or `"kill"`), when the thrash
-//! ends what was changed is put back, and with `kill` a container still thrashing
-//! `kill_after_seconds` after its throttle is ended, one at a time, with the reason
+//! is over what was changed is put back, and with `kill` a container the throttle did not
+//! bring back to normal within `kill_after_seconds` is ended, one at a time, with the reason
 //! `SwapThrashing`. What a throttle changed is recorded beside the container's records
 //! before it is written, so a daemon that restarts puts it back.
 
@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::ids::ContainerId;
 use crate::policy::guard::{self, Candidate, Current, GuardMode, Write};
-use crate::policy::thrash::Figures;
+use crate::policy::thrash::{Figures, ThrashState};
 
 use super::PodService;
 
@@ -192,13 +192,15 @@ impl PodService {
     pub(super) async fn guard_kill(
         self: Arc<Self>,
         victim: Candidate<ContainerId>,
-        thrashing_for: Duration,
+        state: ThrashState,
+        throttled_for: Duration,
         figures: Figures,
     ) {
         let id = victim.key.clone();
         let message = format!(
-            "ended by the swap guard: still thrashing {} s after its throttle (memory some {:.1}%, full {:.1}%, {:.0} swap-ins/s; priority {}, {} beyond its request)",
-            thrashing_for.as_secs(),
+            "ended by the swap guard: still {} {} s after its throttle (memory some {:.1}%, full {:.1}%, {:.0} swap-ins/s; priority {}, {} beyond its request)",
+            state.as_str(),
+            throttled_for.as_secs(),
             figures.some_percent,
             figures.full_percent,
             figures.swapins_per_second,

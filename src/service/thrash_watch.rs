@@ -278,8 +278,9 @@ impl PodService {
         }
     }
 
-    /// With `kill`: ends, in eviction order, the first of the containers still thrashing
-    /// `kill_after_seconds` after their throttle; one at a time.
+    /// With `kill`: ends, in eviction order, the first of the containers the throttle did not
+    /// bring back to normal within `kill_after_seconds` (still thrashing, or stalled by it);
+    /// one at a time.
     fn guard_kill_step(self: Arc<Self>, watched: &HashMap<ContainerId, Watched>, pace: &mut KillPace) {
         let config = &self.config.guard;
         if !pace.ready(|id| watched.contains_key(id), Duration::from_secs(config.kill_interval_seconds)) {
@@ -288,18 +289,18 @@ impl PodService {
         let kill_after = Duration::from_secs(config.kill_after_seconds);
         let due: Vec<_> = watched
             .iter()
-            .filter(|(_, w)| w.detector.state() == ThrashState::Thrashing)
+            .filter(|(_, w)| w.detector.state() != ThrashState::Normal)
             .filter(|(_, w)| w.throttle.as_ref().is_some_and(|t| t.at.elapsed() >= kill_after))
             .filter_map(|(id, w)| self.guard_candidate(id, &w.dir, w.detector.figures()))
             .collect();
         let Some(key) = guard::victim(&due) else { return };
         let Some(victim) = due.into_iter().find(|c| c.key == key) else { return };
         let w = &watched[&key];
-        let thrashing_for = w.throttle.as_ref().map_or(Duration::ZERO, |t| t.at.elapsed());
-        let report = GuardReport { action: "killed", detail: format!("after {} s throttled", thrashing_for.as_secs()) };
+        let throttled_for = w.throttle.as_ref().map_or(Duration::ZERO, |t| t.at.elapsed());
+        let report = GuardReport { action: "killed", detail: format!("after {} s throttled", throttled_for.as_secs()) };
         self.thrash.set_guard(&key, Some(report));
         pace.killed(key);
-        tokio::spawn(self.clone().guard_kill(victim, thrashing_for, w.detector.figures()));
+        tokio::spawn(self.clone().guard_kill(victim, w.detector.state(), throttled_for, w.detector.figures()));
     }
 
     /// Logs a change of a container's swap state.

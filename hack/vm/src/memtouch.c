@@ -1,8 +1,9 @@
 /* memtouch MIB hot|cold|once|probe [SECONDS]: allocates MIB MiB of anonymous memory and
  * writes every page.
  * hot:   then touches every page again, round after round (a working set that must stay
- *        resident: past the memory limit it thrashes); with SECONDS, only that long, then
- *        it idles as cold;
+ *        resident: past the memory limit it thrashes); with SECONDS, only that long (the
+ *        clock is read at every page: a round may take minutes when the kernel throttles
+ *        it), then it idles as cold;
  * cold:  then sleeps forever, touching nothing (memory that may go to swap and stay there);
  * once:  then exits;
  * probe: a latency probe: every 200 ms touches every page and prints
@@ -24,6 +25,16 @@ static long long ns(clockid_t clock) {
 
 static void touch(unsigned char *mem, size_t size, long page, unsigned char round) {
   for (size_t off = 0; off < size; off += page) mem[off] += round;
+}
+
+/* Touches round after round until the monotonic clock passes `until` (0: forever). */
+static void hot(unsigned char *mem, size_t size, long page, long long until) {
+  for (unsigned char round = 1;; round++) {
+    for (size_t off = 0; off < size; off += page) {
+      if (until && ns(CLOCK_MONOTONIC) >= until) return;
+      mem[off] += round;
+    }
+  }
 }
 
 static void probe(unsigned char *mem, size_t size, long page) {
@@ -59,8 +70,7 @@ int main(int argc, char **argv) {
   fflush(stdout);
   if (strcmp(argv[2], "probe") == 0) probe(mem, size, page);
   if (strcmp(argv[2], "hot") == 0) {
-    long long until = argc == 4 ? ns(CLOCK_MONOTONIC) + atoll(argv[3]) * 1000000000LL : 0;
-    for (unsigned char round = 1; !until || ns(CLOCK_MONOTONIC) < until; round++) touch(mem, size, page, round);
+    hot(mem, size, page, argc == 4 ? ns(CLOCK_MONOTONIC) + atoll(argv[3]) * 1000000000LL : 0);
     printf("idle\n");
     fflush(stdout);
   }
