@@ -99,7 +99,7 @@ boot_vm() {
   started=$(date +%s)
   # One TCG thread for both vCPUs: with multi-threaded TCG the 6.12 kernel sometimes oopses
   # at boot while patching its own code (int3 in sched_clock_cpu).
-  timeout 900 qemu-system-x86_64 -accel tcg,thread=single -m 2048 -smp 2 -nographic -no-reboot \
+  timeout 1200 qemu-system-x86_64 -accel tcg,thread=single -m 2048 -smp 2 -nographic -no-reboot \
     -kernel "${kdirs[$k]}/boot/vmlinuz-${releases[$k]}" -initrd "$work/initrd-$k.gz" \
     -drive "file=$work/swap-$k.img,if=virtio,format=raw,cache=unsafe" \
     -append "console=ttyS0 rdinit=/init panic=-1 quiet systemd.unified_cgroup_hierarchy=1" \
