@@ -384,6 +384,8 @@ if [ -f /proc/pressure/memory ]; then
     done
   }
   is_thrashing() { [ "$(gstate "$1")" = thrashing ]; }
+  # counted ACTION: the daemon's swapcri_swap_guard_actions_total for ACTION.
+  counted() { wget -q -O - http://127.0.0.1:9117/metrics | grep "^swapcri_swap_guard_actions_total{action=\"$1\"}" | awk '{ print $2 }'; }
   is_acted() { [ -n "$(gaction "$1")" ]; }
   is_restored() { [ "$(value "$1" memory.swap.high)" = max ] && [ -z "$(gaction "$1")" ]; }
   is_exited() { $C client inspect "$1" | tr -d ' \n' | grep -q '"state":2'; }
@@ -426,9 +428,10 @@ if [ -f /proc/pressure/memory ]; then
       throttle)
         DURING2=$(span "$NB" 8)
         RESTORED=$(wait_for 90 is_restored "$HOT") RESTORED_S=$(($(date +%s) - DET_AT)) KNOBS2=$(knobs "$HOT")
+        NT=$(counted throttle) NR=$(counted restore)
         AFTER=$(span "$NB" 8)
-        check guard-throttle '[ -n "$DET" ] && [ "$GA" = throttled ] && [ "$KNOBS1" != "$KNOBS0" ] && ! echo "$KNOBS1" | grep -q "swap.high=max" && [ -n "$RESTORED" ] && [ "$KNOBS2" = "$KNOBS0" ]' \
-          "thrashing after ${DET:-never} s, throttled ${ACT:-never} s later: $KNOBS0 -> $KNOBS1; put back ${RESTORED:+$RESTORED_S s after detection (hot for 45 s from its start)}: $KNOBS2; neighbour before: $BEFORE, during: $DURING, throttled: $DURING2, after: $AFTER"
+        check guard-throttle '[ -n "$DET" ] && [ "$GA" = throttled ] && [ "$KNOBS1" != "$KNOBS0" ] && ! echo "$KNOBS1" | grep -q "swap.high=max" && [ -n "$RESTORED" ] && [ "$KNOBS2" = "$KNOBS0" ] && [ "${NT:-0}" -ge 1 ] && [ "$NR" = "$NT" ]' \
+          "thrashing after ${DET:-never} s, throttled ${ACT:-never} s later: $KNOBS0 -> $KNOBS1; put back ${RESTORED:+$RESTORED_S s after detection (hot for 45 s from its start)}: $KNOBS2; metrics: $NT throttle, $NR restore; neighbour before: $BEFORE, during: $DURING, throttled: $DURING2, after: $AFTER"
         ;;
       kill)
         for id in $FIRST $HOT $HIGH; do wait_for 120 is_exited "$id" >/dev/null; done
@@ -439,9 +442,9 @@ if [ -f /proc/pressure/memory ]; then
         F1=${F1:-0} F2=${F2:-0} F3=${F3:-0}
         ORDER=$(printf '%s first\n%s hot\n%s high\n' "$F1" "$F2" "$F3" | sort -n | awk '{ printf "%s ", $2 }')
         GAPS="$(((F2 - F1) / 1000000000)) s, $(((F3 - F2) / 1000000000)) s"
-        REASONS="$(reason_of "$FIRST") $(reason_of "$HOT") $(reason_of "$HIGH")"
-        check guard-kill '[ "$ORDER" = "first hot high " ] && [ "$REASONS" = "SwapThrashing SwapThrashing SwapThrashing" ] && [ $(((F2 - F1) / 1000000000)) -ge 29 ] && [ $(((F3 - F2) / 1000000000)) -ge 29 ] && echo "$MSG" | grep -q "swap-ins/s"' \
-          "ended in the order: $ORDER($REASONS), $GAPS apart; priority -10 thrashing since $DET s from its start, ended $(((F2 / 1000000000) - DET_AT)) s after that: $MSG; neighbour before: $BEFORE, during: $DURING, after: $AFTER"
+        REASONS="$(reason_of "$FIRST") $(reason_of "$HOT") $(reason_of "$HIGH")" NK=$(counted kill)
+        check guard-kill '[ "$ORDER" = "first hot high " ] && [ "$REASONS" = "SwapThrashing SwapThrashing SwapThrashing" ] && [ $(((F2 - F1) / 1000000000)) -ge 29 ] && [ $(((F3 - F2) / 1000000000)) -ge 29 ] && echo "$MSG" | grep -q "swap-ins/s" && [ "$NK" = 3 ]' \
+          "ended in the order: $ORDER($REASONS), $GAPS apart, $NK kills counted; priority -10 thrashing since $DET s from its start, ended $(((F2 / 1000000000) - DET_AT)) s after that: $MSG; neighbour before: $BEFORE, during: $DURING, after: $AFTER"
         BAD=""
         for id in $EXEMPT; do
           eval "k0=\$KNOBS_$id"
@@ -483,8 +486,9 @@ if [ -f /proc/pressure/memory ] && [ -f /sys/fs/cgroup/kubepods/memory.reclaim ]
   I1=$(value "$IDLE" memory.swap.current) W_SWAP=$(value "$WARM" memory.swap.current) W_ANON=$(anon "$WARM")
   W_RF=$(value "$WARM" memory.stat | awk '$1 == "workingset_refault_anon" { print $2 }')
   W_PSI=$(avg10 "$WARM")
-  check offload-idle '[ $((I1 - I0)) -ge $((20 * MI)) ] && echo "$PSI_MAX" | awk "{ exit !(\$1 < 1) }"' \
-    "idle container: $(((I1 - I0) / MI)) MiB of 100 moved to swap within 60 s of its start (in swap at:$TRACE), its memory PSI some avg10 at most $PSI_MAX%"
+  REQ=$(wget -q -O - http://127.0.0.1:9117/metrics | grep '^swapcri_offload_reclaim_requested_bytes_total' | awk '{ print $2 }')
+  check offload-idle '[ $((I1 - I0)) -ge $((20 * MI)) ] && echo "$PSI_MAX" | awk "{ exit !(\$1 < 1) }" && [ "${REQ:-0}" -gt 0 ]' \
+    "idle container: $(((I1 - I0) / MI)) MiB of 100 moved to swap within 60 s of its start (in swap at:$TRACE), its memory PSI some avg10 at most $PSI_MAX%; $REQ bytes asked of memory.reclaim in all"
   check offload-hot-kept '[ "$W_ANON" -ge $((64 * MI)) ]' \
     "hot container: $((W_ANON / MI)) MiB anonymous memory resident, $W_SWAP bytes in swap, $W_RF pages refaulted, PSI some avg10 $W_PSI%; $($C client inspect --verbose "$WARM" | tr -d ' \n' | grep -o '"offload":{[^}]*}')"
   remove_all

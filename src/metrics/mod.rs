@@ -25,6 +25,25 @@ pub trait MetricsSource: Send + Sync {
     fn pod_series(&self) -> Vec<GroupSeries>;
     /// (swap disagreements, read-back mismatches) so far.
     fn memory_counters(&self) -> (u64, u64);
+    /// What the swap guard and the cold-memory offload have done so far.
+    fn swap_actions(&self) -> SwapActions {
+        SwapActions::default()
+    }
+}
+
+/// Totals of the swap guard's actions and the offload's requests since start.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SwapActions {
+    pub throttles: u64,
+    pub restores: u64,
+    pub kills: u64,
+    pub offload_requested_bytes: u64,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ActionLabels {
+    /// throttle, restore or kill.
+    pub action: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -89,6 +108,8 @@ pub struct Metrics {
     grpc_requests: Family<RpcLabels, Counter>,
     grpc_latency: Family<MethodLabels, Histogram>,
     streaming: StreamingMetrics,
+    guard_actions: Family<ActionLabels, Counter>,
+    offload_requested: Counter,
 }
 
 fn latency_histogram() -> Histogram {
@@ -114,6 +135,8 @@ impl Metrics {
             grpc_requests: Family::default(),
             grpc_latency: Family::new_with_constructor(latency_histogram),
             streaming: StreamingMetrics::default(),
+            guard_actions: Family::default(),
+            offload_requested: Counter::default(),
         };
         {
             let mut r = m.registry.lock().unwrap();
@@ -138,6 +161,16 @@ impl Metrics {
                 "memory_readback_mismatches",
                 "Planned memory values the kernel did not hold when read back",
                 m.mismatches.clone(),
+            );
+            r.register(
+                "swap_guard_actions",
+                "The swap guard's actions on thrashing containers: throttle, restore (a throttle put back), kill",
+                m.guard_actions.clone(),
+            );
+            r.register(
+                "offload_reclaim_requested_bytes",
+                "Bytes the cold-memory offload asked the kernel to reclaim (memory.reclaim) from containers",
+                m.offload_requested.clone(),
             );
             r.register("grpc_requests", "CRI requests by method and status code", m.grpc_requests.clone());
             r.register("grpc_request_duration_seconds", "CRI request latency by method", m.grpc_latency.clone());
@@ -176,6 +209,7 @@ impl Metrics {
         let (total, free) = (read("SwapTotal"), read("SwapFree"));
         let (containers, pods) = (source.container_series(), source.pod_series());
         let (disagreements, mismatches) = source.memory_counters();
+        let actions = source.swap_actions();
         // One scrape at a time from here: a refresh clears the families and sets counters to
         // the kernel's totals by adding, so two interleaved refreshes would add twice.
         let registry = self.registry.lock().unwrap_or_else(|p| p.into_inner());
@@ -183,7 +217,15 @@ impl Metrics {
         self.node_swap_usage.set(total.saturating_sub(free) as i64);
         self.containers.refresh(&containers);
         self.pods.refresh(&pods);
-        for (counter, value) in [(&self.disagreements, disagreements), (&self.mismatches, mismatches)] {
+        let guard = |action: &str| self.guard_actions.get_or_create(&ActionLabels { action: action.into() }).clone();
+        for (counter, value) in [
+            (self.disagreements.clone(), disagreements),
+            (self.mismatches.clone(), mismatches),
+            (guard("throttle"), actions.throttles),
+            (guard("restore"), actions.restores),
+            (guard("kill"), actions.kills),
+            (self.offload_requested.clone(), actions.offload_requested_bytes),
+        ] {
             counter.inc_by(value.saturating_sub(counter.get()));
         }
         let mut out = String::new();
@@ -234,6 +276,9 @@ mod tests {
         fn memory_counters(&self) -> (u64, u64) {
             (3, 0)
         }
+        fn swap_actions(&self) -> SwapActions {
+            SwapActions { throttles: 2, restores: 1, kills: 1, offload_requested_bytes: 4096 }
+        }
     }
 
     #[test]
@@ -249,6 +294,14 @@ mod tests {
                             text.lines().find(|l| l.starts_with("swapcri_container_swap_anon_refaults_total"));
                         assert!(refaults.is_some_and(|l| l.ends_with(" 77")), "{refaults:?}");
                         assert!(text.contains("swapcri_swap_policy_disagreements_total 3\n"), "{text}");
+                        for line in [
+                            r#"swapcri_swap_guard_actions_total{action="throttle"} 2"#,
+                            r#"swapcri_swap_guard_actions_total{action="restore"} 1"#,
+                            r#"swapcri_swap_guard_actions_total{action="kill"} 1"#,
+                            "swapcri_offload_reclaim_requested_bytes_total 4096",
+                        ] {
+                            assert!(text.lines().any(|l| l == line), "{line} in {text}");
+                        }
                     }
                 })
             })

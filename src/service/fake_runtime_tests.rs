@@ -532,6 +532,9 @@ async fn the_swap_guard_lowers_only_and_puts_back_what_is_still_its_own() {
     f.service.guard_restore_left_over(&running);
     assert_eq!(files(cg.path()), ["max", "default 100", "39"]);
     assert!(!record.exists());
+    use crate::metrics::MetricsSource;
+    let counted = f.service.swap_actions();
+    assert_eq!((counted.throttles, counted.restores, counted.kills), (2, 1, 0), "the metrics count each action");
 }
 
 #[tokio::test]
@@ -556,6 +559,8 @@ async fn a_container_the_guard_ends_reports_swap_thrashing() {
     let state = crate::policy::thrash::ThrashState::Thrashing;
     service.clone().guard_kill(victim, state, Duration::from_secs(31), figures).await;
     assert_eq!(fake.calls(), vec!["kill SIGKILL all"]);
+    use crate::metrics::MetricsSource;
+    assert_eq!(service.swap_actions().kills, 1);
     let status = service.registry.find_container(id.as_str()).unwrap().status;
     assert_eq!(
         (status.state, status.exit_code, status.reason.as_str()),

@@ -47,4 +47,15 @@ impl MetricsSource for PodService {
     fn memory_counters(&self) -> (u64, u64) {
         self.memory.counter_values()
     }
+
+    fn swap_actions(&self) -> crate::metrics::SwapActions {
+        use std::sync::atomic::Ordering::Relaxed;
+        let g = &self.thrash.counts;
+        crate::metrics::SwapActions {
+            throttles: g.throttles.load(Relaxed),
+            restores: g.restores.load(Relaxed),
+            kills: g.kills.load(Relaxed),
+            offload_requested_bytes: self.offload.requested.load(Relaxed),
+        }
+    }
 }

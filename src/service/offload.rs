@@ -22,6 +22,8 @@ use super::PodService;
 #[derive(Default)]
 pub struct OffloadBoard {
     reports: Mutex<HashMap<ContainerId, Offloader>>,
+    /// Bytes asked of `memory.reclaim` in all, for the metrics.
+    pub requested: std::sync::atomic::AtomicU64,
 }
 
 impl OffloadBoard {
@@ -92,6 +94,7 @@ impl PodService {
                 let Some(s) = crate::blocking::run(|| sample(&dir, at_ms)) else { continue };
                 let o = offloaders.entry(id.clone()).or_insert_with(|| Offloader::new(settings));
                 if let Step::Reclaim { bytes } = o.look(s) {
+                    self.offload.requested.fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
                     let d = dir.clone();
                     let done = crate::blocking::spawn(move || reclaim(&d, bytes)).await;
                     match done {

@@ -6,6 +6,7 @@
 //! before it is written, so a daemon that restarts puts it back.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -31,6 +32,14 @@ pub struct GuardReport {
     /// observe, exempt, throttled or killed.
     pub action: &'static str,
     pub detail: String,
+}
+
+/// How many times the guard acted, for the metrics.
+#[derive(Default)]
+pub struct GuardCounts {
+    pub throttles: AtomicU64,
+    pub restores: AtomicU64,
+    pub kills: AtomicU64,
 }
 
 /// A throttle in force on one container.
@@ -131,6 +140,7 @@ impl PodService {
             }
         };
         let detail = describe(&done);
+        self.thrash.counts.throttles.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(container = %id, mode = mode.as_str(), writes = %detail, "swap guard throttled a thrashing container");
         (GuardReport { action: "throttled", detail }, Some(Throttled { at: Instant::now(), writes: done }))
     }
@@ -158,6 +168,7 @@ impl PodService {
             let _ = std::fs::remove_file(self.guard_records(id).join(THROTTLE_RECORD));
             restored
         });
+        self.thrash.counts.restores.fetch_add(1, Ordering::Relaxed);
         let held_s = throttle.at.elapsed().as_secs();
         tracing::info!(container = %id, restored = restored.join(", "), held_s, "swap guard put back a throttle");
     }
@@ -214,10 +225,15 @@ impl PodService {
             return;
         }
         tracing::warn!(container = %id, message = %message, "swap guard ends a thrashing container");
-        if let Err(e) = self.stop_container(id.as_str(), Duration::ZERO).await {
-            tracing::warn!(container = %id, error = %e, "swap guard could not end a container");
-            // Whatever ends it later is not the guard.
-            let _ = crate::blocking::run(|| std::fs::remove_file(&verdict));
+        match self.stop_container(id.as_str(), Duration::ZERO).await {
+            Ok(()) => {
+                self.thrash.counts.kills.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => {
+                tracing::warn!(container = %id, error = %e, "swap guard could not end a container");
+                // Whatever ends it later is not the guard.
+                let _ = crate::blocking::run(|| std::fs::remove_file(&verdict));
+            }
         }
     }
 }

@@ -49,6 +49,8 @@ pub struct ThrashBoard {
     /// Whether the watcher runs (cgroup v2 with PSI, and enabled).
     active: std::sync::atomic::AtomicBool,
     reports: Mutex<HashMap<ContainerId, ThrashReport>>,
+    /// The swap guard's actions so far.
+    pub(super) counts: super::swap_guard::GuardCounts,
 }
 
 impl ThrashBoard {
