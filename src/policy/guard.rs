@@ -146,17 +146,14 @@ pub struct Candidate<K> {
 
 /// The next container to end, in kubelet's eviction order: lowest priority first, then the
 /// most memory and swap beyond its request, then the highest swap-in rate.
-pub fn victim<K: Clone + Ord>(candidates: &[Candidate<K>]) -> Option<K> {
-    candidates
-        .iter()
-        .min_by(|a, b| {
-            a.priority
-                .cmp(&b.priority)
-                .then(b.beyond_request.cmp(&a.beyond_request))
-                .then(b.swapins_per_second.total_cmp(&a.swapins_per_second))
-                .then(a.key.cmp(&b.key))
-        })
-        .map(|c| c.key.clone())
+pub fn victim<K: Ord>(candidates: &[Candidate<K>]) -> Option<&Candidate<K>> {
+    candidates.iter().min_by(|a, b| {
+        a.priority
+            .cmp(&b.priority)
+            .then(b.beyond_request.cmp(&a.beyond_request))
+            .then(b.swapins_per_second.total_cmp(&a.swapins_per_second))
+            .then(a.key.cmp(&b.key))
+    })
 }
 
 #[cfg(test)]
@@ -271,7 +268,7 @@ mod tests {
             (vec![c("b", 0, 10, 1.0), c("a", 0, 10, 1.0)], Some("a")),
         ];
         for (candidates, want) in table {
-            assert_eq!(victim(&candidates), want, "{candidates:?}");
+            assert_eq!(victim(&candidates).map(|c| c.key), want, "{candidates:?}");
         }
     }
 }

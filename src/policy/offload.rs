@@ -73,15 +73,13 @@ pub enum Why {
 }
 
 /// One container's offload, fed a sample per look.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Offloader {
     #[serde(skip)]
-    settings: Option<Settings>,
+    settings: Settings,
     #[serde(skip)]
     last: Option<Sample>,
-    /// Bytes asked of the kernel at the last step.
-    pub last_step: u64,
     /// Bytes asked in all.
     pub requested: u64,
     growth: u32,
@@ -93,7 +91,7 @@ pub struct Offloader {
 
 impl Offloader {
     pub fn new(settings: Settings) -> Offloader {
-        Offloader { settings: Some(settings), growth: 1, ..Default::default() }
+        Offloader { settings, last: None, requested: 0, growth: 1, backoff: 0, skip: 0, decision: None }
     }
 
     pub fn look(&mut self, s: Sample) -> Step {
@@ -101,22 +99,26 @@ impl Offloader {
         if let Step::Reclaim { bytes } = step {
             self.requested += bytes;
         }
-        self.last_step = match step {
-            Step::Reclaim { bytes } => bytes,
-            Step::Wait { .. } => 0,
-        };
         self.decision = Some(step);
         step
     }
 
+    /// Bytes asked of the kernel at the last look (0: it waited).
+    fn last_step(&self) -> u64 {
+        match self.decision {
+            Some(Step::Reclaim { bytes }) => bytes,
+            _ => 0,
+        }
+    }
+
     fn decide(&mut self, s: Sample) -> Step {
-        let cfg = self.settings.unwrap_or_default();
+        let cfg = self.settings;
         let wait = |why| Step::Wait { why };
         let Some(prev) = self.last_sample(s) else { return wait(Why::Measuring) };
         let span_us = (s.at_ms - prev.at_ms) as f64 * 1000.0;
         let pressure = (s.some_us - prev.some_us) as f64 * 100.0 / span_us;
         let refaulted = (s.refaults - prev.refaults) * PAGE;
-        let tolerated = (self.last_step as f64 * cfg.refault_percent / 100.0) as u64;
+        let tolerated = (self.last_step() as f64 * cfg.refault_percent / 100.0) as u64;
         let sign = if pressure > cfg.psi_some_percent {
             Some(Why::Pressure)
         } else if refaulted > tolerated.max(MIN_STEP / 4) {
@@ -135,7 +137,7 @@ impl Offloader {
             return wait(Why::BackingOff);
         }
         // A reclaim that brought nothing back earns trust; a look after a pause does not.
-        if self.last_step > 0 {
+        if self.last_step() > 0 {
             self.backoff /= 2;
         }
         let headroom = s.swap_max.map_or(u64::MAX, |max| max.saturating_sub(s.swap_current + SWAP_MARGIN));

@@ -532,6 +532,12 @@ async fn the_swap_guard_lowers_only_and_puts_back_what_is_still_its_own() {
     f.service.guard_restore_left_over(&running);
     assert_eq!(files(cg.path()), ["max", "default 100", "39"]);
     assert!(!record.exists());
+    // An unreadable record (another version's, or torn) is set aside and changes nothing.
+    std::fs::write(cg.path().join("cpu.weight"), "10\n").unwrap();
+    std::fs::write(&record, b"{not json").unwrap();
+    f.service.guard_restore_left_over(&running);
+    assert!(!record.exists() && record.with_extension("json.unreadable").exists());
+    assert_eq!(files(cg.path()), ["max", "default 100", "10\n"]);
     use crate::metrics::MetricsSource;
     let counted = f.service.swap_actions();
     assert_eq!((counted.throttles, counted.restores, counted.kills), (2, 1, 0), "the metrics count each action");

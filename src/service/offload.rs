@@ -43,7 +43,7 @@ impl OffloadBoard {
 /// A look at the group's files; None when it has no swap share (NoSwap, or unlimited).
 fn sample(dir: &Path, at_ms: u64) -> Option<Sample> {
     let swap_max = files::number(dir, "memory.swap.max").filter(|m| *m > 0)?;
-    let some_us = crate::cgroup::pressure::read_set(dir).memory?.some.total_ns / 1000;
+    let some_us = crate::cgroup::pressure::parse(&files::read(dir, "memory.pressure")?)?.some.total_ns / 1000;
     let stat = files::read(dir, "memory.stat")?;
     let refaults = files::keyed(&stat, "workingset_refault_anon")? + files::keyed(&stat, "workingset_refault_file")?;
     Some(Sample {

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::cgroup::files;
 use crate::model::ids::ContainerId;
 use crate::policy::guard::{self, Candidate, Current, GuardMode, Write};
 use crate::policy::thrash::{Figures, ThrashState};
@@ -63,12 +64,11 @@ pub(super) fn verdict(records: &Path) -> Option<(String, String)> {
 }
 
 fn read_current(dir: &Path) -> Current {
-    let text = |f: &str| std::fs::read_to_string(dir.join(f)).ok();
     Current {
-        swap_current: text("memory.swap.current").and_then(|t| t.trim().parse().ok()),
-        swap_high: text("memory.swap.high"),
-        io_weight: text("io.weight"),
-        cpu_weight: text("cpu.weight"),
+        swap_current: files::number(dir, "memory.swap.current"),
+        swap_high: files::read(dir, "memory.swap.high"),
+        io_weight: files::read(dir, "io.weight"),
+        cpu_weight: files::read(dir, "cpu.weight"),
     }
 }
 
@@ -76,7 +76,7 @@ fn read_current(dir: &Path) -> Current {
 fn restore(dir: &Path, writes: &[Write]) -> Vec<String> {
     let mut restored = Vec::new();
     for w in writes {
-        let Ok(now) = std::fs::read_to_string(dir.join(&w.file)) else { continue };
+        let Some(now) = files::read(dir, &w.file) else { continue };
         if !guard::still_ours(w, &now) {
             continue;
         }
@@ -94,10 +94,6 @@ fn describe(writes: &[Write]) -> String {
     writes.iter().map(|w| format!("{}: {} -> {}", w.file, w.before, w.written)).collect::<Vec<_>>().join(", ")
 }
 
-fn mib(bytes: u64) -> String {
-    format!("{:.1} MiB", bytes as f64 / (1 << 20) as f64)
-}
-
 impl PodService {
     fn guard_records(&self, id: &ContainerId) -> PathBuf {
         self.registry.container_records.dir(id.as_str())
@@ -112,8 +108,13 @@ impl PodService {
         for (id, dir) in running {
             let record = self.guard_records(id).join(THROTTLE_RECORD);
             let Ok(bytes) = std::fs::read(&record) else { continue };
-            // An unreadable record names nothing to put back; it is set aside, not obeyed.
-            let writes: Vec<Write> = serde_json::from_slice(&bytes).unwrap_or_default();
+            let Ok(writes) = serde_json::from_slice::<Vec<Write>>(&bytes) else {
+                // Another version's or a torn record: set aside for the operator, not obeyed.
+                let aside = record.with_extension("json.unreadable");
+                tracing::warn!(container = %id, aside = %aside.display(), "unreadable swap guard record set aside");
+                let _ = std::fs::rename(&record, &aside);
+                continue;
+            };
             let restored = restore(dir, &writes);
             tracing::info!(container = %id, restored = restored.join(", "), "swap guard put back a throttle left by an earlier run");
             let _ = std::fs::remove_file(&record);
@@ -187,9 +188,8 @@ impl PodService {
         }
         let sandbox = self.registry.find_sandbox(container.meta.sandbox_id.as_str()).ok()?;
         let annotations = sandbox.meta.config.annotations.get(guard::PRIORITY_ANNOTATION).map(String::as_str);
-        let number = |f: &str| std::fs::read_to_string(dir.join(f)).ok().and_then(|t| t.trim().parse::<u64>().ok());
-        let used =
-            crate::blocking::run(|| number("memory.current").unwrap_or(0) + number("memory.swap.current").unwrap_or(0));
+        let number = |f| files::number(dir, f).unwrap_or(0);
+        let used = crate::blocking::run(|| number("memory.current") + number("memory.swap.current"));
         let request = plan.and_then(|p| p.request).map_or(0, |r| r.low);
         Some(Candidate {
             key: id.clone(),
@@ -216,7 +216,7 @@ impl PodService {
             figures.full_percent,
             figures.swapins_per_second,
             victim.priority,
-            mib(victim.beyond_request),
+            crate::doctor::human(victim.beyond_request),
         );
         let record = serde_json::to_vec(&Verdict { message: message.clone() }).unwrap_or_default();
         let verdict = self.guard_records(&id).join(VERDICT_RECORD);

@@ -257,26 +257,19 @@ impl PodService {
     /// is normal again: a throttled container that only eases to pressured is still stalling,
     /// and releasing it then would let it thrash again at once.
     fn guard_on_change(&self, id: &ContainerId, w: &mut Watched, c: &Change) {
-        match (c.to, &w.throttle) {
+        match (c.to, w.throttle.take()) {
+            (ThrashState::Normal, Some(t)) => self.guard_release(id, &w.dir, t),
+            (state, Some(t)) => {
+                let detail = format!("{}, throttled for {} s", state.as_str(), t.at.elapsed().as_secs());
+                w.throttle = Some(t);
+                self.thrash.set_guard(id, Some(GuardReport { action: "throttled", detail }));
+            }
             (ThrashState::Thrashing, None) => {
                 let (report, throttle) = self.guard_engage(id, &w.dir);
                 w.throttle = throttle;
                 self.thrash.set_guard(id, Some(report));
             }
-            (ThrashState::Thrashing, Some(t)) => {
-                let detail = format!("still throttled since {} s", t.at.elapsed().as_secs());
-                self.thrash.set_guard(id, Some(GuardReport { action: "throttled", detail }));
-            }
-            (ThrashState::Pressured, Some(t)) => {
-                let detail = format!("pressured, throttled since {} s", t.at.elapsed().as_secs());
-                self.thrash.set_guard(id, Some(GuardReport { action: "throttled", detail }));
-            }
-            (ThrashState::Normal, Some(_)) => {
-                if let Some(t) = w.throttle.take() {
-                    self.guard_release(id, &w.dir, t);
-                }
-            }
-            _ => {}
+            (_, None) => {}
         }
     }
 
@@ -295,8 +288,8 @@ impl PodService {
             .filter(|(_, w)| w.throttle.as_ref().is_some_and(|t| t.at.elapsed() >= kill_after))
             .filter_map(|(id, w)| self.guard_candidate(id, &w.dir, w.detector.figures()))
             .collect();
-        let Some(key) = guard::victim(&due) else { return };
-        let Some(victim) = due.into_iter().find(|c| c.key == key) else { return };
+        let Some(victim) = guard::victim(&due).cloned() else { return };
+        let key = victim.key.clone();
         let w = &watched[&key];
         let throttled_for = w.throttle.as_ref().map_or(Duration::ZERO, |t| t.at.elapsed());
         let report = GuardReport { action: "killed", detail: format!("after {} s throttled", throttled_for.as_secs()) };
