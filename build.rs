@@ -1,4 +1,5 @@
-//! Compiles the CRI v1 contract in `proto/` into the `swapcri::cri` module.
+//! Compiles the CRI v1 contract in `proto/` into the `swapcri::cri` module, and the NRI
+//! protocol (`proto/nri`, containerd/nri v0.12.1) into `swapcri::nri::api`.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed=proto");
@@ -12,5 +13,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // The CRI fuzzer (unit tests only) builds arbitrary messages of every type.
         .type_attribute(".", "#[cfg_attr(test, derive(arbitrary::Arbitrary))]")
         .compile_protos(&["proto/runtime/v1/api.proto"], &["proto"])?;
+    // NRI's messages only: the ttrpc services are dispatched by hand in `nri::rpc`.
+    tonic_prost_build::configure()
+        .build_client(false)
+        .build_server(false)
+        .compile_protos(&["proto/nri/api.proto"], &["proto"])?;
     Ok(())
 }

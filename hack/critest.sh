@@ -2,8 +2,8 @@
 # Runs the CRI validation suite (critest, built from third_party/ by hack/tools.sh) against a
 # swapcri daemon started here, once per runc: Debian's runc, then runc 1.4.3 (also built by
 # hack/tools.sh). The daemon mirrors the registries critest names to a local registry on
-# 127.0.0.1:5000 holding images built on this machine (hack/critest/images.sh), and gives
-# pods a CNI bridge.
+# 127.0.0.1:5000 holding images built on this machine (hack/critest/images.sh), gives pods
+# a CNI bridge, and serves NRI on a socket of its own so the suite's 13 NRI specs run too.
 #   sudo hack/critest.sh [OUTDIR]       (default /tmp/swapcri-critest)
 # Environment: RUNCS ("debian new", or one of them), FOCUS (a ginkgo focus regex, for a
 # partial run).
@@ -49,11 +49,13 @@ for which in $RUNCS; do
   stop_daemon
   rm -rf "$WORK" && mkdir -p "$WORK"
   write_cri_test_config "$WORK" "$binary"
+  printf '[nri]\nenable = true\nsocket_path = "%s"\nplugin_path = "%s"\n' \
+    "$WORK/nri.sock" "$WORK/nri-plugins" >>"$WORK/config.toml"
   target/release/swapcri --config "$WORK/config.toml" >"$OUT/daemon-$which.log" 2>&1 &
   echo $! >"$WORK/pid"
   for _ in $(seq 100); do [ -S "$SOCK" ] && break; sleep 0.1; done
   [ -S "$SOCK" ] || { tail -20 "$OUT/daemon-$which.log"; exit 1; }
-  FOCUS="${FOCUS:-}" hack/critest/run.sh "unix://$SOCK" "$OUT/$which" >"$OUT/$which.log" 2>&1 || true
+  FOCUS="${FOCUS:-}" NRI_SOCKET="$WORK/nri.sock" hack/critest/run.sh "unix://$SOCK" "$OUT/$which" >"$OUT/$which.log" 2>&1 || true
   stop_daemon
   counts=$(grep -m1 '^TOTAL' "$OUT/$which/summary.txt" || echo "no summary: see $OUT/$which.log")
   echo "    $counts"

@@ -96,6 +96,8 @@ pub async fn run(config: Config, mut manager: ServiceManager) -> Result<(), Daem
     tokio::spawn(pods.clone().watch_thrashing());
     tokio::spawn(pods.clone().offload_cold_memory());
     tokio::spawn(return_freed_memory());
+    start_nri(&pods, &config).await?;
+    let nri = pods.nri.clone();
     let activated = manager.activated_socket.is_some();
     let listener = listen(&config, &mut manager)?;
     tracing::info!(socket = %config.socket.display(), version = env!("CARGO_PKG_VERSION"), "swapcri serving the CRI");
@@ -156,12 +158,27 @@ pub async fn run(config: Config, mut manager: ServiceManager) -> Result<(), Daem
     };
     manager.stopping();
     finish_calls(calls).await;
+    nri.shutdown().await;
     if !activated {
         // An activated socket is the service manager's: it keeps it, and queues clients.
         let _ = std::fs::remove_file(&config.socket);
     }
     tracing::info!("swapcri stopped");
     Ok(result?)
+}
+
+/// NRI (with `[nri] enable`): its socket, the pre-installed plugins, and the relay of exits.
+async fn start_nri(pods: &Arc<PodService>, config: &Config) -> Result<(), DaemonError> {
+    if !pods.nri.enabled() {
+        return Ok(());
+    }
+    let domain: std::sync::Weak<dyn crate::nri::Domain> = Arc::downgrade(pods) as _;
+    pods.nri
+        .start(domain)
+        .await
+        .map_err(|source| DaemonError::Prepare { path: config.nri.socket_path.clone(), source })?;
+    tokio::spawn(pods.clone().relay_exits_to_nri());
+    Ok(())
 }
 
 /// Lets the calls still running end, for at most CALLS_GRACE.

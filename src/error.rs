@@ -73,6 +73,8 @@ pub enum Error {
     Network(#[from] NetworkError),
     #[error(transparent)]
     Stream(#[from] StreamError),
+    #[error(transparent)]
+    Nri(#[from] crate::nri::NriError),
     #[error("{0}")]
     AlreadyExists(String),
     #[error("{0}")]
@@ -112,6 +114,7 @@ impl Error {
             Error::DeadlineExceeded(_) => ErrorKind::DeadlineExceeded,
             Error::Network(e) => network_kind(e),
             Error::Stream(e) => stream_kind(e),
+            Error::Nri(e) => nri_kind(e),
             Error::Store(_) | Error::Monitor(_) | Error::Internal(_) | Error::Io { .. } => ErrorKind::Internal,
         }
     }
@@ -174,6 +177,18 @@ fn stream_kind(e: &StreamError) -> ErrorKind {
         StreamError::Unreachable(_) => ErrorKind::Unavailable,
         StreamError::Runtime(e) => oci_kind(e),
         StreamError::Io { .. } | StreamError::Sys { .. } => ErrorKind::Internal,
+    }
+}
+
+fn nri_kind(e: &crate::nri::NriError) -> ErrorKind {
+    use crate::nri::NriError;
+    match e {
+        NriError::Timeout { .. } => ErrorKind::DeadlineExceeded,
+        NriError::Lost { .. } => ErrorKind::Unavailable,
+        NriError::Plugin { .. }
+        | NriError::Conflict { .. }
+        | NriError::Refused { .. }
+        | NriError::Unsupported { .. } => ErrorKind::FailedPrecondition,
     }
 }
 

@@ -16,6 +16,7 @@ pub mod model;
 pub mod monitor;
 pub mod network;
 pub mod node;
+pub mod nri;
 pub mod oci;
 pub mod policy;
 pub mod sandbox;

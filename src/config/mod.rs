@@ -7,12 +7,14 @@ use serde::{Deserialize, Serialize};
 
 mod guard;
 mod handlers;
+mod nri;
 mod offload;
 mod thrash;
 
 use crate::oci::HandlerSpec;
 pub use guard::GuardConfig;
 pub use handlers::{HandlerConfig, BUILTIN_HANDLER};
+pub use nri::NriConfig;
 pub use offload::OffloadConfig;
 pub use thrash::ThrashConfig;
 
@@ -55,6 +57,7 @@ pub struct Config {
     pub thrash: ThrashConfig,
     pub guard: GuardConfig,
     pub offload: OffloadConfig,
+    pub nri: NriConfig,
     pub network: NetworkConfig,
     pub streaming: StreamingConfig,
     pub image: ImageConfig,
@@ -329,6 +332,7 @@ impl Default for Config {
             metrics: MetricsConfig::default(),
             thrash: ThrashConfig::default(),
             guard: GuardConfig::default(),
+            nri: NriConfig::default(),
             offload: OffloadConfig::default(),
             network: NetworkConfig::default(),
             streaming: StreamingConfig::default(),
@@ -512,8 +516,12 @@ impl Config {
         if !(1..=10000).contains(&self.system.io_weight) {
             return Err(invalid("system.io_weight", format!("{} is not in 1..=10000", self.system.io_weight)));
         }
-        if let Err((key, message)) =
-            self.thrash.check().and_then(|_| self.guard.check()).and_then(|_| self.offload.check())
+        if let Err((key, message)) = self
+            .thrash
+            .check()
+            .and_then(|_| self.guard.check())
+            .and_then(|_| self.offload.check())
+            .and_then(|_| self.nri.check())
         {
             return Err(invalid(key, message));
         }

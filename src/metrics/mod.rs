@@ -29,6 +29,61 @@ pub trait MetricsSource: Send + Sync {
     fn swap_actions(&self) -> SwapActions {
         SwapActions::default()
     }
+    /// Each NRI plugin's connection and events so far.
+    fn nri_plugins(&self) -> Vec<crate::nri::PluginStats> {
+        Vec::new()
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PluginLabels {
+    pub plugin: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PluginEventLabels {
+    pub plugin: String,
+    pub event: String,
+}
+
+/// The NRI plugins' series.
+#[derive(Default)]
+struct NriFamilies {
+    connected: Family<PluginLabels, Gauge>,
+    events: Family<PluginEventLabels, Counter>,
+    errors: Family<PluginEventLabels, Counter>,
+    seconds: Family<PluginEventLabels, Counter<f64, std::sync::atomic::AtomicU64>>,
+}
+
+impl NriFamilies {
+    fn register(&self, r: &mut Registry) {
+        r.register("nri_plugin_connected", "NRI plugins: 1 while connected", self.connected.clone());
+        r.register("nri_plugin_events", "Events relayed to each NRI plugin, by event", self.events.clone());
+        r.register(
+            "nri_plugin_errors",
+            "Events an NRI plugin failed, timed out on or was lost during",
+            self.errors.clone(),
+        );
+        r.register("nri_plugin_event_seconds", "Time spent waiting on each NRI plugin, by event", self.seconds.clone());
+    }
+
+    fn refresh(&self, plugins: &[crate::nri::PluginStats]) {
+        for p in plugins {
+            self.connected.get_or_create(&PluginLabels { plugin: p.plugin.clone() }).set(i64::from(p.connected));
+            for (event, s) in &p.events {
+                let labels = PluginEventLabels { plugin: p.plugin.clone(), event: event.clone() };
+                let events = self.events.get_or_create(&labels);
+                events.inc_by(s.count.saturating_sub(events.get()));
+                let errors = self.errors.get_or_create(&labels);
+                errors.inc_by(s.errors.saturating_sub(errors.get()));
+                let seconds = self.seconds.get_or_create(&labels);
+                let more = s.seconds - seconds.get();
+                if more > 0.0 {
+                    seconds.inc_by(more);
+                }
+            }
+        }
+    }
 }
 
 /// Totals of the swap guard's actions and the offload's requests since start.
@@ -110,6 +165,7 @@ pub struct Metrics {
     streaming: StreamingMetrics,
     guard_actions: Family<ActionLabels, Counter>,
     offload_requested: Counter,
+    nri: NriFamilies,
 }
 
 fn latency_histogram() -> Histogram {
@@ -137,6 +193,7 @@ impl Metrics {
             streaming: StreamingMetrics::default(),
             guard_actions: Family::default(),
             offload_requested: Counter::default(),
+            nri: NriFamilies::default(),
         };
         {
             let mut r = m.registry.lock().unwrap();
@@ -172,6 +229,7 @@ impl Metrics {
                 "Bytes the cold-memory offload asked the kernel to reclaim (memory.reclaim) from containers",
                 m.offload_requested.clone(),
             );
+            m.nri.register(&mut r);
             r.register("grpc_requests", "CRI requests by method and status code", m.grpc_requests.clone());
             r.register("grpc_request_duration_seconds", "CRI request latency by method", m.grpc_latency.clone());
             r.register(
@@ -210,6 +268,7 @@ impl Metrics {
         let (containers, pods) = (source.container_series(), source.pod_series());
         let (disagreements, mismatches) = source.memory_counters();
         let actions = source.swap_actions();
+        let plugins = source.nri_plugins();
         // One scrape at a time from here: a refresh clears the families and sets counters to
         // the kernel's totals by adding, so two interleaved refreshes would add twice.
         let registry = self.registry.lock().unwrap_or_else(|p| p.into_inner());
@@ -217,6 +276,7 @@ impl Metrics {
         self.node_swap_usage.set(total.saturating_sub(free) as i64);
         self.containers.refresh(&containers);
         self.pods.refresh(&pods);
+        self.nri.refresh(&plugins);
         let guard = |action: &str| self.guard_actions.get_or_create(&ActionLabels { action: action.into() }).clone();
         for (counter, value) in [
             (self.disagreements.clone(), disagreements),

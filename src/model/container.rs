@@ -118,6 +118,14 @@ pub struct ContainerStatus {
     /// Plan values the kernel did not hold when read back (empty: all matched or unchecked).
     #[serde(default, deserialize_with = "crate::store::tolerant")]
     pub memory_mismatches: Vec<String>,
+    /// What NRI plugins set: field ("env:X", "memory.limit", "unified:memory.swap.max", ...)
+    /// -> the plugin ("10-swapper").
+    #[serde(
+        default,
+        skip_serializing_if = "std::collections::BTreeMap::is_empty",
+        deserialize_with = "crate::store::tolerant"
+    )]
+    pub nri_owners: std::collections::BTreeMap<String, String>,
 }
 
 impl ContainerStatus {
@@ -142,6 +150,7 @@ impl ContainerStatus {
             cgroup: None,
             memory_plan: None,
             memory_mismatches: Vec::new(),
+            nri_owners: Default::default(),
         }
     }
 }

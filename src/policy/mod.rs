@@ -7,6 +7,7 @@ pub mod guard;
 pub mod limits;
 pub mod memory;
 pub mod mounts;
+pub mod nri_memory;
 pub mod offload;
 pub mod paths;
 pub mod seccomp;

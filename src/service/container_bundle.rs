@@ -31,10 +31,23 @@ pub(super) struct Bundle {
     pub user: crate::policy::user::ResolvedUser,
     /// Bind mounts made to share volume sources (see `share_propagating_sources`).
     pub shared_binds: Vec<PathBuf>,
+    /// The OCI spec, written by `write_spec` once NRI plugins have adjusted it.
+    pub spec: oci_spec::runtime::Spec,
+}
+
+impl Bundle {
+    /// Writes the spec where the runtime reads it. It holds the container's environment,
+    /// its secrets: 0600.
+    pub fn write_spec(&self) -> Result<(), Error> {
+        crate::blocking::check("writing an OCI spec");
+        let json = serde_json::to_vec(&self.spec).map_err(|e| Error::Internal(format!("writing the OCI spec: {e}")))?;
+        crate::store::private::write_file(&self.dir.join("config.json"), &json)
+            .map_err(Error::io("writing the OCI spec"))
+    }
 }
 
 impl PodService {
-    /// Creates the container's directories, mounts its root filesystem and writes its OCI
+    /// Creates the container's directories, mounts its root filesystem and builds its OCI
     /// spec; each step's undo goes on `rollback`.
     pub(super) fn prepare_bundle(
         &self,
@@ -76,12 +89,15 @@ impl PodService {
         }
         let dir = run_dir.join("bundle");
         crate::store::private::create_dir_all(&dir).map_err(Error::io(dir.display()))?;
-        // The spec holds the container's environment, its secrets: 0600.
-        let json =
-            serde_json::to_vec(&built.spec).map_err(|e| Error::Internal(format!("writing the OCI spec: {e}")))?;
-        crate::store::private::write_file(&dir.join("config.json"), &json)
-            .map_err(Error::io("writing the OCI spec"))?;
-        Ok(Bundle { run_dir, dir, defaults, warnings: built.warnings, user: built.user, shared_binds })
+        Ok(Bundle {
+            run_dir,
+            dir,
+            defaults,
+            warnings: built.warnings,
+            user: built.user,
+            shared_binds,
+            spec: built.spec,
+        })
     }
 
     /// The OCI spec: what the policy makes of the request, with what only I/O can tell

@@ -47,11 +47,15 @@ impl PodService {
 
         let id = ContainerId::generate();
         let mut rollback = Rollback::new();
-        let bundle = super::step("bundle").in_scope(|| {
+        let mut bundle = super::step("bundle").in_scope(|| {
             crate::blocking::run(|| {
                 self.prepare_bundle(&id, &sandbox, &config, &image, &volumes, &memory_plan, &mut rollback)
             })
         })?;
+        // Held until the container is recorded (see Nri::gate).
+        let gate = self.nri.gate().await;
+        let (memory_plan, told) = self.nri_create(&id, &sandbox, &config, &mut bundle, memory_plan).await?;
+        crate::blocking::run(|| bundle.write_spec())?;
         let reserved = self.registry.owned_pod_reservations();
         self.memory.apply_pod_reservations(&sandbox, &reserved, Some(&memory_plan)).await?;
         let launched = async {
@@ -83,6 +87,7 @@ impl PodService {
             let mut status = ContainerStatus::created(monitor, pid, requested);
             status.cgroup = self.cgroups.cgroup_of(pid);
             status.memory_plan = Some(memory_plan);
+            status.nri_owners = told.as_ref().map(|t| t.created.adjustment.owners.clone()).unwrap_or_default();
             self.registry.add_container(meta, status)?;
             Ok::<_, Error>(())
         }
@@ -97,7 +102,12 @@ impl PodService {
             return Err(e);
         }
         rollback.commit();
+        drop(gate);
         tracing::info!(container = %id, sandbox = %sandbox.meta.id, "container created");
+        if let Some(told) = told {
+            self.nri.post_create_container(&told.pod, &told.container).await;
+            self.nri.created(told.created).await;
+        }
         Ok(id)
     }
 

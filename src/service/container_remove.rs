@@ -43,14 +43,18 @@ impl PodService {
         });
         super::step("records").in_scope(|| self.registry.remove_container(&cid))?;
         crate::blocking::run(|| self.release_shared_binds(&container.meta.shared_binds));
-        if let Ok(sandbox) = self.registry.find_sandbox(container.meta.sandbox_id.as_str()) {
+        let sandbox = self.registry.find_sandbox(container.meta.sandbox_id.as_str());
+        if let Ok(sandbox) = &sandbox {
             if let Err(e) =
-                self.memory.apply_pod_reservations(&sandbox, &self.registry.owned_pod_reservations(), None).await
+                self.memory.apply_pod_reservations(sandbox, &self.registry.owned_pod_reservations(), None).await
             {
                 tracing::warn!(container = %cid, error = %e, "pod memory reservations not updated");
             }
         }
         tracing::info!(container = %cid, "container removed");
+        if let Ok(sandbox) = &sandbox {
+            self.nri_removed(&container, sandbox).await;
+        }
         Ok(())
     }
 }

@@ -2,6 +2,7 @@ use crate::error::Error;
 use crate::model::container::ContainerState;
 use tracing::Instrument;
 
+use super::nri_domain::{nri_container, nri_sandbox};
 use super::objects::now_nanos;
 use super::PodService;
 
@@ -20,6 +21,8 @@ impl PodService {
         let handler = self.runtimes.get(&sandbox.meta.runtime_handler)?;
         // Taken before the process runs: one that exits at once then still finishes after it
         // started.
+        let (pod, nri_ctr) = (nri_sandbox(&sandbox), nri_container(&container, None));
+        self.nri.start_container(&pod, &nri_ctr).instrument(super::step("nri")).await?;
         let started_at = now_nanos();
         handler.runtime.start(container.meta.id.as_str()).instrument(super::step("runtime start")).await?;
         let mut status = container.status.clone();
@@ -32,6 +35,7 @@ impl PodService {
         // A process that exits at once may already have an exit record.
         self.registry.refresh(&container.meta.id);
         tracing::info!(container = %container.meta.id, "container started");
+        self.nri.post_start_container(&pod, &nri_ctr).await;
         Ok(())
     }
 }

@@ -34,6 +34,7 @@ impl PodService {
                         .then(|| self.thrash.state_of(&container.meta.id))
                         .flatten(),
                     "offload": self.offload.report(&container.meta.id),
+                    "nri": container.status.nri_owners,
                 })
                 .to_string(),
             )

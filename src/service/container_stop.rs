@@ -17,8 +17,17 @@ const KILL_ALL_WAIT: Duration = Duration::from_secs(1);
 
 impl PodService {
     /// Sends the stop signal, waits up to `timeout`, then SIGKILLs every process of the
-    /// container. Stopping a stopped or unknown-to-us container succeeds.
+    /// container. Stopping a stopped or unknown-to-us container succeeds. NRI plugins hear
+    /// of the stop once it is done.
     pub async fn stop_container(&self, id: &str, timeout: Duration) -> Result<(), Error> {
+        self.stop_container_now(id, timeout).await?;
+        if let Ok(container) = self.registry.find_container(id) {
+            self.nri_stopped(&container.meta.id).await;
+        }
+        Ok(())
+    }
+
+    async fn stop_container_now(&self, id: &str, timeout: Duration) -> Result<(), Error> {
         let container = match self.registry.find_container(id) {
             Ok(c) => c,
             Err(Error::NotFound(_)) => return Ok(()),

@@ -1,9 +1,18 @@
 use crate::cri;
 
 use crate::error::Error;
+use crate::model::container::ContainerState;
+use crate::nri::{Adjustment, PluginId};
 use crate::policy::spec;
 
+use super::nri_domain::{nri_container, nri_sandbox, resources_of};
 use super::PodService;
+
+/// Who asks for an update: kubelet (plugins see it and may change it), or a plugin.
+enum Asker<'a> {
+    Kubelet(cri::LinuxContainerResources),
+    Plugin(&'a PluginId, &'a crate::nri::api::LinuxResources),
+}
 
 impl PodService {
     /// Applies new resources to a running or created container (in-place resize).
@@ -13,20 +22,55 @@ impl PodService {
         resources: Option<cri::LinuxContainerResources>,
     ) -> Result<(), Error> {
         let Some(resources) = resources else { return Ok(()) };
+        self.update_resources(id, Asker::Kubelet(resources)).await
+    }
+
+    /// An NRI plugin's update of a container: its values on top of the container's current
+    /// resources, through the swap policy like any plugin's.
+    pub(super) async fn update_from_plugin(
+        &self,
+        plugin: &PluginId,
+        id: &str,
+        resources: &crate::nri::api::LinuxResources,
+    ) -> Result<(), Error> {
+        self.update_resources(id, Asker::Plugin(plugin, resources)).await
+    }
+
+    async fn update_resources(&self, id: &str, asker: Asker<'_>) -> Result<(), Error> {
         let container = self.registry.find_container(id)?;
         let _guard = self.registry.locks.lock(container.meta.id.as_str()).await;
         let container = self.registry.find_container(container.meta.id.as_str())?;
-        if !container.status.state.needs_stop()
-            && container.status.state != crate::model::container::ContainerState::Created
-        {
+        if !container.status.state.needs_stop() && container.status.state != ContainerState::Created {
             return Err(Error::FailedPrecondition(format!("container {} is not running", container.meta.id)));
         }
         let sandbox = self.registry.find_sandbox(container.meta.sandbox_id.as_str())?;
+        let (resources, mut adjustment, from_kubelet) = match asker {
+            Asker::Kubelet(r) => (r, Adjustment::default(), true),
+            Asker::Plugin(plugin, asked) => {
+                let mut a = Adjustment::default();
+                a.merge_resources(plugin, asked)?;
+                (container.status.resources.clone().unwrap_or_default(), a, false)
+            }
+        };
         // Requests and limits change in place: the plan follows them.
-        let plan = self.memory.plan(&sandbox, &container.meta.config, &resources)?;
+        let mut plan = self.memory.plan(&sandbox, &container.meta.config, &resources)?;
+        let (pod, nri_ctr) = (nri_sandbox(&sandbox), nri_container(&container, None));
+        let mut others = Vec::new();
+        if from_kubelet && self.nri.enabled() {
+            let (own, asked) = self.nri.update_container(&pod, &nri_ctr, &resources_of(&resources)).await?;
+            (adjustment, others) = (own, asked);
+        }
+        if !adjustment.is_empty() {
+            plan = self.review_plan(&plan, &adjustment)?;
+        }
         // The same resources step as at create: create and update cannot drift.
         let mut warnings = Vec::new();
-        let linux = spec::linux_resources(&resources, &plan.unified(), &self.node, &mut warnings);
+        let mut linux = spec::linux_resources(&resources, &plan.unified(), &self.node, &mut warnings);
+        if !adjustment.is_empty() {
+            let more = crate::nri::apply_to_resources(&mut linux, &adjustment, &plan.unified(), &self.node)
+                .map_err(|e| Error::FailedPrecondition(format!("NRI update: {e}")))?;
+            warnings.extend(more);
+        }
         for warning in &warnings {
             tracing::warn!(container = %container.meta.id, "{warning}");
         }
@@ -35,14 +79,55 @@ impl PodService {
         runtime.update(container.meta.id.as_str(), document.to_string().as_bytes()).await?;
         let mut status = container.status.clone();
         status.resources = Some(resources);
-        if status.state == crate::model::container::ContainerState::Running {
+        if status.state == ContainerState::Running {
             status.memory_mismatches = self.memory.check(&container.cgroup(&sandbox), &container.meta.id, &plan);
         }
         status.memory_plan = Some(plan);
+        status.nri_owners.extend(adjustment.owners);
         self.registry.save_container_status(&container.meta.id, status)?;
         // The pod's reservation sums follow the new plan (pod cgroups swapcri owns only).
         self.memory.apply_pod_reservations(&sandbox, &self.registry.owned_pod_reservations(), None).await?;
         tracing::info!(container = %container.meta.id, "container resources updated");
+        if from_kubelet && self.nri.enabled() {
+            self.nri.post_update_container(&pod, &nri_ctr).await;
+            for (plugin, update) in others {
+                if let Err(e) = crate::nri::Domain::update_container(self, &plugin, &update).await {
+                    tracing::warn!(plugin = %plugin, container = %update.container_id, error = %e, "NRI update failed");
+                }
+            }
+        }
         Ok(())
+    }
+
+    /// The plan with the plugins' memory and swap values, as the swap policy allows them.
+    pub(super) fn review_plan(
+        &self,
+        plan: &crate::model::memory::MemoryPlan,
+        adjustment: &Adjustment,
+    ) -> Result<crate::model::memory::MemoryPlan, Error> {
+        let r = &adjustment.resources;
+        let files = r
+            .unified
+            .iter()
+            .filter(|(k, _)| crate::model::memory::PLAN_FILES.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let ask = crate::policy::nri_memory::MemoryAsk {
+            limit: r.memory_limit,
+            swap: r.memory_swap,
+            files,
+            owners: adjustment.owners.clone(),
+        };
+        crate::policy::nri_memory::review(plan, &ask, self.nri.swap_allowances(), self.node.cgroup_v2()).map_err(
+            |refusal| {
+                let plugin = adjustment
+                    .owners
+                    .iter()
+                    .find(|(field, _)| field.ends_with(refusal.field.as_str()))
+                    .map(|(_, p)| p.clone())
+                    .unwrap_or_else(|| "a plugin".into());
+                Error::Nri(crate::nri::NriError::Refused { plugin, field: refusal.field, reason: refusal.reason })
+            },
+        )
     }
 }

@@ -48,6 +48,10 @@ impl MetricsSource for PodService {
         self.memory.counter_values()
     }
 
+    fn nri_plugins(&self) -> Vec<crate::nri::PluginStats> {
+        self.nri.plugin_stats()
+    }
+
     fn swap_actions(&self) -> crate::metrics::SwapActions {
         use std::sync::atomic::Ordering::Relaxed;
         let g = &self.thrash.counts;

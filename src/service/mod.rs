@@ -27,6 +27,7 @@ mod image_volumes;
 mod layers;
 mod memory;
 mod metrics_source;
+mod nri_domain;
 mod objects;
 mod offload;
 pub mod quarantine;
@@ -102,6 +103,10 @@ pub struct PodService {
     pub(crate) thrash: thrash_watch::ThrashBoard,
     /// Each container's cold-memory offload, where it runs.
     pub(crate) offload: offload::OffloadBoard,
+    /// NRI plugins and their events.
+    pub(crate) nri: Arc<crate::nri::Nri>,
+    /// Containers whose StopContainer event was sent.
+    pub(crate) nri_stops: nri_domain::StopsSent,
 }
 
 impl PodService {
@@ -117,6 +122,7 @@ impl PodService {
         Ok(PodService {
             registry: Registry::open(&config.state_root, &config.run_root)?,
             memory: MemoryQos::new(&config, node.clone(), systemd.clone()),
+            nri: crate::nri::Nri::new(config.nri.clone()),
             systemd,
             cgroups: Cgroups::new(&config.cgroup_root, node.cgroup_v2()),
             config,
@@ -129,6 +135,7 @@ impl PodService {
             holder_watch: Default::default(),
             thrash: Default::default(),
             offload: Default::default(),
+            nri_stops: Default::default(),
         })
     }
 

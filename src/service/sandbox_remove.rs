@@ -26,6 +26,7 @@ impl PodService {
         let _ = crate::blocking::run(|| std::fs::remove_dir_all(&sandbox.meta.dir));
         self.registry.remove_sandbox(&sandbox.meta.id)?;
         tracing::info!(sandbox = %sandbox.meta.id, "pod sandbox removed");
+        self.nri.remove_pod_sandbox(&super::nri_domain::nri_sandbox(&sandbox)).await;
         Ok(())
     }
 }

@@ -98,10 +98,22 @@ impl PodService {
         let (parent, owns) = self.cgroup_parent_of(&id, &config);
         let slice = self.start_pod_slice(&id, &parent, owns).await;
         let placement = (parent.clone(), owns);
-        let recorded = slice.and_then(|()| {
+        // NRI plugins see the pod before it is recorded, so it is listed only once they are
+        // done; one that fails it fails the run. The gate keeps a plugin's synchronisation
+        // from missing it.
+        let gate = self.nri.gate().await;
+        let told = match slice {
+            Ok(()) => {
+                let pod = super::nri_domain::nri_pod(&id, &config, &handler, &parent, addresses.as_ref());
+                self.nri.run_pod_sandbox(&pod).instrument(super::step("nri")).await.map_err(Error::from)
+            }
+            Err(e) => Err(e),
+        };
+        let recorded = told.and_then(|()| {
             super::step("record")
                 .in_scope(|| self.record_sandbox(id.clone(), name, config, handler, dir, holder, addresses, placement))
         });
+        drop(gate);
         match recorded {
             Ok(()) => {
                 rollback.commit();

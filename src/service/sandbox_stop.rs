@@ -21,6 +21,10 @@ impl PodService {
         }
         let sandbox = self.registry.find_sandbox(sandbox.meta.id.as_str())?;
         crate::crash::point("sandbox-stop-after-containers");
+        // Plugins hear of the stop once, with the containers stopped and the pod still there.
+        if sandbox.status.state != SandboxState::NotReady {
+            self.nri.stop_pod_sandbox(&super::nri_domain::nri_sandbox(&sandbox)).instrument(super::step("nri")).await;
+        }
         // DEL while the namespace still exists; on failure nothing is released, so the
         // retry kubelet makes repeats it.
         self.network.teardown(sandbox.meta.id.as_str()).instrument(super::step("cni del")).await?;

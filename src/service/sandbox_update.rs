@@ -21,6 +21,11 @@ impl PodService {
         let sandbox = self.registry.find_sandbox(id)?;
         let _guard = self.registry.locks.lock(sandbox.meta.id.as_str()).await;
         let sandbox = self.registry.find_sandbox(sandbox.meta.id.as_str())?;
+        if self.nri.enabled() {
+            let pod = super::nri_domain::nri_sandbox(&sandbox);
+            let to_nri = |r: &Option<cri::LinuxContainerResources>| r.as_ref().map(super::nri_domain::resources_of);
+            self.nri.update_pod_sandbox(&pod, to_nri(&overhead), to_nri(&resources)).await?;
+        }
         let mut status = sandbox.status.clone();
         status.resized = Some(PodResources { overhead, resources, updated_at: now_nanos() });
         self.registry.save_sandbox_status(&sandbox.meta.id, status)?;

@@ -75,7 +75,7 @@ fn capability(name: &str) -> Result<Capability, PolicyError> {
 
 /// The request's value, raised to what the daemon may set (without CAP_SYS_RESOURCE it
 /// cannot go below its own).
-fn oom_score_adj(requested: i64, node: &NodeFacts, warnings: &mut Vec<String>) -> i32 {
+pub fn oom_score_adj(requested: i64, node: &NodeFacts, warnings: &mut Vec<String>) -> i32 {
     let requested = requested.clamp(-1000, 1000) as i32;
     if requested < node.min_oom_score_adj {
         warnings.push(format!(
