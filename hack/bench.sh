@@ -7,7 +7,8 @@
 #     takes one sample), the daemons' RSS idle, after the run and after IDLE seconds idle, and
 #     a side-by-side table of medians with the ratio swapcri / containerd.
 #  2. The cargo benches: start latency against a bare `runc run`, ListContainerStats, how
-#     soon a pod whose PID-namespace holder is killed is reported NotReady.
+#     soon a pod whose PID-namespace holder is killed is reported NotReady, and what NRI
+#     costs a pod and container cycle (off, on without plugins, one plugin on every event).
 #   sudo hack/bench.sh [OUTDIR]          (default /tmp/swapcri-bench)
 # Environment: RUNC (default /usr/sbin/runc), PODS CONTAINERS IMAGES PARALLEL (the kit's
 # counts: 100 60 60 1), SCRATCH_SAMPLES (20), IDLE (60), RSS_RUNS (3: benchmark runs
@@ -219,4 +220,5 @@ if [ "${CARGO_BENCHES:-1}" = 1 ]; then
   SWAPCRI_BENCH_RUNC=$RUNC cargo bench --locked --bench start_latency
   cargo bench --locked --bench list_stats
   cargo bench --locked --bench holder_loss
+  SWAPCRI_BENCH_RUNC=$RUNC cargo bench --locked --bench nri_overhead
 fi

@@ -96,8 +96,7 @@ pub async fn run(config: Config, mut manager: ServiceManager) -> Result<(), Daem
     tokio::spawn(pods.clone().watch_thrashing());
     tokio::spawn(pods.clone().offload_cold_memory());
     tokio::spawn(return_freed_memory());
-    start_nri(&pods, &config).await?;
-    let nri = pods.nri.clone();
+    let nri = start_nri(&pods, &config).await?;
     let activated = manager.activated_socket.is_some();
     let listener = listen(&config, &mut manager)?;
     tracing::info!(socket = %config.socket.display(), version = env!("CARGO_PKG_VERSION"), "swapcri serving the CRI");
@@ -168,9 +167,9 @@ pub async fn run(config: Config, mut manager: ServiceManager) -> Result<(), Daem
 }
 
 /// NRI (with `[nri] enable`): its socket, the pre-installed plugins, and the relay of exits.
-async fn start_nri(pods: &Arc<PodService>, config: &Config) -> Result<(), DaemonError> {
+async fn start_nri(pods: &Arc<PodService>, config: &Config) -> Result<Arc<crate::nri::Nri>, DaemonError> {
     if !pods.nri.enabled() {
-        return Ok(());
+        return Ok(pods.nri.clone());
     }
     let domain: std::sync::Weak<dyn crate::nri::Domain> = Arc::downgrade(pods) as _;
     pods.nri
@@ -178,7 +177,7 @@ async fn start_nri(pods: &Arc<PodService>, config: &Config) -> Result<(), Daemon
         .await
         .map_err(|source| DaemonError::Prepare { path: config.nri.socket_path.clone(), source })?;
     tokio::spawn(pods.clone().relay_exits_to_nri());
-    Ok(())
+    Ok(pods.nri.clone())
 }
 
 /// Lets the calls still running end, for at most CALLS_GRACE.

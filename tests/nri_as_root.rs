@@ -238,3 +238,67 @@ async fn a_plugin_that_hangs_or_dies_fails_one_request_and_is_dropped() {
         assert!(body.contains(&connected), "{connected} in\n{body}");
     }
 }
+
+/// Records what Synchronize brought.
+#[derive(Default)]
+struct Updater {
+    synced: std::sync::Mutex<Vec<String>>,
+}
+
+#[async_trait]
+impl Handler for Updater {
+    async fn configure(&self, _config: &str) -> Result<u32, String> {
+        Ok(1 << (api::Event::StopContainer as u32 - 1))
+    }
+
+    async fn synchronize(&self, _pods: Vec<api::PodSandbox>, containers: Vec<api::Container>) -> Result<Vec<api::ContainerUpdate>, String> {
+        *self.synced.lock().unwrap() = containers.into_iter().map(|c| c.id).collect();
+        Ok(Vec::new())
+    }
+}
+
+fn update(id: &str, resources: api::LinuxResources) -> api::ContainerUpdate {
+    api::ContainerUpdate {
+        container_id: id.into(),
+        linux: Some(api::LinuxContainerUpdate { resources: Some(resources) }),
+        ignore_failure: false,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plugin_that_joins_late_is_synchronised_and_may_update_and_evict() {
+    require_root();
+    let nri = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start(&nri_config(nri.path(), 2000, ""));
+    import_busybox(&daemon);
+    let logs = daemon.dir.path().join("logs");
+    let pod_config = sandbox_config("nri-late", &logs);
+    let pod = run_sandbox(&daemon, pod_config.clone()).await;
+    let id = start(&daemon, &pod, &pod_config, burstable("running", &[])).await;
+
+    let updater = Arc::new(Updater::default());
+    let stub = Stub::connect(&nri.path().join("nri.sock"), "40", "updater", updater.clone()).await.unwrap();
+    assert_eq!(*updater.synced.lock().unwrap(), [id.clone()], "the running container is in the snapshot");
+
+    // CPU shares: the plugin's, and shown as such.
+    let shares = api::LinuxResources {
+        cpu: Some(api::LinuxCpu { shares: Some(api::OptionalUInt64 { value: 512 }), ..Default::default() }),
+        ..Default::default()
+    };
+    let failed = stub.update_containers(vec![update(&id, shares)], vec![]).await.unwrap();
+    assert!(failed.is_empty(), "{failed:?}");
+    let info = verbose_info(&daemon, &id).await;
+    assert_eq!(info["nri"]["cpu.shares"], "40-updater", "{}", info["nri"]);
+    // memory.high below the request: the policy refuses it, on any node; it comes back failed.
+    let high = api::LinuxResources { unified: [("memory.high".to_string(), MI.to_string())].into(), ..Default::default() };
+    let failed = stub.update_containers(vec![update(&id, high)], vec![]).await.unwrap();
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert!(daemon.log().contains("below the memory request"), "the refusal is logged");
+
+    // An eviction stops the container, and the plugin hears of the stop.
+    let eviction = api::ContainerEviction { container_id: id.clone(), reason: "making room".into() };
+    stub.update_containers(vec![], vec![eviction]).await.unwrap();
+    let exited = wait_exited(&daemon, &id, scaled(Duration::from_secs(20))).await;
+    assert_eq!(exited.state, cri::ContainerState::ContainerExited as i32);
+    wait_for_log(&daemon, "NRI plugin evicts a container").await;
+}

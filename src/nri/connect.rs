@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use tokio::net::UnixListener;
 use tokio::sync::oneshot;
 
+use super::launch::Launched;
 use super::mux::{Mux, Split};
 use super::plugin::{self, Plugin, PluginId};
 use super::{api, rpc, Nri};
@@ -29,13 +30,6 @@ pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
     let listener = UnixListener::bind(path)?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
     Ok(listener)
-}
-
-/// A launched plugin: who it must register as, its process and its configuration.
-pub struct Launched {
-    pub id: PluginId,
-    pub child: tokio::process::Child,
-    pub config: String,
 }
 
 impl Nri {

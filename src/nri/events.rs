@@ -147,9 +147,9 @@ impl Nri {
         let request = api::ValidateContainerAdjustmentRequest {
             pod: Some(pod.clone()),
             container: Some(container.clone()),
-            adjust: None,
+            adjust: Some(super::validate::to_api(&created.adjustment)),
             update: created.updates.iter().map(|(_, u)| u.clone()).collect(),
-            owners: None,
+            owners: Some(super::validate::owners(&container.id, &created.adjustment)),
             plugins: self
                 .connected()
                 .iter()

@@ -7,7 +7,6 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::connect::Launched;
 use super::plugin::PluginId;
 use super::Nri;
 
@@ -15,6 +14,13 @@ use super::Nri;
 const MAX_CONFIG: u64 = 1 << 20;
 /// The descriptor the plugin finds its socket on.
 const PLUGIN_FD: i32 = 3;
+
+/// A launched plugin: who it must register as, its process and its configuration.
+pub struct Launched {
+    pub id: PluginId,
+    pub child: tokio::process::Child,
+    pub config: String,
+}
 
 /// Starts every plugin in `plugin_path`, in index order.
 pub async fn start_all(nri: &Arc<Nri>) {

@@ -15,6 +15,7 @@ mod plugin;
 mod rpc;
 mod stats;
 pub mod stub;
+mod validate;
 
 use std::sync::{Arc, OnceLock, RwLock, Weak};
 use std::time::Duration;

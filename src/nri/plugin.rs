@@ -122,7 +122,8 @@ impl Plugin {
         let reply: api::ConfigureResponse = rpc::call(&self.client, "Configure", &request, registration).await?;
         let mut events = reply.events as u32 & VALID_EVENTS;
         if events == 0 {
-            events = VALID_EVENTS;
+            // Every event; validation is asked for by name only.
+            events = VALID_EVENTS & !event_bit(api::Event::ValidateContainerAdjustment);
         }
         self.events.store(events, Ordering::Relaxed);
         Ok(())

@@ -17,9 +17,11 @@ use crate::monitor::MonitorConfig;
 
 use super::container_bundle::Bundle;
 use super::image_volumes::record_image_refs;
+use super::nri_domain::{from_spec, nri_sandbox, resources_of};
 use super::objects::{now_nanos, Sandbox};
 use super::rollback::Rollback;
 use super::PodService;
+use crate::nri::api;
 
 impl PodService {
     /// CreateContainer: under the pod's lock, checks the name, prepares the bundle, has a
@@ -44,7 +46,6 @@ impl PodService {
         let image = self.find_image(&image_name).instrument(super::step("find image")).await?;
         let volumes = self.find_image_volumes(&config).await?;
         let log_path = crate::blocking::run(|| log_path(&sandbox, &config))?;
-
         let id = ContainerId::generate();
         let mut rollback = Rollback::new();
         let mut bundle = super::step("bundle").in_scope(|| {
@@ -52,8 +53,7 @@ impl PodService {
                 self.prepare_bundle(&id, &sandbox, &config, &image, &volumes, &memory_plan, &mut rollback)
             })
         })?;
-        // Held until the container is recorded (see Nri::gate).
-        let gate = self.nri.gate().await;
+        let gate = self.nri.gate().await; // until the container is recorded (see Nri::gate)
         let (memory_plan, told) = self.nri_create(&id, &sandbox, &config, &mut bundle, memory_plan).await?;
         crate::blocking::run(|| bundle.write_spec())?;
         let reserved = self.registry.owned_pod_reservations();
@@ -94,11 +94,7 @@ impl PodService {
         .await;
         if let Err(e) = launched {
             drop(rollback);
-            // The pod's reservations go back to what its live containers hold.
-            let live = self.registry.owned_pod_reservations();
-            if let Err(undo) = self.memory.apply_pod_reservations(&sandbox, &live, None).await {
-                tracing::warn!(sandbox = %sandbox.meta.id, error = %undo, "cannot take back the memory reservation of a failed create");
-            }
+            self.take_back_reservations(&sandbox).await;
             return Err(e);
         }
         rollback.commit();
@@ -109,6 +105,14 @@ impl PodService {
             self.nri.created(told.created).await;
         }
         Ok(id)
+    }
+
+    /// After a failed create: the pod's reservations go back to what its live containers hold.
+    async fn take_back_reservations(&self, sandbox: &Sandbox) {
+        let live = self.registry.owned_pod_reservations();
+        if let Err(undo) = self.memory.apply_pod_reservations(sandbox, &live, None).await {
+            tracing::warn!(sandbox = %sandbox.meta.id, error = %undo, "cannot take back the memory reservation of a failed create");
+        }
     }
 
     /// A container of that name in the pod: kubelet retrying after a timeout gets the one it
@@ -224,5 +228,57 @@ fn stop_signal(config: &cri::ContainerConfig, image: &str) -> String {
         Ok(cri::Signal::RuntimeDefault) | Err(_) if !image.is_empty() => image.to_string(),
         Ok(cri::Signal::RuntimeDefault) | Err(_) => "SIGTERM".into(),
         Ok(signal) => crate::model::container::signal_name(signal),
+    }
+}
+
+/// What the plugins were told of a new container and what they made of it.
+pub(super) struct Told {
+    pub pod: api::PodSandbox,
+    pub container: api::Container,
+    pub created: crate::nri::Created,
+}
+
+impl PodService {
+    /// CreateContainer's NRI step: the plugins see the container as it will run and adjust
+    /// its spec; their memory and swap values pass through the swap policy into the plan.
+    pub(super) async fn nri_create(
+        &self,
+        id: &ContainerId,
+        sandbox: &Sandbox,
+        config: &cri::ContainerConfig,
+        bundle: &mut Bundle,
+        plan: crate::model::memory::MemoryPlan,
+    ) -> Result<(crate::model::memory::MemoryPlan, Option<Told>), crate::error::Error> {
+        if !self.nri.enabled() {
+            return Ok((plan, None));
+        }
+        let pod = nri_sandbox(sandbox);
+        let mut container = api::Container {
+            id: id.to_string(),
+            pod_sandbox_id: sandbox.meta.id.to_string(),
+            name: config.metadata.as_ref().map(|m| m.name.clone()).unwrap_or_default(),
+            state: api::ContainerState::ContainerUnknown as i32,
+            labels: config.labels.clone(),
+            annotations: config.annotations.clone(),
+            linux: Some(api::LinuxContainer {
+                resources: config.linux.as_ref().and_then(|l| l.resources.as_ref()).map(resources_of),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        from_spec(&mut container, &bundle.spec);
+        let created = self.nri.create_container(&pod, &container).await?;
+        let mut plan = plan;
+        if !created.adjustment.is_empty() {
+            plan = self.review_plan(&plan, &created.adjustment)?;
+            let warnings =
+                crate::nri::apply_to_spec(&mut bundle.spec, &created.adjustment, &plan.unified(), &self.node)
+                    .map_err(|e| crate::error::Error::FailedPrecondition(format!("NRI adjustment: {e}")))?;
+            for warning in warnings {
+                tracing::warn!(container = %id, "{warning}");
+            }
+            tracing::info!(container = %id, owners = ?created.adjustment.owners, "container adjusted by NRI plugins");
+        }
+        Ok((plan, Some(Told { pod, container, created })))
     }
 }

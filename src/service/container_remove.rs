@@ -17,6 +17,7 @@ impl PodService {
             Err(e) => return Err(e),
         };
         self.stop_container(container.meta.id.as_str(), Duration::ZERO).await?;
+        let container = self.registry.find_container(container.meta.id.as_str()).unwrap_or(container);
         let _guard = self.registry.locks.lock(container.meta.id.as_str()).await;
         let cid = container.meta.id.clone();
         let handler =

@@ -117,7 +117,7 @@ pub(super) fn nri_container(container: &Container, spec: Option<&oci_spec::runti
 }
 
 /// What the spec settles beyond the request: the command line, environment and mounts as run.
-fn from_spec(c: &mut api::Container, spec: &oci_spec::runtime::Spec) {
+pub(super) fn from_spec(c: &mut api::Container, spec: &oci_spec::runtime::Spec) {
     if let Some(process) = spec.process() {
         c.args = process.args().clone().unwrap_or_default();
         c.env = process.env().clone().unwrap_or_default();
@@ -181,17 +181,22 @@ impl PodService {
             return;
         }
         let Ok(sandbox) = self.registry.find_sandbox(container.meta.sandbox_id.as_str()) else { return };
-        let cell = self.nri_stops.cell(id);
+        self.stop_event_once(&container, &sandbox).await;
+    }
+
+    /// Sends StopContainer unless it was sent; waits for one in flight.
+    async fn stop_event_once(&self, container: &Container, sandbox: &Sandbox) {
+        let cell = self.nri_stops.cell(&container.meta.id);
         cell.get_or_init(|| async {
-            self.nri.stop_container(&nri_sandbox(&sandbox), &nri_container(&container, None)).await;
+            self.nri.stop_container(&nri_sandbox(sandbox), &nri_container(container, None)).await;
         })
         .await;
     }
 
-    /// After RemoveContainer.
+    /// After RemoveContainer (of a container stopped before): its StopContainer first.
     pub(super) async fn nri_removed(&self, container: &Container, sandbox: &Sandbox) {
         if self.nri.enabled() {
-            self.nri_stopped(&container.meta.id).await;
+            self.stop_event_once(container, sandbox).await;
             self.nri.remove_container(&nri_sandbox(sandbox), &nri_container(container, None)).await;
             self.nri_stops.forget(&container.meta.id);
         }
@@ -236,57 +241,5 @@ impl Domain for PodService {
     async fn evict_container(&self, plugin: &PluginId, eviction: &api::ContainerEviction) -> Result<(), String> {
         tracing::warn!(plugin = %plugin, container = %eviction.container_id, reason = %eviction.reason, "NRI plugin evicts a container");
         self.stop_container(&eviction.container_id, Duration::ZERO).await.map_err(|e| e.to_string())
-    }
-}
-
-/// What the plugins were told of a new container and what they made of it.
-pub(super) struct Told {
-    pub pod: api::PodSandbox,
-    pub container: api::Container,
-    pub created: crate::nri::Created,
-}
-
-impl PodService {
-    /// CreateContainer's NRI step: the plugins see the container as it will run and adjust
-    /// its spec; their memory and swap values pass through the swap policy into the plan.
-    pub(super) async fn nri_create(
-        &self,
-        id: &ContainerId,
-        sandbox: &Sandbox,
-        config: &cri::ContainerConfig,
-        bundle: &mut super::container_bundle::Bundle,
-        plan: crate::model::memory::MemoryPlan,
-    ) -> Result<(crate::model::memory::MemoryPlan, Option<Told>), crate::error::Error> {
-        if !self.nri.enabled() {
-            return Ok((plan, None));
-        }
-        let pod = nri_sandbox(sandbox);
-        let mut container = api::Container {
-            id: id.to_string(),
-            pod_sandbox_id: sandbox.meta.id.to_string(),
-            name: config.metadata.as_ref().map(|m| m.name.clone()).unwrap_or_default(),
-            state: api::ContainerState::ContainerUnknown as i32,
-            labels: config.labels.clone(),
-            annotations: config.annotations.clone(),
-            linux: Some(api::LinuxContainer {
-                resources: config.linux.as_ref().and_then(|l| l.resources.as_ref()).map(resources_of),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        from_spec(&mut container, &bundle.spec);
-        let created = self.nri.create_container(&pod, &container).await?;
-        let mut plan = plan;
-        if !created.adjustment.is_empty() {
-            plan = self.review_plan(&plan, &created.adjustment)?;
-            let warnings =
-                crate::nri::apply_to_spec(&mut bundle.spec, &created.adjustment, &plan.unified(), &self.node)
-                    .map_err(|e| crate::error::Error::FailedPrecondition(format!("NRI adjustment: {e}")))?;
-            for warning in warnings {
-                tracing::warn!(container = %id, "{warning}");
-            }
-            tracing::info!(container = %id, owners = ?created.adjustment.owners, "container adjusted by NRI plugins");
-        }
-        Ok((plan, Some(Told { pod, container, created })))
     }
 }
