@@ -251,7 +251,11 @@ impl Handler for Updater {
         Ok(1 << (api::Event::StopContainer as u32 - 1))
     }
 
-    async fn synchronize(&self, _pods: Vec<api::PodSandbox>, containers: Vec<api::Container>) -> Result<Vec<api::ContainerUpdate>, String> {
+    async fn synchronize(
+        &self,
+        _pods: Vec<api::PodSandbox>,
+        containers: Vec<api::Container>,
+    ) -> Result<Vec<api::ContainerUpdate>, String> {
         *self.synced.lock().unwrap() = containers.into_iter().map(|c| c.id).collect();
         Ok(Vec::new())
     }
@@ -290,7 +294,8 @@ async fn a_plugin_that_joins_late_is_synchronised_and_may_update_and_evict() {
     let info = verbose_info(&daemon, &id).await;
     assert_eq!(info["nri"]["cpu.shares"], "40-updater", "{}", info["nri"]);
     // memory.high below the request: the policy refuses it, on any node; it comes back failed.
-    let high = api::LinuxResources { unified: [("memory.high".to_string(), MI.to_string())].into(), ..Default::default() };
+    let high =
+        api::LinuxResources { unified: [("memory.high".to_string(), MI.to_string())].into(), ..Default::default() };
     let failed = stub.update_containers(vec![update(&id, high)], vec![]).await.unwrap();
     assert_eq!(failed.len(), 1, "{failed:?}");
     assert!(daemon.log().contains("below the memory request"), "the refusal is logged");

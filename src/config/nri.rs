@@ -18,6 +18,8 @@ pub struct NriConfig {
     pub plugin_config_path: PathBuf,
     /// Only pre-installed plugins: no socket for external ones.
     pub disable_connections: bool,
+    /// Where CDI specs are read, for the CDI devices plugins ask for.
+    pub cdi_spec_dirs: Vec<String>,
     /// How long a plugin may take from connecting to the end of its synchronisation.
     pub registration_timeout_ms: u64,
     /// How long a plugin may take to answer one event; one that does not is disconnected.
@@ -37,6 +39,7 @@ impl Default for NriConfig {
             plugin_path: PathBuf::from("/opt/nri/plugins"),
             plugin_config_path: PathBuf::from("/etc/nri/conf.d"),
             disable_connections: false,
+            cdi_spec_dirs: vec!["/etc/cdi".into(), "/var/run/cdi".into()],
             registration_timeout_ms: 5000,
             request_timeout_ms: 2000,
             allow_swap_raise: false,

@@ -39,6 +39,8 @@ pub struct Adjustment {
     pub devices: Vec<api::LinuxDevice>,
     pub removed_devices: Vec<String>,
     pub rlimits: BTreeMap<String, (u64, u64)>,
+    /// Fully qualified CDI device names ("vendor.com/class=name").
+    pub cdi_devices: Vec<String>,
     pub oom_score_adj: Option<i64>,
     pub args: Option<Vec<String>>,
     pub sysctl: BTreeMap<String, Option<String>>,
@@ -102,6 +104,12 @@ impl Adjustment {
             self.claim(plugin, format!("rlimit:{}", rlimit.r#type))?;
             self.rlimits.insert(rlimit.r#type.clone(), (rlimit.hard, rlimit.soft));
         }
+        for device in &adjust.cdi_devices {
+            self.claim(plugin, format!("cdi:{}", device.name))?;
+            if !self.cdi_devices.contains(&device.name) {
+                self.cdi_devices.push(device.name.clone());
+            }
+        }
         if !adjust.args.is_empty() {
             self.claim(plugin, "args".into())?;
             self.args = Some(adjust.args.clone());
@@ -164,9 +172,6 @@ impl Adjustment {
 /// Fields swapcri does not apply: a plugin relying on one gets an error, not silence.
 fn refuse_unsupported(plugin: &PluginId, adjust: &api::ContainerAdjustment) -> Result<(), NriError> {
     let unsupported = |field: &str| NriError::Unsupported { plugin: plugin.to_string(), field: field.into() };
-    if !adjust.cdi_devices.is_empty() {
-        return Err(unsupported("CDI devices"));
-    }
     let Some(linux) = &adjust.linux else { return Ok(()) };
     let checks = [
         (!linux.cgroups_path.is_empty(), "the cgroups path"),

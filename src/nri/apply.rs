@@ -14,12 +14,15 @@ use crate::policy::NodeFacts;
 
 /// Writes `adjust` into `spec`. `plan_files` are the reviewed plan's files (cgroup v2).
 /// Returns what could not be applied as asked.
+/// CDI devices are resolved from the CDI specs in `cdi_dirs`.
 pub fn apply_to_spec(
     spec: &mut Spec,
     adjust: &Adjustment,
     plan_files: &BTreeMap<String, String>,
     node: &NodeFacts,
+    cdi_dirs: &[String],
 ) -> Result<Vec<String>, String> {
+    crate::blocking::check("applying an NRI adjustment");
     let mut warnings = Vec::new();
     let mut v = serde_json::to_value(&*spec).map_err(|e| e.to_string())?;
     let root = v.as_object_mut().ok_or("the spec is not an object")?;
@@ -40,7 +43,21 @@ pub fn apply_to_spec(
     set_keyed(object(linux, "sysctl"), &adjust.sysctl);
     apply_resources(object(linux, "resources"), &adjust.resources, plan_files, node, &mut warnings)?;
     *spec = serde_json::from_value(v).map_err(|e| format!("the adjusted spec: {e}"))?;
+    if !adjust.cdi_devices.is_empty() {
+        inject_cdi(spec, &adjust.cdi_devices, cdi_dirs)?;
+    }
     Ok(warnings)
+}
+
+/// The devices' edits (device nodes, mounts, environment, hooks) from the node's CDI specs;
+/// a name no spec defines is refused.
+fn inject_cdi(spec: &mut Spec, devices: &[String], dirs: &[String]) -> Result<(), String> {
+    use container_device_interface::cache::new_cache;
+    use container_device_interface::spec_dirs::with_spec_dirs;
+    let dirs: Vec<&str> = dirs.iter().map(String::as_str).collect();
+    let cache = new_cache(vec![with_spec_dirs(&dirs)]);
+    let mut cache = cache.lock().unwrap_or_else(|p| p.into_inner());
+    cache.inject_devices(Some(spec), devices.to_vec()).map(|_| ()).map_err(|e| format!("CDI devices: {e}"))
 }
 
 /// A plugin's resources written into an update's resources (UpdateContainerResources).

@@ -162,6 +162,11 @@ impl Nri {
         self.connected().iter().map(|p| p.id.to_string()).collect()
     }
 
+    /// Where CDI specs are read.
+    pub fn cdi_spec_dirs(&self) -> &[String] {
+        &self.config.cdi_spec_dirs
+    }
+
     /// Whether a swap or memory adjustment beyond the policy may stand.
     pub fn swap_allowances(&self) -> crate::policy::nri_memory::Allowances {
         crate::policy::nri_memory::Allowances {

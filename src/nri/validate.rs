@@ -69,7 +69,7 @@ pub fn to_api(a: &Adjustment) -> api::ContainerAdjustment {
             .iter()
             .map(|(t, (hard, soft))| api::PosixRlimit { r#type: t.clone(), hard: *hard, soft: *soft })
             .collect(),
-        cdi_devices: Vec::new(),
+        cdi_devices: a.cdi_devices.iter().map(|name| api::CdiDevice { name: name.clone() }).collect(),
         args: a.args.clone().unwrap_or_default(),
     }
 }
@@ -86,6 +86,7 @@ fn field_of(owner_key: &str) -> Option<(Field, Option<&str>)> {
             "sysctl" => Field::Sysctl,
             "unified" => Field::CgroupsUnified,
             "hugepages" => Field::HugepageLimits,
+            "cdi" => Field::CdiDevices,
             _ => return None,
         };
         return Some((field, Some(key)));

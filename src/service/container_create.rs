@@ -271,8 +271,10 @@ impl PodService {
         let mut plan = plan;
         if !created.adjustment.is_empty() {
             plan = self.review_plan(&plan, &created.adjustment)?;
+            let (adjustment, files, dirs) = (&created.adjustment, plan.unified(), self.nri.cdi_spec_dirs());
+            let spec = &mut bundle.spec;
             let warnings =
-                crate::nri::apply_to_spec(&mut bundle.spec, &created.adjustment, &plan.unified(), &self.node)
+                crate::blocking::run(|| crate::nri::apply_to_spec(spec, adjustment, &files, &self.node, dirs))
                     .map_err(|e| crate::error::Error::FailedPrecondition(format!("NRI adjustment: {e}")))?;
             for warning in warnings {
                 tracing::warn!(container = %id, "{warning}");

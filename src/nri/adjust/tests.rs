@@ -80,13 +80,6 @@ fn unsupported_fields_are_refused_by_name() {
     let cases: Vec<(api::ContainerAdjustment, &str)> = vec![
         (
             api::ContainerAdjustment {
-                cdi_devices: vec![api::CdiDevice { name: "v/c=x".into() }],
-                ..Default::default()
-            },
-            "CDI",
-        ),
-        (
-            api::ContainerAdjustment {
                 linux: Some(api::LinuxContainerAdjustment { cgroups_path: "/x".into(), ..Default::default() }),
                 ..Default::default()
             },

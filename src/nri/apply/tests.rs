@@ -78,7 +78,7 @@ fn every_adjusted_field_lands_in_the_spec() {
         ("memory.swap.max".to_string(), "50".to_string()),
         ("memory.high".to_string(), "999".to_string()),
     ]);
-    let warnings = apply_to_spec(&mut s, &adjustment(), &plan, &node(CgroupMode::Unified)).unwrap();
+    let warnings = apply_to_spec(&mut s, &adjustment(), &plan, &node(CgroupMode::Unified), &[]).unwrap();
     let v = serde_json::to_value(&s).unwrap();
     assert_eq!(v["annotations"], json!({"keep": "1", "added": "yes"}));
     assert_eq!(v["process"]["env"], json!(["PATH=/bin", "ADDED=1"]));
@@ -100,6 +100,38 @@ fn every_adjusted_field_lands_in_the_spec() {
 #[test]
 fn unified_files_on_a_node_without_cgroup_v2_are_refused() {
     let mut s = spec();
-    let err = apply_to_spec(&mut s, &adjustment(), &BTreeMap::new(), &node(CgroupMode::Hybrid)).unwrap_err();
+    let err = apply_to_spec(&mut s, &adjustment(), &BTreeMap::new(), &node(CgroupMode::Hybrid), &[]).unwrap_err();
     assert!(err.contains("io.weight"), "{err}");
+}
+
+#[test]
+fn cdi_devices_come_from_the_node_specs_and_unknown_ones_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let cdi = json!({
+        "cdiVersion": "0.6.0",
+        "kind": "example.com/card",
+        "devices": [{"name": "c0", "containerEdits": {
+            "env": ["CARD=0"],
+            "deviceNodes": [{"path": "/dev/null", "type": "c", "major": 1, "minor": 3}]
+        }}]
+    });
+    std::fs::write(dir.path().join("card.json"), cdi.to_string()).unwrap();
+    let dirs = vec![dir.path().display().to_string()];
+    let id = PluginId::parse_file_name("10-x").unwrap();
+    let mut a = Adjustment::default();
+    let with_cdi = |name: &str| api::ContainerAdjustment {
+        cdi_devices: vec![api::CdiDevice { name: name.into() }],
+        ..Default::default()
+    };
+    a.merge(&id, &with_cdi("example.com/card=c0")).unwrap();
+    assert_eq!(a.owners["cdi:example.com/card=c0"], "10-x");
+    let mut s = spec();
+    apply_to_spec(&mut s, &a, &BTreeMap::new(), &node(CgroupMode::Unified), &dirs).unwrap();
+    let v = serde_json::to_value(&s).unwrap();
+    assert!(v["process"]["env"].as_array().unwrap().contains(&json!("CARD=0")), "{}", v["process"]["env"]);
+    assert!(v["linux"]["devices"].as_array().unwrap().iter().any(|d| d["path"] == "/dev/null"), "{}", v["linux"]);
+    let mut unknown = Adjustment::default();
+    unknown.merge(&id, &with_cdi("example.com/card=c9")).unwrap();
+    let err = apply_to_spec(&mut spec(), &unknown, &BTreeMap::new(), &node(CgroupMode::Unified), &dirs).unwrap_err();
+    assert!(err.contains("c9"), "{err}");
 }
