@@ -78,11 +78,11 @@ impl Nri {
         let plugin = Arc::new(Plugin::new(id.clone(), pending, self.request_timeout(), child));
         if let Err(e) = plugin.configure(config, self.registration_timeout()).await {
             tracing::warn!(plugin = %id, error = %e, "NRI plugin configuration failed");
-            return plugin.close().await;
+            return plugin.close();
         }
         if let Err(e) = self.synchronize(&plugin).await {
             tracing::warn!(plugin = %id, error = %e, "NRI plugin synchronisation failed");
-            return plugin.close().await;
+            return plugin.close();
         }
         self.stats.connected(&id);
         tracing::info!(plugin = %id, events = format!("{:#x}", plugin.events()), "NRI plugin connected");

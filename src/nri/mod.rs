@@ -119,7 +119,7 @@ impl Nri {
     pub async fn shutdown(&self) {
         for plugin in self.connected() {
             let _ = plugin.call::<_, api::Empty>("Shutdown", &api::Empty {}, None).await;
-            plugin.close().await;
+            plugin.close();
         }
     }
 
@@ -148,7 +148,7 @@ impl Nri {
         } else {
             tracing::warn!(plugin = %plugin.id, "NRI plugin disconnected: {why}");
         }
-        plugin.close().await;
+        plugin.close();
         self.stats.disconnected(&plugin.id);
     }
 

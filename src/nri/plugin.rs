@@ -141,21 +141,23 @@ impl Plugin {
         self.closed.load(Ordering::Relaxed)
     }
 
-    /// Marks the plugin gone; the caller removes it from the list.
-    pub async fn close(&self) {
+    /// Marks the plugin gone (the caller removes it from the list) and ends its connection
+    /// and process in the background: a request never waits on a plugin going away.
+    pub fn close(self: &Arc<Self>) {
         if self.closed.swap(true, Ordering::Relaxed) {
             return;
         }
-        // The server's listener ended with its one connection: disconnect, not shutdown
-        // (which would signal the finished accept loop).
-        self.server.lock().await.disconnect().await;
         let child = self.child.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(mut child) = child {
-            let _ = child.start_kill();
-            tokio::spawn(async move {
+        let plugin = self.clone();
+        tokio::spawn(async move {
+            if let Some(mut child) = child {
+                let _ = child.start_kill();
                 let _ = child.wait().await;
-            });
-        }
+            }
+            // The server's listener ended with its one connection: disconnect, not shutdown
+            // (which would signal the finished accept loop).
+            plugin.server.lock().await.disconnect().await;
+        });
     }
 
     /// A call bounded by `timeout` (the request timeout unless the call has its own).
