@@ -139,7 +139,9 @@ async fn a_pre_installed_plugin_sets_swap_and_memory_high_through_the_swap_polic
     let err = create(&daemon, &critical, &critical_config, asks_swap).await.unwrap_err();
     assert!(err.message().contains("critical pod"), "{}", err.message());
     let (_, containers) = listed(&daemon).await;
-    assert_eq!(containers.len(), 2, "refused creates leave nothing: {containers:?}");
+    // "lowered", and "raised" where it was only noted (cgroup v1).
+    let expected = if v2 { 1 } else { 2 };
+    assert_eq!(containers.len(), expected, "refused creates leave nothing: {containers:?}");
 }
 
 /// A plugin for the failure tests: CreateContainer hangs, or drops the connection.

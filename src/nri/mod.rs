@@ -17,6 +17,9 @@ mod stats;
 pub mod stub;
 mod validate;
 
+#[cfg(test)]
+mod tests;
+
 use std::sync::{Arc, OnceLock, RwLock, Weak};
 use std::time::Duration;
 

@@ -48,7 +48,7 @@ pub trait Handler: Send + Sync + 'static {
     }
 }
 
-/// A connected plugin. Dropping it disconnects.
+/// A connected plugin, configured and synchronised. Dropping it disconnects.
 pub struct Stub {
     client: Client,
     _server: Server,
@@ -83,7 +83,8 @@ impl Stub {
         Stub::start(stream, &var("NRI_PLUGIN_IDX")?, &var("NRI_PLUGIN_NAME")?, handler).await
     }
 
-    /// Registers over a connection already made.
+    /// Registers over a connection already made, and returns once the runtime has
+    /// configured and synchronised the plugin.
     pub async fn start(
         stream: tokio::net::UnixStream,
         index: &str,
@@ -92,7 +93,8 @@ impl Stub {
     ) -> Result<Stub, StubError> {
         let Split { mux, plugin, runtime, closed } = Mux::split(stream);
         let listener = Listener::new(futures::stream::once(async move { Ok::<_, std::io::Error>(plugin) }));
-        let mut server = Server::new().register_service(service(handler)).add_listener(listener);
+        let sync = Arc::new(SyncState::default());
+        let mut server = Server::new().register_service(service(handler, sync.clone())).add_listener(listener);
         server.start().await.map_err(|e| StubError(e.to_string()))?;
         let client = Client::new(Socket::new(runtime));
         let stub = Stub { client, _server: server, _mux: mux, closed };
@@ -101,8 +103,13 @@ impl Stub {
             plugin_idx: index.into(),
             nri_version: super::NRI_VERSION.into(),
         };
+        let synchronised = sync.done.notified();
         stub.call::<_, api::Empty>("RegisterPlugin", &request).await?;
-        Ok(stub)
+        let mut stub = stub;
+        tokio::select! {
+            _ = synchronised => Ok(stub),
+            why = &mut stub.closed => Err(StubError(format!("closed before synchronisation: {}", why.unwrap_or_default()))),
+        }
     }
 
     async fn call<Req: prost::Message, Resp: prost::Message + Default>(
@@ -161,10 +168,17 @@ const METHODS: [&str; 17] = [
     "StateChange",
 ];
 
-fn service(handler: Arc<dyn Handler>) -> HashMap<String, Service> {
+/// Synchronize batches collected until the last, and the word that it came.
+#[derive(Default)]
+struct SyncState {
+    batches: std::sync::Mutex<(Vec<api::PodSandbox>, Vec<api::Container>)>,
+    done: tokio::sync::Notify,
+}
+
+fn service(handler: Arc<dyn Handler>, sync: Arc<SyncState>) -> HashMap<String, Service> {
     let mut methods: HashMap<String, Box<dyn MethodHandler + Send + Sync>> = HashMap::new();
     for method in METHODS {
-        methods.insert(method.into(), Box::new(Dispatch { handler: handler.clone(), method }));
+        methods.insert(method.into(), Box::new(Dispatch { handler: handler.clone(), method, sync: sync.clone() }));
     }
     HashMap::from([(PLUGIN_SERVICE.to_string(), Service { methods, streams: HashMap::new() })])
 }
@@ -172,6 +186,7 @@ fn service(handler: Arc<dyn Handler>) -> HashMap<String, Service> {
 struct Dispatch {
     handler: Arc<dyn Handler>,
     method: &'static str,
+    sync: Arc<SyncState>,
 }
 
 /// The pod and container every event request carries (fields 1 and 2, or 2 and 3 in
@@ -196,8 +211,18 @@ impl Dispatch {
             }
             "Synchronize" => {
                 let r = api::SynchronizeRequest::decode(payload).map_err(bad)?;
-                let update = if r.more { Vec::new() } else { h.synchronize(r.pods, r.containers).await? };
-                api::SynchronizeResponse { update, more: r.more }.encode_to_vec()
+                let (pods, containers) = {
+                    let mut batches = self.sync.batches.lock().unwrap_or_else(|p| p.into_inner());
+                    batches.0.extend(r.pods);
+                    batches.1.extend(r.containers);
+                    if r.more {
+                        return Ok(api::SynchronizeResponse { update: Vec::new(), more: true }.encode_to_vec());
+                    }
+                    std::mem::take(&mut *batches)
+                };
+                let update = h.synchronize(pods, containers).await?;
+                self.sync.done.notify_one();
+                api::SynchronizeResponse { update, more: false }.encode_to_vec()
             }
             "CreateContainer" => {
                 let r = api::CreateContainerRequest::decode(payload).map_err(bad)?;
