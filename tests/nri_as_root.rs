@@ -221,7 +221,9 @@ async fn a_plugin_that_hangs_or_dies_fails_one_request_and_is_dropped() {
             create(&daemon, &pod, &pod_config, container_config(name, &["sleep", "30"])).await.expect("after the drop");
         assert!(again.elapsed() < scaled(Duration::from_secs(5)), "{:?}", again.elapsed());
         assert!(!id.is_empty());
-        drop(stub);
+        // The runtime lets the dropped plugin's connection go.
+        let closed = tokio::time::timeout(scaled(Duration::from_secs(10)), stub.closed()).await;
+        assert!(closed.is_ok(), "{name}: the runtime kept the connection of a dropped plugin");
     }
     let body = tokio::task::spawn_blocking(move || {
         use std::io::{Read, Write};

@@ -73,7 +73,7 @@ impl Nri {
         let _ = handler.id.set(id.clone());
         let (child, config) = match launched {
             Some(l) => (Some(l.child), l.config),
-            None => (None, super::launch::config_for(&self.config.plugin_config_path, &id)),
+            None => (None, crate::blocking::run(|| super::launch::config_for(&self.config.plugin_config_path, &id))),
         };
         let plugin = Arc::new(Plugin::new(id.clone(), pending, self.request_timeout(), child));
         if let Err(e) = plugin.configure(config, self.registration_timeout()).await {
@@ -86,8 +86,12 @@ impl Nri {
         }
         self.stats.connected(&id);
         tracing::info!(plugin = %id, events = format!("{:#x}", plugin.events()), "NRI plugin connected");
-        let why = closed.await.unwrap_or_else(|_| "connection closed".into());
-        self.remove(&plugin, &why).await;
+        // Until the plugin goes, or the runtime drops it (the connection then goes with it).
+        let why = tokio::select! {
+            why = closed => why.unwrap_or_else(|_| "connection closed".into()),
+            () = plugin.gone() => "closed by the runtime".into(),
+        };
+        self.remove(&plugin, &why);
     }
 
     /// The plugin's name and index, checked, and not taken by a connected plugin.

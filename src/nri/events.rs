@@ -46,7 +46,7 @@ impl Nri {
         };
         let name = plugin.id.to_string();
         if e.is_fatal() {
-            self.remove(plugin, &format!("{event}: {e}")).await;
+            self.remove(plugin, &format!("{event}: {e}"));
         }
         Err(match e {
             CallError::Timeout(timeout) => NriError::Timeout { plugin: name, event, timeout },

@@ -143,7 +143,7 @@ impl Nri {
     }
 
     /// Drops a plugin from the list and closes it.
-    async fn remove(&self, plugin: &Arc<Plugin>, why: &str) {
+    fn remove(&self, plugin: &Arc<Plugin>, why: &str) {
         self.plugins.write().unwrap_or_else(|p| p.into_inner()).retain(|p| !Arc::ptr_eq(p, plugin));
         if plugin.is_closed() {
         } else if why == "connection closed" {

@@ -58,6 +58,8 @@ pub struct Plugin {
     client: Client,
     request_timeout: Duration,
     closed: AtomicBool,
+    /// Told when the runtime closes the plugin, so its connection is let go.
+    gone: tokio::sync::Notify,
     /// Answered Unimplemented for a dedicated event method: it takes StateChange only.
     state_change_only: AtomicBool,
     /// Kept for the connection's life.
@@ -102,6 +104,7 @@ impl Plugin {
             client: pending.client,
             request_timeout,
             closed: AtomicBool::new(false),
+            gone: tokio::sync::Notify::new(),
             state_change_only: AtomicBool::new(false),
             _mux: pending.mux,
             server: tokio::sync::Mutex::new(pending.server),
@@ -129,6 +132,11 @@ impl Plugin {
         Ok(())
     }
 
+    /// Resolves once the runtime has closed the plugin.
+    pub async fn gone(&self) {
+        self.gone.notified().await
+    }
+
     pub fn subscribed(&self, event: api::Event) -> bool {
         !self.is_closed() && self.events.load(Ordering::Relaxed) & event_bit(event) != 0
     }
@@ -147,6 +155,7 @@ impl Plugin {
         if self.closed.swap(true, Ordering::Relaxed) {
             return;
         }
+        self.gone.notify_one();
         let child = self.child.lock().unwrap_or_else(|p| p.into_inner()).take();
         let plugin = self.clone();
         tokio::spawn(async move {
