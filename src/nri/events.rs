@@ -114,21 +114,28 @@ impl Nri {
     }
 
     /// CreateContainer: each plugin's adjustment merged in order (a conflict fails the
-    /// create), then checked by the plugins that validate adjustments.
+    /// create), each plugin seeing the container as those before it left it; then checked
+    /// by the plugins that validate adjustments.
     pub async fn create_container(&self, pod: Pod<'_>, container: Ctr<'_>) -> Result<Created, NriError> {
-        let request = api::CreateContainerRequest { pod: Some(pod.clone()), container: Some(container.clone()) };
+        let mut request = api::CreateContainerRequest { pod: Some(pod.clone()), container: Some(container.clone()) };
         let mut created = Created::default();
         for plugin in self.subscribed(Event::CreateContainer) {
             let started = Instant::now();
             let result = plugin.call::<_, api::CreateContainerResponse>("CreateContainer", &request, None).await;
             let reply = self.outcome(&plugin, "CreateContainer", started, result).await?;
+            let seen = request.container.get_or_insert_with(Default::default);
             if let Some(adjust) = &reply.adjust {
                 created.adjustment.merge(&plugin.id, adjust)?;
+                *seen = super::view::adjusted(seen, adjust);
             }
             for update in reply.update {
                 // An update of the container being created is part of its adjustment.
                 match (update.container_id == container.id, update.linux.as_ref().and_then(|l| l.resources.as_ref())) {
-                    (true, Some(resources)) => created.adjustment.merge_resources(&plugin.id, resources)?,
+                    (true, Some(resources)) => {
+                        created.adjustment.merge_resources(&plugin.id, resources)?;
+                        let linux = seen.linux.get_or_insert_with(Default::default);
+                        super::view::overlay(linux.resources.get_or_insert_with(Default::default), resources);
+                    }
                     (true, None) => {}
                     (false, _) => created.updates.push((plugin.id.clone(), update)),
                 }

@@ -16,6 +16,7 @@ mod rpc;
 mod stats;
 pub mod stub;
 mod validate;
+mod view;
 
 #[cfg(test)]
 mod tests;
