@@ -352,7 +352,7 @@ if [ -f /proc/pressure/memory ]; then
   GLIMITS="--memory-limit $((512 * MI)) --unified memory.high=$((64 * MI)) --unified memory.swap.max=$((256 * MI))"
   guard_config() { # guard_config ACTION
     write_config follow-kubelet follow-kubelet
-    printf '[guard]\naction = "%s"\nkill_after_seconds = 10\nkill_interval_seconds = 30\n' "$1" >>$CONF
+    printf '[guard]\naction = "%s"\nkill_after_seconds = 10\nkill_interval_seconds = 60\n' "$1" >>$CONF
   }
   gctr() { # gctr NAME PARENT "MEMTOUCH ARGS" [runp flags…]: a kubelet-style container
     n=$1 parent=$2 args=$3
@@ -406,8 +406,9 @@ if [ -f /proc/pressure/memory ]; then
       EXEMPT="$CRIT $GUAR"
       for id in $EXEMPT; do eval "KNOBS_$id=\"\$(knobs $id)\""; done
       # Three Burstable ones: the first is due alone and ended first; while the guard waits
-      # after it (30 s: creating a container under this load takes seconds), the other two
-      # both come due, and the lower priority goes next.
+      # after it (60 s: creating a container under this load takes seconds, and the last
+      # one created must be throttled and due by then), the other two both come due, and
+      # the lower priority goes next.
       FIRST=$(gctr first /kubepods/burstable/podfirst "96 hot")
       sleep 5
       HIGH=$(gctr high /kubepods/burstable/podhigh "96 hot" --annotation swapcri.io/priority=1000)
@@ -443,7 +444,7 @@ if [ -f /proc/pressure/memory ]; then
         ORDER=$(printf '%s first\n%s hot\n%s high\n' "$F1" "$F2" "$F3" | sort -n | awk '{ printf "%s ", $2 }')
         GAPS="$(((F2 - F1) / 1000000000)) s, $(((F3 - F2) / 1000000000)) s"
         REASONS="$(reason_of "$FIRST") $(reason_of "$HOT") $(reason_of "$HIGH")" NK=$(counted kill)
-        check guard-kill '[ "$ORDER" = "first hot high " ] && [ "$REASONS" = "SwapThrashing SwapThrashing SwapThrashing" ] && [ $(((F2 - F1) / 1000000000)) -ge 29 ] && [ $(((F3 - F2) / 1000000000)) -ge 29 ] && echo "$MSG" | grep -q "swap-ins/s" && [ "$NK" = 3 ]' \
+        check guard-kill '[ "$ORDER" = "first hot high " ] && [ "$REASONS" = "SwapThrashing SwapThrashing SwapThrashing" ] && [ $(((F2 - F1) / 1000000000)) -ge 59 ] && [ $(((F3 - F2) / 1000000000)) -ge 59 ] && echo "$MSG" | grep -q "swap-ins/s" && [ "$NK" = 3 ]' \
           "ended in the order: $ORDER($REASONS), $GAPS apart, $NK kills counted; priority -10 thrashing since $DET s from its start, ended $(((F2 / 1000000000) - DET_AT)) s after that: $MSG; neighbour before: $BEFORE, during: $DURING, after: $AFTER"
         BAD=""
         for id in $EXEMPT; do
