@@ -444,7 +444,7 @@ if [ -f /proc/pressure/memory ]; then
         ORDER=$(printf '%s first\n%s hot\n%s high\n' "$F1" "$F2" "$F3" | sort -n | awk '{ printf "%s ", $2 }')
         GAPS="$(((F2 - F1) / 1000000000)) s, $(((F3 - F2) / 1000000000)) s"
         REASONS="$(reason_of "$FIRST") $(reason_of "$HOT") $(reason_of "$HIGH")" NK=$(counted kill)
-        check guard-kill '[ "$ORDER" = "first hot high " ] && [ "$REASONS" = "SwapThrashing SwapThrashing SwapThrashing" ] && [ $(((F2 - F1) / 1000000000)) -ge 59 ] && [ $(((F3 - F2) / 1000000000)) -ge 59 ] && echo "$MSG" | grep -q "swap-ins/s" && [ "$NK" = 3 ]' \
+        check guard-kill '[ "$ORDER" = "first hot high " ] && [ "$REASONS" = "SwapThrashing SwapThrashing SwapThrashing" ] && [ $(((F2 - F1) / 1000000000)) -ge 55 ] && [ $(((F3 - F2) / 1000000000)) -ge 55 ] && echo "$MSG" | grep -q "swap-ins/s" && [ "$NK" = 3 ]' \
           "ended in the order: $ORDER($REASONS), $GAPS apart, $NK kills counted; priority -10 thrashing since $DET s from its start, ended $(((F2 / 1000000000) - DET_AT)) s after that: $MSG; neighbour before: $BEFORE, during: $DURING, after: $AFTER"
         BAD=""
         for id in $EXEMPT; do
