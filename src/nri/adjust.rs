@@ -50,7 +50,7 @@ pub struct Adjustment {
 }
 
 /// `-key` removes `key`.
-fn marked(key: &str) -> (&str, bool) {
+pub(super) fn marked(key: &str) -> (&str, bool) {
     match key.strip_prefix('-') {
         Some(k) => (k, true),
         None => (key, false),
@@ -122,13 +122,7 @@ impl Adjustment {
 
     /// Hooks add up: every plugin's run, in call order.
     fn claim_hooks(&mut self, plugin: &PluginId, hooks: &api::Hooks) {
-        let h = &mut self.hooks;
-        h.prestart.extend(hooks.prestart.iter().cloned());
-        h.create_runtime.extend(hooks.create_runtime.iter().cloned());
-        h.create_container.extend(hooks.create_container.iter().cloned());
-        h.start_container.extend(hooks.start_container.iter().cloned());
-        h.poststart.extend(hooks.poststart.iter().cloned());
-        h.poststop.extend(hooks.poststop.iter().cloned());
+        append_hooks(&mut self.hooks, hooks);
         self.owners.entry("hooks".into()).or_insert_with(|| plugin.to_string());
     }
 
@@ -167,6 +161,16 @@ impl Adjustment {
         self.resources.overlay(asked);
         Ok(())
     }
+}
+
+/// `add`'s hooks after those of `to`, kind by kind.
+pub(super) fn append_hooks(to: &mut api::Hooks, add: &api::Hooks) {
+    to.prestart.extend(add.prestart.iter().cloned());
+    to.create_runtime.extend(add.create_runtime.iter().cloned());
+    to.create_container.extend(add.create_container.iter().cloned());
+    to.start_container.extend(add.start_container.iter().cloned());
+    to.poststart.extend(add.poststart.iter().cloned());
+    to.poststop.extend(add.poststop.iter().cloned());
 }
 
 /// Fields swapcri does not apply: a plugin relying on one gets an error, not silence.

@@ -1,14 +1,8 @@
 //! The container as the next plugin sees it at CreateContainer: the request's container with
 //! the adjustments of the plugins called before it (as containerd passes it on).
 
+use super::adjust::{append_hooks, marked};
 use super::api;
-
-fn marked(key: &str) -> (&str, bool) {
-    match key.strip_prefix('-') {
-        Some(k) => (k, true),
-        None => (key, false),
-    }
-}
 
 /// `container` with one plugin's `adjust` in it.
 pub fn adjusted(container: &api::Container, adjust: &api::ContainerAdjustment) -> api::Container {
@@ -42,13 +36,7 @@ pub fn adjusted(container: &api::Container, adjust: &api::ContainerAdjustment) -
         c.rlimits.push(rlimit.clone());
     }
     if let Some(hooks) = &adjust.hooks {
-        let h = c.hooks.get_or_insert_with(Default::default);
-        h.prestart.extend(hooks.prestart.iter().cloned());
-        h.create_runtime.extend(hooks.create_runtime.iter().cloned());
-        h.create_container.extend(hooks.create_container.iter().cloned());
-        h.start_container.extend(hooks.start_container.iter().cloned());
-        h.poststart.extend(hooks.poststart.iter().cloned());
-        h.poststop.extend(hooks.poststop.iter().cloned());
+        append_hooks(c.hooks.get_or_insert_with(Default::default), hooks);
     }
     c.cdi_devices.extend(adjust.cdi_devices.iter().cloned());
     if let Some(linux) = &adjust.linux {
