@@ -94,7 +94,7 @@ cp target/release/swapcri "$base$PWD/target/debug/swapcri"
 # The NRI test starts the example plugin from beside the daemon's binary.
 cargo build --locked --example nri_swap_limiter 2>/dev/null
 mkdir -p "$base$PWD/target/debug/examples"
-copy_with_libs target/debug/examples/nri_swap_limiter "$PWD/target/debug/examples/nri_swap_limiter"
+strip -o "$base$PWD/target/debug/examples/nri_swap_limiter" target/debug/examples/nri_swap_limiter
 cp hack/vm/itests.sh "$base/e2e/itests.sh"
 
 # boot_vm K: runs kernel K's VM to the end; its console in $work/console-K.log.
