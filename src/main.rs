@@ -2,7 +2,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 use swapcri::config::{Config, Overrides, DEFAULT_CONFIG_PATH, DEFAULT_TOML};
 
@@ -88,6 +88,11 @@ enum Command {
         #[command(subcommand)]
         command: ImageCommand,
     },
+    /// Print a shell completion script, e.g. `swapcri completion bash > /etc/bash_completion.d/swapcri`.
+    Completion { shell: clap_complete::Shell },
+    /// Internal: write the manual pages (swapcri.8 and one per command) into DIR.
+    #[command(hide = true, name = "man")]
+    Man { dir: PathBuf },
 }
 
 #[derive(Subcommand)]
@@ -133,6 +138,13 @@ fn run(cli: Cli, manager: swapcri::service_manager::ServiceManager) -> anyhow::R
             print!("{DEFAULT_TOML}");
             return Ok(());
         }
+        Some(Command::Completion { shell }) => {
+            use clap_complete::Generator;
+            let mut cmd = Cli::command().bin_name("swapcri");
+            cmd.build();
+            return Ok(shell.try_generate(&cmd, &mut std::io::stdout().lock())?);
+        }
+        Some(Command::Man { dir }) => return write_man_pages(dir),
         // Helper processes: no configuration, no async runtime, no threads before fork.
         Some(Command::Monitor { config }) => swapcri::monitor::main(config),
         Some(Command::SandboxNs { request }) => swapcri::sandbox::helper_main(request),
@@ -188,11 +200,31 @@ fn run(cli: Cli, manager: swapcri::service_manager::ServiceManager) -> anyhow::R
         Command::Doctor { json, root, eviction_threshold, kubelet_config } => {
             doctor(&config, json, root, eviction_threshold, kubelet_config)?
         }
-        Command::Config { .. } | Command::Monitor { .. } | Command::SandboxNs { .. } => {
+        Command::Config { .. }
+        | Command::Monitor { .. }
+        | Command::SandboxNs { .. }
+        | Command::Completion { .. }
+        | Command::Man { .. } => {
             unreachable!("handled before loading the config")
         }
     }
     Ok(())
+}
+
+/// Section 8 (system administration): one page for swapcri, one per visible command.
+fn write_man_pages(dir: &std::path::Path) -> anyhow::Result<()> {
+    fn write(cmd: clap::Command, dir: &std::path::Path) -> anyhow::Result<()> {
+        for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+            write(sub.clone(), dir)?;
+        }
+        let page = clap_mangen::Man::new(cmd).section("8").manual("swapcri manual");
+        let path = page.generate_to(dir).with_context(|| format!("writing into {}", dir.display()))?;
+        println!("{}", path.display());
+        Ok(())
+    }
+    let mut cmd = Cli::command().disable_help_subcommand(true);
+    cmd.build();
+    write(cmd, dir)
 }
 
 fn quarantine(config: &Config, command: QuarantineCommand) -> anyhow::Result<()> {

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # End-to-end on a node as operators run it: a Debian bookworm root filesystem (debootstrap,
 # cached) on a virtio disk, systemd as PID 1 on cgroup v2, swap on zram and on a partition of
-# a second virtio disk, swapcri installed by hack/install.sh as swapcri.service with the
-# systemd cgroup driver. Boots bookworm-backports' 6.12 kernel under QEMU (TCG); the
+# a second virtio disk, swapcri installed from its Debian package (hack/package.sh) with dpkg
+# as swapcri.service with the systemd cgroup driver, upgraded and removed at the end
+# (hack/vm/package-scenarios.sh). Boots bookworm-backports' 6.12 kernel under QEMU (TCG); the
 # scenarios (hack/vm/systemd-scenarios.sh) run in a unit of their own and print E2E-RESULT
 # lines, which become pass/fail here.
-#   hack/vm/systemd-node.sh        (also: hack/vm/e2e.sh --node systemd)
+#   hack/vm/systemd-node.sh [--critest]   (also: hack/vm/e2e.sh --node systemd [--critest])
+# --critest: instead of the scenarios, the whole CRI validation suite once per cgroup driver
+# (hack/vm/critest-node.sh; a long form, about N minutes under emulation).
 # SWAPCRI_VM_CRITEST=N: after the scenarios, critest's basic and pod specs N times with the
 # systemd driver and the node's vCPUs kept busy (hack/vm/critest-soak.sh; a long form, about
 # 3 minutes a run under emulation).
@@ -14,12 +17,23 @@ cd "$(dirname "$0")/../.."
 source hack/lib.sh
 source hack/vm/lib.sh
 t_start=$(date +%s)
+full_critest=0
+case ${1:-} in
+  --critest) full_critest=1 ;;
+  "") ;;
+  *) echo "usage: $0 [--critest]" >&2; exit 2 ;;
+esac
 
 # What the node's root filesystem holds besides swapcri; the cache key follows it.
 PACKAGES=systemd,systemd-sysv,dbus,udev,kmod,iproute2,runc,procps,e2fsprogs,util-linux,fdisk,ca-certificates
+# The suite also needs iptables (host ports), apparmor (its AppArmor specs load profiles
+# with apparmor_parser; swapcri loads its default profile) and python3 (its summary).
+if [ "$full_critest" = 1 ]; then PACKAGES+=,iptables,apparmor,python3; fi
 
-log "building swapcri (release)"
-cargo build --release --locked --quiet
+log "building swapcri's Debian package (hack/package.sh), and the same as a newer version"
+first=$(hack/package.sh | tail -n 1)
+next=$(hack/package.sh --no-lintian --version "$(dpkg-deb -f "$first" Version)+e2e1" | tail -n 1)
+hack/tools.sh /var/cache/swapcri-tools crictl >/dev/null
 fetch_kernel 6.12
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -39,20 +53,34 @@ for unit in serial-getty@ttyS0.service getty@tty1.service systemd-firstboot.serv
   apt-daily-upgrade.timer e2scrub_all.timer fstrim.timer systemd-timesyncd.service; do
   ln -sf /dev/null "$root/etc/systemd/system/$unit"
 done
+if [ "$full_critest" = 1 ]; then
+  # Host ports: iptables (nft) loads its modules on demand.
+  mkdir -p "$root/lib/modules/$release/kernel"
+  cp -a "$kdir/lib/modules/$release/kernel/net" "$root/lib/modules/$release/kernel/"
+fi
 install_modules "$root" zram overlay bridge veth  # bridge, veth: the critest soak's pod network
 # Pods get a loopback-only network (the VM has no other; the critest soak brings a bridge of
-# its own); hack/install.sh keeps it.
-for plugin in loopback bridge host-local; do
+# its own).
+for plugin in loopback bridge host-local portmap; do
   install -D -m 0755 /usr/lib/cni/$plugin "$root/usr/lib/cni/$plugin"
 done
 mkdir -p "$root/etc/cni/net.d"
 echo '{"cniVersion": "1.0.0", "name": "lo-only", "plugins": [{"type": "loopback"}]}' >"$root/etc/cni/net.d/99-loopback.conflist"
-hack/install.sh --root "$root" --no-build
+install -D -m 0644 "$first" "$root/e2e/pkg/first.deb"
+install -D -m 0644 "$next" "$root/e2e/pkg/next.deb"
+install -m 0755 /var/cache/swapcri-tools/crictl "$root/usr/local/bin/crictl"
+install -m 0644 contrib/crictl.yaml "$root/etc/crictl.yaml"
+install -m 0755 hack/vm/package-scenarios.sh "$root/e2e/package-scenarios.sh"
 hack/build-busybox-image.sh "$work/busybox" localhost/busybox:latest >/dev/null
 install -D -m 0644 "$work/busybox.tar" "$root/images/busybox.tar"
 install -D -m 0755 hack/vm/systemd-scenarios.sh "$root/e2e/systemd-scenarios.sh"
 critest_runs=${SWAPCRI_VM_CRITEST:-0}
-if [ "$critest_runs" -gt 0 ]; then
+if [ "$full_critest" = 1 ]; then
+  install -m 0755 "$(newer_runc)" "$root/usr/local/bin/runc-new"
+  install -m 0755 hack/vm/critest-node.sh "$root/e2e/critest-node.sh"
+  install -m 0644 hack/critest/summary.py "$root/e2e/summary.py"
+fi
+if [ "$critest_runs" -gt 0 ] || [ "$full_critest" = 1 ]; then
   log "critest and the suite's images for the node"
   prepare_critest "$work" >/dev/null
   install -m 0755 /var/cache/swapcri-tools/critest /usr/bin/docker-registry "$root/usr/local/bin/"
@@ -61,7 +89,7 @@ if [ "$critest_runs" -gt 0 ]; then
   printf 'version: 0.1\nstorage: { filesystem: { rootdirectory: /var/lib/e2e-registry/data } }\nhttp: { addr: 127.0.0.1:5000 }\n' \
     >"$root/e2e/registry.yml"
   install -m 0755 hack/vm/critest-soak.sh "$root/e2e/critest-soak.sh"
-  echo "$critest_runs" >"$root/e2e/critest-runs"
+  if [ "$critest_runs" -gt 0 ]; then echo "$critest_runs" >"$root/e2e/critest-runs"; fi
 fi
 install -m 0644 hack/vm/helpers.sh "$root/e2e/helpers.sh"
 cat >"$root/e2e/run.sh" <<'EOF'
@@ -72,7 +100,13 @@ echo 256M >/sys/block/zram0/disksize
 mkswap /dev/zram0 >/dev/null && swapon -p 10 /dev/zram0
 mkswap /dev/vdb1 >/dev/null && swapon -p 100 /dev/vdb1
 echo "E2E-LOG booted in $(cut -d' ' -f1 /proc/uptime) s; $(systemctl is-system-running)"
-sh /e2e/systemd-scenarios.sh || echo "E2E-RESULT scenarios-ran-through FAIL the script stopped with status $?"
+sh /e2e/package-scenarios.sh install
+if [ -f /e2e/critest-node.sh ]; then
+  sh /e2e/critest-node.sh
+else
+  sh /e2e/systemd-scenarios.sh || echo "E2E-RESULT scenarios-ran-through FAIL the script stopped with status $?"
+  sh /e2e/package-scenarios.sh upgrade
+fi
 [ -s /e2e/critest-runs ] && sh /e2e/critest-soak.sh
 echo "E2E-DONE"
 systemctl poweroff
@@ -80,8 +114,6 @@ EOF
 cat >"$root/etc/systemd/system/swapcri-e2e.service" <<'EOF'
 [Unit]
 Description=swapcri systemd-node e2e
-After=swapcri.service
-Wants=swapcri.service
 
 [Service]
 Type=oneshot
@@ -135,7 +167,7 @@ out=$work/console.log
 # transparent_hugepage=madvise: with THP on every anonymous mapping, 6.12 hardly swaps huge
 # pages out to a rotational disk under a cgroup limit (the hog's read fails short instead).
 # zswap off: swapped pages go to the devices, where the io protection is measured.
-timeout $((900 + critest_runs * 400)) qemu-system-x86_64 -accel tcg,thread=single -m 2048 -smp 2 -nographic -no-reboot \
+timeout $((900 + critest_runs * 400 + full_critest * 10800)) qemu-system-x86_64 -accel tcg,thread=single -m 2048 -smp 2 -nographic -no-reboot \
   -kernel "$kdir/boot/vmlinuz-$release" -initrd "$work/initrd.gz" \
   -drive "file=$work/root.img,if=virtio,format=raw,cache=unsafe" \
   -drive "file=$work/swap.img,if=virtio,format=raw,cache=unsafe" \

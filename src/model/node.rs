@@ -162,6 +162,8 @@ pub struct NodeFacts {
     /// Lowest oom_score_adj the daemon may give (its own when it lacks CAP_SYS_RESOURCE).
     pub min_oom_score_adj: i32,
     pub apparmor_enabled: bool,
+    /// The AppArmor profile `RuntimeDefault` means, once loaded at start.
+    pub apparmor_default: Option<String>,
     /// Huge page sizes the kernel offers (`2MB`, `1GB`), smallest first.
     pub hugepage_sizes: Vec<String>,
     /// User namespaces for pods (with the kernel's id-mapped mounts).

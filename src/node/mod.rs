@@ -5,6 +5,7 @@ use std::path::Path;
 use crate::model::node::NodeFacts;
 use crate::policy::caps::{mask_from_status, names_in_mask, CAP_SYS_RESOURCE};
 
+pub mod apparmor;
 pub mod block;
 pub mod hugepages;
 pub mod memory;
@@ -24,8 +25,8 @@ pub fn probe(config: &crate::config::Config) -> NodeFacts {
         // Without CAP_SYS_RESOURCE nothing may go below the daemon's own value.
         std::fs::read_to_string("/proc/self/oom_score_adj").ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0)
     };
-    let apparmor_enabled =
-        std::fs::read_to_string("/sys/module/apparmor/parameters/enabled").map(|s| s.trim() == "Y").unwrap_or(false);
+    let apparmor_enabled = apparmor::enabled();
+    let apparmor_default = apparmor::probe_default();
     let cgroup_mode = crate::cgroup::probe_mode(cgroup_root);
     let page_size = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE).ok().flatten().unwrap_or(4096) as u64;
     let memory = memory::probe(Path::new("/proc"), cgroup_root, cgroup_mode, page_size, allocatable_override);
@@ -39,6 +40,7 @@ pub fn probe(config: &crate::config::Config) -> NodeFacts {
         held_capabilities: names_in_mask(bounding),
         min_oom_score_adj,
         apparmor_enabled,
+        apparmor_default,
         hugepage_sizes: hugepages::probe(Path::new("/sys")),
         userns: userns::probe(kernel, &config.image_root().join("layers"), &config.run_root),
     };

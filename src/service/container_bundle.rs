@@ -115,6 +115,7 @@ impl PodService {
         let user = user::resolve(security.as_ref(), &defaults.user, &read_user_db(&rootfs))?;
         let devices = resolve_devices(&config.devices, security.as_ref().is_some_and(|s| s.privileged))?;
         let localhost_seccomp = load_localhost_seccomp(security.as_ref())?;
+        check_apparmor_loaded(security.as_ref(), &self.node)?;
         let target_pid_ns = self.target_pid_ns(security.as_ref())?;
         let pod = self.pod_context(sandbox);
         let handler = self.runtimes.get(&sandbox.meta.runtime_handler)?;
@@ -286,6 +287,24 @@ fn device(container_path: &str, meta: &std::fs::Metadata, permissions: &str) -> 
         minor: nix::sys::stat::minor(rdev) as i64,
         mode: meta.mode(),
         permissions: permissions.to_string(),
+    }
+}
+
+/// A Localhost AppArmor profile must be loaded: runc would only fail later, at start.
+fn check_apparmor_loaded(
+    security: Option<&cri::LinuxContainerSecurityContext>,
+    node: &crate::model::node::NodeFacts,
+) -> Result<(), Error> {
+    use cri::security_profile::ProfileType;
+    let Some(profile) = security.and_then(crate::policy::spec::apparmor_request) else { return Ok(()) };
+    if !node.apparmor_enabled || profile.profile_type != ProfileType::Localhost as i32 {
+        return Ok(());
+    }
+    let name = profile.localhost_ref.strip_prefix("localhost/").unwrap_or(&profile.localhost_ref);
+    match crate::node::apparmor::is_loaded(name) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(Error::InvalidArgument(format!("AppArmor profile {name:?} is not loaded on this node"))),
+        Err(e) => Err(Error::FailedPrecondition(format!("cannot read the loaded AppArmor profiles: {e}"))),
     }
 }
 

@@ -52,6 +52,7 @@ fn fixture_with(
         held_capabilities: vec![],
         min_oom_score_adj: -1000,
         apparmor_enabled: false,
+        apparmor_default: None,
         hugepage_sizes: vec!["2MB".into(), "1GB".into()],
         userns: crate::model::node::UsernsSupport::unsupported(),
     };

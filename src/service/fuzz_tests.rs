@@ -328,6 +328,7 @@ async fn fuzzer(root: &Path) -> Fuzzer {
         held_capabilities: vec!["CAP_CHOWN".into(), "CAP_KILL".into()],
         min_oom_score_adj: -1000,
         apparmor_enabled: false,
+        apparmor_default: None,
         hugepage_sizes: vec!["2MB".into(), "1GB".into()],
         userns: UsernsSupport::unsupported(),
     };

@@ -12,6 +12,7 @@ fn node(mode: CgroupMode) -> NodeFacts {
         held_capabilities: vec![],
         min_oom_score_adj: -500,
         apparmor_enabled: false,
+        apparmor_default: None,
         hugepage_sizes: vec!["2MB".into()],
         userns: crate::model::node::UsernsSupport::unsupported(),
     }

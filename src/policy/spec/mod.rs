@@ -9,7 +9,7 @@ mod process;
 mod resources;
 mod security;
 
-pub use process::oom_score_adj;
+pub use process::{apparmor_request, oom_score_adj};
 pub use resources::{linux_resources, update_document};
 
 use std::collections::{BTreeMap, HashMap};

@@ -39,7 +39,7 @@ pub fn with_process(
     let cap_names = capabilities(&mut process, security, node)?;
     process.set_no_new_privileges(Some(security.no_new_privs));
     process.set_oom_score_adj(Some(oom_score_adj(resources.oom_score_adj, node, warnings)));
-    apply_apparmor(&mut process, security.apparmor.as_ref(), security.privileged, node, warnings)?;
+    apply_apparmor(&mut process, apparmor_request(security).as_ref(), security.privileged, node, warnings)?;
     Ok((process, cap_names))
 }
 
@@ -87,6 +87,23 @@ pub fn oom_score_adj(requested: i64, node: &NodeFacts, warnings: &mut Vec<String
     requested
 }
 
+/// The AppArmor profile a container asks for: the structured field, else the deprecated
+/// string (`runtime/default`, `unconfined`, `localhost/<name>`) older kubelets send.
+#[allow(deprecated)] // the deprecated field is what this reads
+pub fn apparmor_request(security: &cri::LinuxContainerSecurityContext) -> Option<cri::SecurityProfile> {
+    use cri::security_profile::ProfileType;
+    if let Some(profile) = &security.apparmor {
+        return Some(profile.clone());
+    }
+    let (profile_type, localhost_ref) = match security.apparmor_profile.as_str() {
+        "" => return None,
+        "runtime/default" => (ProfileType::RuntimeDefault, String::new()),
+        "unconfined" => (ProfileType::Unconfined, String::new()),
+        other => (ProfileType::Localhost, other.to_string()),
+    };
+    Some(cri::SecurityProfile { profile_type: profile_type as i32, localhost_ref })
+}
+
 fn apply_apparmor(
     process: &mut Process,
     profile: Option<&cri::SecurityProfile>,
@@ -110,9 +127,15 @@ fn apply_apparmor(
             profile.localhost_ref
         ))),
         Ok(ProfileType::RuntimeDefault) if privileged => Ok(()),
-        Ok(ProfileType::RuntimeDefault) if node.apparmor_enabled => Err(PolicyError::Unsupported(
-            "swapcri has no default AppArmor profile; use a Localhost profile or Unconfined".into(),
-        )),
+        Ok(ProfileType::RuntimeDefault) if node.apparmor_enabled => match &node.apparmor_default {
+            Some(name) => {
+                process.set_apparmor_profile(Some(name.clone()));
+                Ok(())
+            }
+            None => Err(PolicyError::Unsupported(
+                "AppArmor RuntimeDefault: the default profile is not loaded (apparmor_parser missing or failed at start, see the daemon's log); use a Localhost profile or Unconfined".into(),
+            )),
+        },
         Ok(ProfileType::RuntimeDefault) => {
             warnings.push(
                 "AppArmor RuntimeDefault requested: AppArmor is not enabled on this node, nothing applied".into(),

@@ -95,6 +95,7 @@ mod tests {
             held_capabilities: vec![],
             min_oom_score_adj: 0,
             apparmor_enabled: false,
+            apparmor_default: None,
             hugepage_sizes: vec!["2MB".into(), "1GB".into()],
             userns: crate::model::node::UsernsSupport::unsupported(),
         }

@@ -16,6 +16,7 @@ fn node(mode: CgroupMode) -> NodeFacts {
         held_capabilities: caps::names_in_mask(0x1fffeffffff),
         min_oom_score_adj: 0,
         apparmor_enabled: false,
+        apparmor_default: None,
         hugepage_sizes: vec!["2MB".into(), "1GB".into()],
         userns: crate::model::node::UsernsSupport::unsupported(),
     }
@@ -64,6 +65,16 @@ fn build_with_plan(
     pod: PodContext,
     memory_unified: std::collections::BTreeMap<String, String>,
 ) -> Result<BuiltSpec, PolicyError> {
+    build_on_node(config, mode, pod, memory_unified, |_| {})
+}
+
+fn build_on_node(
+    config: cri::ContainerConfig,
+    mode: CgroupMode,
+    pod: PodContext,
+    memory_unified: std::collections::BTreeMap<String, String>,
+    adjust: impl FnOnce(&mut NodeFacts),
+) -> Result<BuiltSpec, PolicyError> {
     let image = image();
     let input = ContainerInput {
         id: "c1",
@@ -86,6 +97,7 @@ fn build_with_plan(
         decided_by: crate::model::node::DecidedBy::Config,
         detail: String::new(),
     };
+    adjust(&mut facts);
     build(&input, &facts)
 }
 
@@ -368,4 +380,48 @@ fn id_mapped_volumes_carry_their_mappings() {
     config.mounts[0].gid_mappings.clear();
     let err = build_in(config, CgroupMode::Unified, userns_pod(false)).unwrap_err();
     assert!(err.to_string().contains("exactly one non-empty gid mapping"), "{err}");
+}
+
+#[test]
+#[allow(deprecated)] // the deprecated string field is part of what is tested
+fn apparmor_requests_by_node() {
+    use cri::security_profile::ProfileType::{self, *};
+    let security = |structured: Option<ProfileType>, old: &str| cri::LinuxContainerSecurityContext {
+        apparmor: structured
+            .map(|t| cri::SecurityProfile { profile_type: t as i32, localhost_ref: "localhost/new".into() }),
+        apparmor_profile: old.into(),
+        ..Default::default()
+    };
+    // (structured field, deprecated string, AppArmor on, default loaded) -> the process's profile, or refused.
+    let cases: &[(Option<ProfileType>, &str, bool, bool, Result<Option<&str>, ()>)] = &[
+        (None, "", true, true, Ok(None)),
+        (None, "runtime/default", true, true, Ok(Some("swapcri-default"))),
+        (None, "runtime/default", true, false, Err(())),
+        (None, "runtime/default", false, false, Ok(None)),
+        (None, "unconfined", true, true, Ok(None)),
+        (None, "localhost/old", true, true, Ok(Some("old"))),
+        (None, "localhost/old", false, false, Err(())),
+        (Some(Localhost), "unconfined", true, true, Ok(Some("new"))),
+        (Some(RuntimeDefault), "", true, true, Ok(Some("swapcri-default"))),
+        (Some(Unconfined), "localhost/old", true, true, Ok(None)),
+    ];
+    for (structured, old, enabled, loaded, want) in cases {
+        let config = cri::ContainerConfig {
+            linux: Some(cri::LinuxContainerConfig {
+                security_context: Some(security(*structured, old)),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let got = build_on_node(config, CgroupMode::Unified, pod(), Default::default(), |n| {
+            n.apparmor_enabled = *enabled;
+            n.apparmor_default = loaded.then(|| "swapcri-default".to_string());
+        });
+        let got = got.map(|b| b.spec.process().as_ref().unwrap().apparmor_profile().clone()).map_err(|_| ());
+        assert_eq!(
+            got,
+            want.map(|p| p.map(str::to_string)),
+            "{structured:?} {old:?} enabled={enabled} loaded={loaded}"
+        );
+    }
 }
