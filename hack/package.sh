@@ -37,10 +37,11 @@ cleanup() {
 }
 trap cleanup EXIT
 if [ -n "$version" ]; then
+  maintainer=$(dpkg-parsechangelog -S Maintainer)
   cp debian/changelog "$staging/changelog.orig"
   {
     printf 'swapcri (%s) unstable; urgency=medium\n\n  * Rebuilt as %s.\n\n -- %s  %s\n\n' \
-      "$version" "$version" "$(dpkg-parsechangelog -S Maintainer)" "$(date -R)"
+      "$version" "$version" "$maintainer" "$(date -R)"
     cat "$staging/changelog.orig"
   } >debian/changelog
 fi
