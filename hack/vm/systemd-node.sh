@@ -27,8 +27,9 @@ esac
 # What the node's root filesystem holds besides swapcri; the cache key follows it.
 PACKAGES=systemd,systemd-sysv,dbus,udev,kmod,iproute2,runc,procps,e2fsprogs,util-linux,fdisk,ca-certificates
 # The suite also needs iptables (host ports), apparmor (its AppArmor specs load profiles
-# with apparmor_parser; swapcri loads its default profile) and python3 (its summary).
-if [ "$full_critest" = 1 ]; then PACKAGES+=,iptables,apparmor,python3; fi
+# with apparmor_parser, run through sudo; swapcri loads its default profile) and python3 (its
+# summary).
+if [ "$full_critest" = 1 ]; then PACKAGES+=,iptables,apparmor,sudo,python3; fi
 
 log "building swapcri's Debian package (hack/package.sh), and the same as a newer version"
 first=$(hack/package.sh | tee /dev/stderr | tail -n 1)
@@ -53,12 +54,15 @@ for unit in serial-getty@ttyS0.service getty@tty1.service systemd-firstboot.serv
   apt-daily-upgrade.timer e2scrub_all.timer fstrim.timer systemd-timesyncd.service; do
   ln -sf /dev/null "$root/etc/systemd/system/$unit"
 done
+netfilter=
 if [ "$full_critest" = 1 ]; then
-  # Host ports: iptables (nft) loads its modules on demand.
+  # Host ports: iptables (nft) loads its modules on demand; these and what they need from
+  # outside net/ (crc32c, …) come with their dependencies.
   mkdir -p "$root/lib/modules/$release/kernel"
   cp -a "$kdir/lib/modules/$release/kernel/net" "$root/lib/modules/$release/kernel/"
+  netfilter="nf_tables nft_compat nft_chain_nat nf_nat nf_conntrack xt_MASQUERADE xt_mark xt_comment xt_multiport xt_conntrack xt_addrtype"
 fi
-install_modules "$root" zram overlay bridge veth  # bridge, veth: the critest soak's pod network
+install_modules "$root" zram overlay bridge veth $netfilter  # bridge, veth: the critest soak's pod network
 # Pods get a loopback-only network (the VM has no other; the critest soak brings a bridge of
 # its own).
 for plugin in loopback bridge host-local portmap; do
