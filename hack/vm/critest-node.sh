@@ -64,6 +64,7 @@ for driver in systemd cgroupfs; do
   else
     echo "E2E-RESULT critest-$driver FAIL $counts in $took s (critest exit $status)"
     journalctl -u swapcri.service --no-pager -o cat | grep -E ' (WARN|ERROR) ' | tail -n 30 | sed 's/^/E2E-LOG swapcri: /'
+    grep -m 5 'level=warning' $out/critest.log | cut -c1-300 | sed 's/^/E2E-LOG critest: /'
   fi
   sed -n '/^FAILED:/,$p' $out/summary.txt | sed "s/^/E2E-LOG $driver: /"
 done

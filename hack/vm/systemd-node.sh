@@ -46,6 +46,8 @@ root=$work/root
 mkdir -p "$root"
 tar -C "$root" -xf "$tarball"
 echo swapcri-node >"$root/etc/hostname"
+# The node resolves its own name (sudo warns on stderr otherwise).
+printf '127.0.0.1 localhost\n127.0.1.1 swapcri-node\n' >"$root/etc/hosts"
 echo "/dev/vda / ext4 rw,relatime 0 1" >"$root/etc/fstab"
 # A machine id of its own (the host need not have systemd to make one).
 tr -d - </proc/sys/kernel/random/uuid >"$root/etc/machine-id"
