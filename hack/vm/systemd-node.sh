@@ -32,7 +32,11 @@ PACKAGES=systemd,systemd-sysv,dbus,udev,kmod,iproute2,runc,procps,e2fsprogs,util
 if [ "$full_critest" = 1 ]; then PACKAGES+=,iptables,apparmor,sudo,python3; fi
 
 log "building swapcri's Debian package (hack/package.sh), and the same as a newer version"
-first=$(hack/package.sh | tee /dev/stderr | tail -n 1)
+pkglog=$(mktemp)
+hack/package.sh >"$pkglog" || { cat "$pkglog" >&2; rm -f "$pkglog"; exit 1; }
+grep -v '^N:' "$pkglog" >&2 # lintian's tags, without their explanations
+first=$(tail -n 1 "$pkglog")
+rm -f "$pkglog"
 next=$(hack/package.sh --no-lintian --version "$(dpkg-deb -f "$first" Version)+e2e1" | tail -n 1)
 hack/tools.sh /var/cache/swapcri-tools crictl >/dev/null
 fetch_kernel 6.12
