@@ -8,7 +8,7 @@
 # lines, which become pass/fail here.
 #   hack/vm/systemd-node.sh [--critest]   (also: hack/vm/e2e.sh --node systemd [--critest])
 # --critest: instead of the scenarios, the whole CRI validation suite once per cgroup driver
-# (hack/vm/critest-node.sh; a long form, about N minutes under emulation).
+# (hack/vm/critest-node.sh; a long form, about 18 minutes under emulation).
 # SWAPCRI_VM_CRITEST=N: after the scenarios, critest's basic and pod specs N times with the
 # systemd driver and the node's vCPUs kept busy (hack/vm/critest-soak.sh; a long form, about
 # 3 minutes a run under emulation).
