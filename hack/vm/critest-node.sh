@@ -6,6 +6,8 @@
 # skipped itself as E2E-LOG lines.
 export PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 CONF=/etc/swapcri/config.toml
+T0=$(date +%s)
+. /e2e/helpers.sh
 CNI=/etc/swapcri/cni-critest
 mkdir -p $CNI
 cat >$CNI/10-critest.conflist <<'JSON'
@@ -36,18 +38,7 @@ registry=$!
 for driver in systemd cgroupfs; do
   write_config $driver >$CONF
   systemctl restart swapcri.service
-  # The suite's first pull must find the registry up: a pull through an unreachable mirror
-  # falls back to the real registry, which this node cannot reach.
-  tries=0
-  until swapcri --config $CONF client pull 127.0.0.1:5000/e2e-test-images/busybox:1.29-2 >/dev/null 2>&1; do
-    tries=$((tries + 1))
-    if [ "$tries" -ge 120 ]; then
-      echo "E2E-LOG the registry or swapcri did not answer in 120 s"
-      tail -n 5 /tmp/registry.log | sed 's/^/E2E-LOG registry: /'
-      break
-    fi
-    sleep 1
-  done
+  mirror_up
   out=/tmp/critest-$driver
   mkdir -p $out
   t0=$(date +%s)

@@ -4,6 +4,8 @@
 # Prints `E2E-RESULT critest-soak-<n> PASS|FAIL <ginkgo's Ran line>` per run.
 export PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 CONF=/etc/swapcri/config.toml
+T0=$(date +%s)
+. /e2e/helpers.sh
 runs=$(cat /e2e/critest-runs)
 # Pods get a bridge network of their own here (the node's default is loopback only): the
 # pod metrics spec wants each pod's interface counters.
@@ -22,18 +24,7 @@ JSON
 systemctl restart swapcri.service
 docker-registry serve /e2e/registry.yml >/tmp/registry.log 2>&1 &
 registry=$!
-# The suite's first pull must find the registry up: a pull through an unreachable mirror
-# falls back to the real registry, which this node cannot reach.
-tries=0
-until swapcri --config $CONF client pull 127.0.0.1:5000/e2e-test-images/busybox:1.29-2 >/dev/null 2>&1; do
-  tries=$((tries + 1))
-  if [ "$tries" -ge 120 ]; then
-    echo "E2E-RESULT critest-registry FAIL the registry in the node did not answer in 120 s"
-    tail -n 5 /tmp/registry.log | sed 's/^/E2E-LOG registry: /'
-    break
-  fi
-  sleep 1
-done
+mirror_up
 spinners=""
 for _ in 1 2; do
   sh -c 'while :; do :; done' &

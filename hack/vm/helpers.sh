@@ -41,3 +41,19 @@ settle() {
 # held ID: true when the daemon found every planned value in the kernel (no mismatches).
 held() { $C client inspect --verbose "$1" | tr -d ' \n' | grep -q '"memoryMismatches":\[\]'; }
 
+
+# mirror_up: waits (at most 120 s) until the daemon pulls through the node's local registry.
+# critest's first pull must find it up: a pull through an unreachable mirror falls back to
+# the real registry, which the node cannot reach.
+mirror_up() {
+  tries=0
+  until swapcri --config "$CONF" client pull 127.0.0.1:5000/e2e-test-images/busybox:1.29-2 >/dev/null 2>&1; do
+    tries=$((tries + 1))
+    if [ "$tries" -ge 120 ]; then
+      echo "E2E-RESULT critest-registry FAIL the registry in the node or swapcri did not answer in 120 s"
+      tail -n 5 /tmp/registry.log | sed 's/^/E2E-LOG registry: /'
+      return 1
+    fi
+    sleep 1
+  done
+}
