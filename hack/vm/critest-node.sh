@@ -8,15 +8,8 @@ export PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 CONF=/etc/swapcri/config.toml
 T0=$(date +%s)
 . /e2e/helpers.sh
+# The pods' network (a bridge with host ports) was written into the node by systemd-node.sh.
 CNI=/etc/swapcri/cni-critest
-mkdir -p $CNI
-cat >$CNI/10-critest.conflist <<'JSON'
-{"cniVersion": "1.0.0", "name": "critest",
- "plugins": [
-  {"type": "bridge", "bridge": "critest0", "isGateway": true, "ipMasq": false,
-   "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.89.0.0/16"}]]}},
-  {"type": "portmap", "capabilities": {"portMappings": true}}]}
-JSON
 
 write_config() { # DRIVER
   printf 'log_level = "info"\n[runtime]\ncgroup_driver = "%s"\n' "$1"

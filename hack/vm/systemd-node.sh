@@ -89,6 +89,8 @@ if [ "$full_critest" = 1 ]; then
   install -m 0755 "$(newer_runc)" "$root/usr/local/bin/runc-new"
   install -m 0755 hack/vm/critest-node.sh "$root/e2e/critest-node.sh"
   install -m 0644 hack/critest/summary.py "$root/e2e/summary.py"
+  mkdir -p "$root/etc/swapcri/cni-critest"
+  write_bridge_conflist "$root/etc/swapcri/cni-critest/10-critest.conflist" critest critest0 10.89.0.0/16
 fi
 if [ "$critest_runs" -gt 0 ] || [ "$full_critest" = 1 ]; then
   log "critest and the suite's images for the node"

@@ -81,9 +81,9 @@ pub fn is_loaded(name: &str) -> std::io::Result<bool> {
 }
 
 /// At start: the default profile's name once it is loaded; None (with a warning) when
-/// AppArmor is off or the profile cannot be loaded.
-pub fn probe_default() -> Option<String> {
-    if !enabled() {
+/// AppArmor is off (`enabled`, as probed) or the profile cannot be loaded.
+pub fn probe_default(enabled: bool) -> Option<String> {
+    if !enabled {
         return None;
     }
     let parser = ["/usr/sbin/apparmor_parser", "/sbin/apparmor_parser"].into_iter().map(Path::new).find(|p| p.exists());

@@ -26,7 +26,7 @@ pub fn probe(config: &crate::config::Config) -> NodeFacts {
         std::fs::read_to_string("/proc/self/oom_score_adj").ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0)
     };
     let apparmor_enabled = apparmor::enabled();
-    let apparmor_default = apparmor::probe_default();
+    let apparmor_default = apparmor::probe_default(apparmor_enabled);
     let cgroup_mode = crate::cgroup::probe_mode(cgroup_root);
     let page_size = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE).ok().flatten().unwrap_or(4096) as u64;
     let memory = memory::probe(Path::new("/proc"), cgroup_root, cgroup_mode, page_size, allocatable_override);
