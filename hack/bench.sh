@@ -221,4 +221,5 @@ if [ "${CARGO_BENCHES:-1}" = 1 ]; then
   cargo bench --locked --bench list_stats
   cargo bench --locked --bench holder_loss
   SWAPCRI_BENCH_RUNC=$RUNC cargo bench --locked --bench nri_overhead
+  cargo bench --locked --bench cgroup_stats
 fi

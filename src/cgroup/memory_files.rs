@@ -58,12 +58,6 @@ pub fn ensure_memory_path(root: &Path, rel: &str) -> io::Result<()> {
     Ok(())
 }
 
-/// Writes `memory.min` and `memory.low` of `dir`.
-pub fn write_reservation(dir: &Path, min: u64, low: u64) -> io::Result<()> {
-    std::fs::write(dir.join("memory.min"), min.to_string())?;
-    std::fs::write(dir.join("memory.low"), low.to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,7 +96,5 @@ mod tests {
         assert_eq!(std::fs::read_to_string(root.path().join("swapcri/cgroup.subtree_control")).unwrap(), "+memory");
         assert!(root.path().join("swapcri/pod1").is_dir());
         assert!(!root.path().join("swapcri/pod1/cgroup.subtree_control").exists(), "the leaf is left alone");
-        write_reservation(&root.path().join("swapcri/pod1"), 3 << 20, 1 << 20).unwrap();
-        assert_eq!(std::fs::read_to_string(root.path().join("swapcri/pod1/memory.min")).unwrap(), "3145728");
     }
 }

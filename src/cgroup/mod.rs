@@ -6,6 +6,7 @@ pub mod detail;
 pub mod files;
 pub mod layout;
 pub mod memory_files;
+pub mod pod;
 pub mod pressure;
 pub mod stats;
 pub mod swap;
@@ -17,21 +18,15 @@ use std::path::{Path, PathBuf};
 
 use crate::model::node::CgroupMode;
 
-/// Probes how the host mounts cgroups at `root` (normally /sys/fs/cgroup).
+/// Probes how the host mounts cgroups at `root` (normally /sys/fs/cgroup), as libcgroups
+/// does; a root it cannot classify is treated as cgroup v1.
 pub fn probe_mode(root: &Path) -> CgroupMode {
-    if is_cgroup2(root) {
-        CgroupMode::Unified
-    } else if is_cgroup2(&root.join("unified")) {
-        CgroupMode::Hybrid
-    } else {
-        CgroupMode::Legacy
+    use libcgroups::common::{get_cgroup_setup_with_root, CgroupSetup};
+    match get_cgroup_setup_with_root(root) {
+        Ok(CgroupSetup::Unified) => CgroupMode::Unified,
+        Ok(CgroupSetup::Hybrid) => CgroupMode::Hybrid,
+        _ => CgroupMode::Legacy,
     }
-}
-
-fn is_cgroup2(path: &Path) -> bool {
-    nix::sys::statfs::statfs(path)
-        .map(|s| s.filesystem_type() == nix::sys::statfs::CGROUP2_SUPER_MAGIC)
-        .unwrap_or(false)
 }
 
 /// A mounted cgroup hierarchy.

@@ -210,12 +210,7 @@ async fn a_runtime_refusing_an_update_keeps_the_old_resources() {
 async fn owned_pods_carry_the_sum_of_their_containers_reservations() {
     use crate::model::memory::MemoryPlan;
     let cgroot = tempfile::tempdir().unwrap();
-    std::fs::write(cgroot.path().join("cgroup.subtree_control"), "").unwrap();
-    let root = cgroot.path().to_path_buf();
-    let f = fixture_with(ContainerState::Running, "SIGTERM", "", false, |c| {
-        c.memory_qos.reservation = crate::config::Reservation::Min;
-        c.cgroup_root = root;
-    });
+    let f = reservation_fixture(cgroot.path());
     let plan = |min: u64| -> MemoryPlan {
         let json = serde_json::json!({
             "qos_class": "Burstable", "qos_source": "annotation", "request": null, "limit": 0, "critical": null,
@@ -248,6 +243,7 @@ async fn owned_pods_carry_the_sum_of_their_containers_reservations() {
     let mut status = state_of(&f);
     status.state = ContainerState::Exited;
     f.service.registry.save_container_status(&f.id, status).unwrap();
+    fresh_reservation_files(cgroot.path());
     f.service
         .memory
         .apply_pod_reservations(&sandbox, &f.service.registry.owned_pod_reservations(), None)
@@ -352,9 +348,24 @@ async fn exec_sync_of_a_stopped_container_is_refused_before_the_runtime() {
     assert!(f.fake.calls().is_empty());
 }
 
+/// The pod reservation files of a temporary cgroup root, as the kernel would have them:
+/// libcgroups writes into existing files, at their start. The kernel replaces a value on
+/// each write; emptying the files first does that for plain files, and leaves them empty
+/// where nothing is written.
+fn fresh_reservation_files(cgroot: &std::path::Path) {
+    std::fs::write(cgroot.join("cgroup.controllers"), "cpu io memory pids\n").unwrap();
+    for dir in ["swapcri", "swapcri/pod"] {
+        std::fs::create_dir_all(cgroot.join(dir)).unwrap();
+        for file in ["memory.min", "memory.low"] {
+            std::fs::write(cgroot.join(dir).join(file), "").unwrap();
+        }
+    }
+}
+
 /// A fixture with reservation "min" on a temporary cgroup root.
 fn reservation_fixture(cgroot: &std::path::Path) -> Fixture {
     std::fs::write(cgroot.join("cgroup.subtree_control"), "").unwrap();
+    fresh_reservation_files(cgroot);
     let root = cgroot.to_path_buf();
     fixture_with(ContainerState::Running, "SIGTERM", "", false, |c| {
         c.memory_qos.reservation = crate::config::Reservation::Min;
@@ -380,6 +391,7 @@ async fn a_resize_refreshes_the_reservations_of_a_pod_swapcri_owns() {
     assert_eq!(read("swapcri/pod/memory.min"), (64u64 << 20).to_string());
     assert_eq!(read("swapcri/memory.min"), (64u64 << 20).to_string());
     // Shrinking the request shrinks the sums: nothing stale stays behind.
+    fresh_reservation_files(cgroot.path());
     f.service.update_container(f.id.as_str(), Some(resources_requesting(16 << 20))).await.unwrap();
     assert_eq!(read("swapcri/pod/memory.min"), (16u64 << 20).to_string());
     assert_eq!(read("swapcri/memory.min"), (16u64 << 20).to_string());

@@ -194,8 +194,7 @@ impl MemoryQos {
                 let io = |e| Error::io("writing pod memory reservations")(e);
                 for (cgroup, (min, low)) in targets {
                     memory_files::ensure_memory_path(&self.cgroup_root, cgroup).map_err(io)?;
-                    memory_files::write_reservation(&self.cgroup_root.join(cgroup.trim_start_matches('/')), min, low)
-                        .map_err(io)?;
+                    crate::cgroup::pod::write_reservation(&self.cgroup_root, cgroup, min, low).map_err(io)?;
                 }
             }
         }
