@@ -64,22 +64,9 @@ pub fn hugetlb(sizes: &[String]) -> Vec<(String, String)> {
     files
 }
 
-/// The huge page sizes of this node in libcgroups' naming (`2MB`, `1GB`).
+/// The huge page sizes of this node, named as hugetlb files name them (`2MB`, `1GB`).
 pub fn huge_page_sizes() -> Vec<String> {
-    let Ok(entries) = std::fs::read_dir("/sys/kernel/mm/hugepages") else { return Vec::new() };
-    let mut sizes: Vec<String> = entries
-        .flatten()
-        .filter_map(|e| {
-            let kb: u64 = e.file_name().to_str()?.strip_prefix("hugepages-")?.strip_suffix("kB")?.parse().ok()?;
-            Some(match kb {
-                kb if kb >= 1 << 20 => format!("{}GB", kb >> 20),
-                kb if kb >= 1 << 10 => format!("{}MB", kb >> 10),
-                kb => format!("{kb}KB"),
-            })
-        })
-        .collect();
-    sizes.sort();
-    sizes
+    swapcri::node::hugepages::probe(Path::new("/sys"))
 }
 
 pub fn write(dir: &Path, files: &[(&str, &str)]) {
