@@ -12,7 +12,11 @@ use libcgroups::common::{CgroupManager, ControllerOpt};
 use oci_spec::runtime::LinuxResourcesBuilder;
 
 /// Writes `memory.min` and `memory.low` of the cgroup `rel` below the cgroup v2 `root`.
+/// libcgroups joins `..` as it comes, so a path leaving the root is refused here.
 pub fn write_reservation(root: &Path, rel: &str, min: u64, low: u64) -> io::Result<()> {
+    if rel.split('/').any(|part| part == "..") {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("cgroup {rel:?} leaves the cgroup root")));
+    }
     let manager = libcgroups::v2::manager::Manager::new(root.to_path_buf(), rel.trim_start_matches('/').into())
         .map_err(io::Error::other)?;
     let unified =
@@ -49,9 +53,17 @@ mod tests {
 
     #[test]
     fn a_path_out_of_the_root_is_refused() {
-        let root = tempfile::tempdir().unwrap();
-        std::fs::write(root.path().join("cgroup.controllers"), "memory\n").unwrap();
-        assert!(write_reservation(root.path(), "/../escape", 1, 1).is_err());
-        assert!(!root.path().parent().unwrap().join("escape").exists());
+        let top = tempfile::tempdir().unwrap();
+        let (root, outside) = (top.path().join("root"), top.path().join("outside"));
+        for dir in [&root, &outside] {
+            std::fs::create_dir(dir).unwrap();
+            std::fs::write(dir.join("cgroup.controllers"), "memory\n").unwrap();
+            for file in ["memory.min", "memory.low"] {
+                std::fs::write(dir.join(file), "").unwrap();
+            }
+        }
+        // Writable files wait there: only the refusal keeps them empty.
+        assert!(write_reservation(&root, "/../outside", 1, 1).is_err());
+        assert_eq!(std::fs::read_to_string(outside.join("memory.min")).unwrap(), "");
     }
 }
