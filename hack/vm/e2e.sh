@@ -13,7 +13,7 @@ source hack/lib.sh
 kernels="6.1 6.12"
 # Integration test binaries (tests/*.rs) also run inside the VM; NAME=FILTER runs only the
 # tests of NAME whose names contain FILTER (TCG is slow: the rest of it runs on the host).
-ITESTS=${SWAPCRI_VM_ITESTS:-memory_plan_as_root metrics_as_root stats_as_root top_as_root pod_lifecycle_as_root pod_namespace_loss_as_root userns_as_root nri_as_root cgroup_libcgroups cri_features_as_root=cri_metrics}
+ITESTS=${SWAPCRI_VM_ITESTS:-memory_plan_as_root oom_watch_as_root metrics_as_root stats_as_root top_as_root pod_lifecycle_as_root pod_namespace_loss_as_root userns_as_root nri_as_root cgroup_libcgroups cri_features_as_root=cri_metrics}
 while [ $# -gt 0 ]; do
   case $1 in
     --kernel) kernels=$2; [ "$kernels" = all ] && kernels="6.1 6.12"; shift 2 ;;

@@ -142,6 +142,75 @@ qos_checks() {
   check "$d-read-back" '[ -z "$BAD" ]' "containers whose plan the kernel did not hold:${BAD:- none}"
 }
 
+# oom_checks DRIVER: containers shaped as critest's OOM spec (15 MiB limit, no swap, dd of
+# 20 MiB blocks), at once and after 2 s, 4 of each: each is reported exited with code 137 and
+# reason OOMKilled, its exit record written within 1 s of the kernel's kill (the kill's time
+# from the kernel log, the record's from its mtime; ContainerStatus answers from the record),
+# and no read-back error is logged for them, nor for containers that exit at once (which may
+# die before StartContainer returned). Under the systemd driver systemd removes each emptied
+# scope at once.
+oom_checks() {
+  d=$1
+  P=$(kubelet_pod "$d" burstable "oom$d")
+  journal_from=$(date '+%Y-%m-%d %H:%M:%S')
+  for kind in at-once delayed; do
+    case $kind in at-once) cmd="dd if=/dev/zero of=/dev/null bs=20M" ;; *) cmd="sleep 2; dd if=/dev/zero of=/dev/null bs=20M" ;; esac
+    bad="" worst=0 shown=0 n=0
+    while [ $n -lt 4 ]; do
+      n=$((n + 1))
+      K=$($C client create "$P" "oom-$kind-$n" localhost/busybox:latest --oom-score-adj 937 \
+        --memory-limit $((15 * MI)) --unified memory.swap.max=0 -- sh -c "$cmd")
+      dmesg -C
+      if ! $C client start "$K" >/dev/null 2>/tmp/start.err; then
+        bad="$bad #$n: StartContainer failed: $(head -c 200 /tmp/start.err)"
+        continue
+      fi
+      started=$(cut -d' ' -f1 /proc/uptime)
+      # Polled gently: each call is a process, and the node has two emulated CPUs.
+      i=0 state=""
+      while [ $i -lt 120 ]; do
+        state=$($C client inspect "$K" | tr -d ' \n')
+        echo "$state" | grep -q '"state":2' && break
+        sleep 0.5
+        i=$((i + 1))
+      done
+      seen=$(cut -d' ' -f1 /proc/uptime)
+      killed=$(dmesg | sed -n 's/^\[ *\([0-9.]*\)\] Memory cgroup out of memory: Killed process.*/\1/p' | tail -n 1)
+      code=$(echo "$state" | sed -n 's/.*"exit_code":\(-*[0-9]*\).*/\1/p')
+      reason=$(echo "$state" | sed -n 's/.*"reason":"\([A-Za-z]*\)".*/\1/p')
+      record=$(find /var/lib/swapcri -path "*$K*" -name exit.json | head -n 1)
+      # The record's mtime on the kernel log's clock (seconds since boot).
+      lag=$(awk -v m="$(stat -c %.3Y "$record" 2>/dev/null || echo 0)" -v now="$(date +%s.%N)" \
+        -v up="$(cut -d' ' -f1 /proc/uptime)" -v k="${killed:-0}" 'BEGIN { printf "%d", (m - (now - up) - k) * 1000 }')
+      poll=$(awk -v a="$seen" -v b="$started" 'BEGIN { printf "%d", (a - b) * 1000 }')
+      [ "$lag" -gt "$worst" ] && worst=$lag
+      [ "$poll" -gt "$shown" ] && shown=$poll
+      if [ -z "$killed" ] || [ "$code" != 137 ] || [ "$reason" != OOMKilled ] || [ -z "$record" ] || [ "$lag" -gt 1000 ]; then
+        bad="$bad #$n: exit code ${code:-none}, reason ${reason:-none}, record ${lag} ms after the kill at ${killed:-never} s;"
+      fi
+    done
+    check "$d-oom-$kind" '[ -z "$bad" ]' "4 containers: 137/OOMKilled each, exit records at most $worst ms after the kernel's kill, shown exited at most $shown ms after StartContainer returned${bad:+; failures:$bad}"
+  done
+  # Containers that exit at once: their cgroup can be gone before StartContainer reads it.
+  bad="" n=0
+  while [ $n -lt 4 ]; do
+    n=$((n + 1))
+    K=$($C client create "$P" "quick-$n" localhost/busybox:latest --oom-score-adj 937 --memory-limit $((15 * MI)) \
+      --unified memory.swap.max=0 -- true)
+    $C client start "$K" >/dev/null 2>/tmp/start.err || { bad="$bad #$n: StartContainer failed: $(head -c 200 /tmp/start.err)"; continue; }
+    i=0
+    until $C client inspect "$K" | tr -d ' \n' | grep -q '"state":2' || [ $i -ge 60 ]; do sleep 0.5; i=$((i + 1)); done
+    state=$($C client inspect "$K" | tr -d ' \n')
+    code=$(echo "$state" | sed -n 's/.*"exit_code":\(-*[0-9]*\).*/\1/p')
+    [ "${code:-0}" = 0 ] && echo "$state" | grep -q '"reason":"Completed"' || bad="$bad #$n: exit code ${code:-0}, $(echo "$state" | grep -o '"reason":"[A-Za-z]*"')"
+  done
+  check "$d-exit-at-once" '[ -z "$bad" ]' "4 containers running true: exited 0, Completed${bad:+; failures:$bad}"
+  ERRS=$(journalctl -u swapcri.service --since "$journal_from" --no-pager -o cat | grep -c 'memory plan not applied')
+  GONE=$(journalctl -u swapcri.service --since "$journal_from" --no-pager -o cat | grep -c 'its cgroup is gone')
+  check "$d-oom-read-back" '[ "$ERRS" = 0 ]' "$ERRS read-back errors; $GONE containers exited before their plan was read back"
+  $C client rmp "$P" >/dev/null
+}
+
 remove_all() {
   for p in $($C client pods | grep '"id"' | cut -d'"' -f4); do $C client rmp "$p" >/dev/null; done
 }
@@ -162,6 +231,7 @@ write_config systemd follow-kubelet follow-kubelet
 daemon_restart systemd
 DRIVER=$($C client status --verbose | tr -d ' \n' | grep -o '"cgroup_driver":"[a-z]*"')
 qos_checks systemd
+oom_checks systemd
 B_SCOPE=$(cg "$B")
 
 # Helpers in scopes of their own, in swapcri-monitors.slice.
@@ -267,6 +337,7 @@ check doctor-systemd 'echo "$SWAPCRI_DOCTOR" | grep -q "ok\] cgroup driver" && e
 write_config cgroupfs follow-kubelet follow-kubelet
 daemon_restart cgroupfs
 qos_checks cgroupfs
+oom_checks cgroupfs
 remove_all
 [ -n "$FAILED" ] && dump_log
 true

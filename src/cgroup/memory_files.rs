@@ -20,16 +20,30 @@ impl std::fmt::Display for Mismatch {
     }
 }
 
+/// What reading a plan back found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadBack {
+    /// The planned values the kernel does not hold (none: the plan holds).
+    Compared(Vec<Mismatch>),
+    /// The cgroup is not there: the kernel removes a cgroup only once no process is left in
+    /// it (systemd does so for a scope as soon as it empties), or it was never made.
+    Missing,
+}
+
 /// Reads each planned file of `dir` and compares it with the plan's value rounded down to
 /// whole pages, as the kernel stores it.
-pub fn compare(dir: &Path, planned: &[(&str, CgroupValue)], page_size: u64) -> Vec<Mismatch> {
-    planned
+pub fn compare(dir: &Path, planned: &[(&str, CgroupValue)], page_size: u64) -> ReadBack {
+    let mut vanished = false;
+    let mismatches = planned
         .iter()
         .filter_map(|(file, value)| {
             let expected = value.page_rounded(page_size);
             let found = match std::fs::read_to_string(dir.join(file)) {
                 Ok(text) => text.trim().to_string(),
-                Err(e) => format!("unreadable ({e})"),
+                Err(e) => {
+                    vanished |= e.kind() == io::ErrorKind::NotFound;
+                    format!("unreadable ({e})")
+                }
             };
             (CgroupValue::parse(&found) != Some(expected)).then(|| Mismatch {
                 file: file.to_string(),
@@ -37,7 +51,11 @@ pub fn compare(dir: &Path, planned: &[(&str, CgroupValue)], page_size: u64) -> V
                 found,
             })
         })
-        .collect()
+        .collect();
+    if vanished && !dir.exists() {
+        return ReadBack::Missing;
+    }
+    ReadBack::Compared(mismatches)
 }
 
 /// Enables the memory controller on the way from `root` down to `rel` (exclusive) and
@@ -75,7 +93,9 @@ mod tests {
             ("memory.high", CgroupValue::Max),
             ("memory.low", CgroupValue::Bytes(4096)),
         ];
-        let mismatches = compare(dir.path(), &planned, 4096);
+        let ReadBack::Compared(mismatches) = compare(dir.path(), &planned, 4096) else {
+            panic!("the directory is there")
+        };
         assert_eq!(mismatches.len(), 2, "{mismatches:?}");
         assert_eq!(
             mismatches[0],
@@ -83,8 +103,20 @@ mod tests {
         );
         assert_eq!(mismatches[1].file, "memory.low");
         assert!(mismatches[1].found.starts_with("unreadable"), "{}", mismatches[1]);
-        assert!(compare(dir.path(), &planned[..1], 4096).is_empty());
-        assert!(!compare(dir.path(), &[("memory.swap.max", CgroupValue::Max)], 4096).is_empty());
+        assert_eq!(compare(dir.path(), &planned[..1], 4096), ReadBack::Compared(Vec::new()));
+        assert_ne!(compare(dir.path(), &[("memory.swap.max", CgroupValue::Max)], 4096), ReadBack::Compared(Vec::new()));
+    }
+
+    #[test]
+    fn a_cgroup_that_is_gone_is_missing_not_mismatched() {
+        let dir = tempfile::tempdir().unwrap();
+        let gone = dir.path().join("swapcri-abc.scope");
+        let planned = [("memory.swap.max", CgroupValue::Bytes(0))];
+        assert_eq!(compare(&gone, &planned, 4096), ReadBack::Missing);
+        // A file missing from a cgroup that is there is a mismatch (a kernel without it).
+        std::fs::create_dir(&gone).unwrap();
+        let ReadBack::Compared(m) = compare(&gone, &planned, 4096) else { panic!("the directory is there") };
+        assert!(m[0].found.starts_with("unreadable"), "{m:?}");
     }
 
     #[test]

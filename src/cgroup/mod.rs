@@ -1,11 +1,12 @@
 //! cgroup facts and housekeeping: the host's cgroup mode, where a process's cgroups are,
-//! OOM kill counts, removal of cgroups swapcri created, and moving helper processes out of
+//! OOM kills (oom.rs), removal of cgroups swapcri created, and moving helper processes out of
 //! the daemon's cgroup.
 
 pub mod detail;
 pub mod files;
 pub mod layout;
 pub mod memory_files;
+pub mod oom;
 pub mod pod;
 pub mod pressure;
 pub mod stats;
@@ -110,17 +111,6 @@ fn memory_dir_from(proc_cgroup: &str, hierarchies: &[Hierarchy]) -> Option<PathB
     None
 }
 
-/// OOM kills recorded for a memory cgroup: `oom_kill` in memory.events (v2) or
-/// memory.oom_control (v1).
-pub fn oom_kill_count(memory_dir: &Path) -> Option<u64> {
-    for file in ["memory.events", "memory.oom_control"] {
-        if let Ok(text) = fs::read_to_string(memory_dir.join(file)) {
-            return text.lines().find_map(|l| l.strip_prefix("oom_kill ").and_then(|v| v.trim().parse().ok()));
-        }
-    }
-    None
-}
-
 /// Removes the cgroup `rel` (relative to each hierarchy's root) and anything left below
 /// it, in every hierarchy. Missing directories are fine.
 pub fn remove(rel: &str, hierarchies: &[Hierarchy]) -> io::Result<()> {
@@ -194,16 +184,6 @@ mod tests {
             cgroup_from(nested, &unified).as_deref(),
             Some("/kubepods.slice/kubepods-burstable.slice/crun-abc.scope/container")
         );
-    }
-
-    #[test]
-    fn oom_counts_from_v1_and_v2_files() {
-        let dir = tempfile::tempdir().unwrap();
-        assert_eq!(oom_kill_count(dir.path()), None);
-        fs::write(dir.path().join("memory.oom_control"), "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n").unwrap();
-        assert_eq!(oom_kill_count(dir.path()), Some(2));
-        fs::write(dir.path().join("memory.events"), "low 0\nhigh 0\nmax 4\noom 1\noom_kill 1\n").unwrap();
-        assert_eq!(oom_kill_count(dir.path()), Some(1));
     }
 
     #[test]

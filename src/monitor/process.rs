@@ -75,8 +75,8 @@ fn run(config_path: &Path) -> Result<(), ProcessError> {
             return Err(error);
         }
     };
-    let memory_dir = cgroup::memory_cgroup_dir(created.pid, &hierarchies);
-    let oom_before = memory_dir.as_deref().and_then(cgroup::oom_kill_count).unwrap_or(0);
+    // Counted from now on: under the systemd driver the cgroup can be gone by the reap.
+    let oom = cgroup::memory_cgroup_dir(created.pid, &hierarchies).map(|dir| cgroup::oom::OomWatch::start(&dir));
     report(&MonitorReport::Created { pid: created.pid, monitor_pid: std::process::id() as i32 });
 
     let log: SharedLog = Arc::new(Mutex::new(match &cfg.log_path {
@@ -102,6 +102,7 @@ fn run(config_path: &Path) -> Result<(), ProcessError> {
     }
 
     let exit_code = reap(created.pid);
+    let finished_at = chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0);
     // Output still buffered in the pipes is drained before the exit is recorded.
     for _ in 0..readers {
         if done_rx.recv_timeout(Duration::from_secs(2)).is_err() {
@@ -109,13 +110,12 @@ fn run(config_path: &Path) -> Result<(), ProcessError> {
         }
     }
     hub.finish(Duration::from_secs(2));
-    let oom_after = memory_dir.as_deref().and_then(cgroup::oom_kill_count).unwrap_or(0);
-    let finished_at = chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0);
+    let oom_killed = oom.is_some_and(|watch| watch.finish(exit_code));
     // As a shim does, before the exit is recorded: the runtime's state of the exited
     // container (its cgroup, any process left in it, the state directory) is released, so a
     // stop that has returned left nothing running and removal waits for no runtime.
     let runtime_deleted = delete_within(runtime, &cfg.id, DELETE_WAIT);
-    let record = ExitRecord { exit_code, finished_at, oom_killed: oom_after > oom_before, runtime_deleted };
+    let record = ExitRecord { exit_code, finished_at, oom_killed, runtime_deleted };
     let bytes = serde_json::to_vec(&record).unwrap_or_default();
     // Into the container's record only while it exists: a removed one stays removed.
     crate::store::replace_atomic(&cfg.exit_file, &bytes)?;

@@ -29,7 +29,9 @@ impl PodService {
         status.state = ContainerState::Running;
         status.started_at = started_at;
         if let Some(plan) = &status.memory_plan {
-            status.memory_mismatches = self.memory.check(&container.cgroup(&sandbox), &container.meta.id, plan);
+            let alive = || status.live_init().is_some();
+            let mismatches = self.memory.check(&container.cgroup(&sandbox), &container.meta.id, plan, alive);
+            status.memory_mismatches = mismatches;
         }
         self.registry.save_container_status(&container.meta.id, status)?;
         // A process that exits at once may already have an exit record.

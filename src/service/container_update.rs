@@ -80,7 +80,9 @@ impl PodService {
         let mut status = container.status.clone();
         status.resources = Some(resources);
         if status.state == ContainerState::Running {
-            status.memory_mismatches = self.memory.check(&container.cgroup(&sandbox), &container.meta.id, &plan);
+            let alive = || status.live_init().is_some();
+            let mismatches = self.memory.check(&container.cgroup(&sandbox), &container.meta.id, &plan, alive);
+            status.memory_mismatches = mismatches;
         }
         status.memory_plan = Some(plan);
         status.nri_owners.extend(adjustment.owners);

@@ -139,18 +139,35 @@ impl MemoryQos {
         doc["memoryQos"] = serde_json::json!(self.qos);
     }
 
-    /// Reads the plan's files back from the container's cgroup (cgroup v2 only).
-    pub fn check(&self, cgroup: &str, id: &ContainerId, plan: &MemoryPlan) -> Vec<String> {
+    /// Reads the plan's files back from the container's cgroup (cgroup v2 only). A cgroup
+    /// that is gone once the container's init has exited is no mismatch: the kernel keeps a
+    /// cgroup while a process is in it, and systemd removes a scope as soon as it empties.
+    pub fn check(
+        &self,
+        cgroup: &str,
+        id: &ContainerId,
+        plan: &MemoryPlan,
+        init_alive: impl FnOnce() -> bool,
+    ) -> Vec<String> {
         if !self.node.cgroup_v2() {
             return Vec::new();
         }
         let dir = self.cgroup_root.join(cgroup.trim_start_matches('/'));
-        let mismatches = memory_files::compare(&dir, &plan.files(), self.node.memory.page_size);
+        let mismatches = match memory_files::compare(&dir, &plan.files(), self.node.memory.page_size) {
+            memory_files::ReadBack::Compared(m) => m.iter().map(ToString::to_string).collect(),
+            memory_files::ReadBack::Missing if !init_alive() => {
+                tracing::info!(container = %id, cgroup = %dir.display(), "memory plan not read back: the container exited and its cgroup is gone");
+                return Vec::new();
+            }
+            memory_files::ReadBack::Missing => {
+                vec!["the container's cgroup is missing while its init runs".to_string()]
+            }
+        };
         for m in &mismatches {
             self.counters.readback_mismatches.fetch_add(1, Ordering::Relaxed);
             tracing::error!(container = %id, cgroup = %dir.display(), "memory plan not applied: {m}");
         }
-        mismatches.iter().map(ToString::to_string).collect()
+        mismatches
     }
 
     /// With a reservation design of our own, a pod cgroup swapcri owns carries the sum of its
