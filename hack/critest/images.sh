@@ -3,7 +3,10 @@
 # only, and pushes them under their real repository paths to the local registry (see
 # registry_up in hack/lib.sh), which swapcri mirrors registry.k8s.io, gcr.io and docker.io to.
 #   hack/critest/images.sh [WORKDIR]     (default /var/tmp/swapcri-critest-images)
-# BUSYBOX=/path/to/static/busybox skips the busybox build.
+# BUSYBOX=/path/to/static/busybox skips the busybox build. AGNHOST=/path/to/agnhost (built by
+# hack/tools.sh from Kubernetes' module) adds the images Kubernetes' node e2e suite pulls:
+# agnhost (the program on the busybox root, as its own image puts it on Alpine), busybox,
+# nginx, nonewprivs, nonroot and pause at the tags Kubernetes 1.37 names.
 #
 # busybox is built once from Debian's busybox source package (upstream defconfig, static):
 # Debian's busybox-static runs applets inside its shell without exec (which defeats the suite's
@@ -216,6 +219,27 @@ nnp_files() { install -o 0 -g 0 -m 4755 "$bin/nnp" "$1/usr/local/bin/nnp"; }
 image_from busybox nonewprivs nnp_files
 configure nonewprivs --config.cmd /usr/local/bin/nnp
 
+# Kubernetes' node e2e images (test/utils/image/manifest.go of 1.37), with AGNHOST.
+if [ -n "${AGNHOST:-}" ]; then
+  agnhost_files() {
+    install -m 0755 "$AGNHOST" "$1/agnhost"
+    ln -s agnhost "$1/agnhost-2"
+    mkdir -p "$1/uploads"
+    # What its Alpine base has and specs run: bash (busybox's shell stands in).
+    printf '#!/bin/sh\nexec /bin/sh "$@"\n' >"$1/bin/bash"
+    chmod 0755 "$1/bin/bash"
+    echo "user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh" >>"$1/etc/passwd"
+    echo "user-defined-in-image:!:19000:0:99999:7:::" >>"$1/etc/shadow"
+    echo "user-defined-in-image:x:1000:" >>"$1/etc/group"
+    echo "group-defined-in-image:x:50000:user-defined-in-image" >>"$1/etc/group"
+  }
+  image_from busybox agnhost agnhost_files
+  configure agnhost --config.entrypoint /agnhost --config.cmd pause \
+    --config.exposedports 80/tcp --config.exposedports 8080/tcp --config.exposedports 8081/tcp \
+    --config.exposedports 9376/tcp --config.exposedports 5000/tcp
+  configure busybox --tag nonroot --config.user 1234
+fi
+
 # The benchmark's image-listing set: distinct image ids.
 bench_tags="1.35.0-glibc 1-uclibc 1 1-glibc 1-musl"
 for t in $bench_tags; do relabel busybox "busybox-$t" "io.swapcri.test.variant=$t"; done
@@ -238,6 +262,11 @@ pushes=(
   "httpd $e2e/httpd:2.4.39-4" "nonewprivs $e2e/nonewprivs:1.3"
 )
 for t in $bench_tags; do pushes+=("busybox-$t docker/library/busybox:$t"); done
+if [ -n "${AGNHOST:-}" ]; then
+  pushes+=("agnhost $e2e/agnhost:2.66.1" "agnhost $e2e/agnhost:2.55" "busybox $e2e/busybox:1.37.0-2"
+    "nginx $e2e/nginx:1.27.0-2" "nginx $e2e/nginx:1.28.0-2" "nonewprivs $e2e/nonewprivs:1.4"
+    "nonroot $e2e/nonroot:1.5" "pause-3.10 pause:3.10.2")
+fi
 
 list=$work/images.txt
 echo "# busybox: $bb" >"$list"

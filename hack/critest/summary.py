@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Summarises a critest (ginkgo) JSON report: one TOTAL line, then each failure with its
+"""Summarises a ginkgo JSON report (critest's, the node e2e suite's): one TOTAL line, then each failure with its
 message and place, then each spec that skipped itself with its reason.
     summary.py REPORT.json EXIT_STATUS WALL_SECONDS"""
 import collections
@@ -44,6 +44,8 @@ def main():
     total = sum(counts.values())
     nfailed = sum(v for k, v in counts.items() if k in FAILED_STATES)
     print(f"TOTAL {total}  PASSED {counts['passed']}  FAILED {nfailed}  SKIPPED {counts['skipped']}")
+    # Skipped specs include those a focus left out; these skipped themselves while running.
+    print(f"SELF-SKIPPED {len(skipped)}")
     print("\nFAILED:")
     for name, why in failed:
         print(f"  - {name}\n      {why}")

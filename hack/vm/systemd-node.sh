@@ -9,6 +9,10 @@
 #   hack/vm/systemd-node.sh [--critest]   (also: hack/vm/e2e.sh --node systemd [--critest])
 # --critest: instead of the scenarios, the whole CRI validation suite once per cgroup driver
 # (hack/vm/critest-node.sh; a long form, about 18 minutes under emulation).
+# --node-e2e: instead of the scenarios, Kubernetes' node e2e suite with a real kubelet
+# (hack/vm/node-e2e-node.sh; hack/node-e2e.sh prepares and names what it runs: NODE_E2E_DIR
+# holds kubelet, e2e_node.test, and the files driver, focus, skip and timeout; the reports
+# come back in NODE_E2E_DIR/report).
 # SWAPCRI_VM_CRITEST=N: after the scenarios, critest's basic and pod specs N times with the
 # systemd driver and the node's vCPUs kept busy (hack/vm/critest-soak.sh; a long form, about
 # 3 minutes a run under emulation).
@@ -17,19 +21,22 @@ cd "$(dirname "$0")/../.."
 source hack/lib.sh
 source hack/vm/lib.sh
 t_start=$(date +%s)
-full_critest=0
+full_critest=0 node_e2e=0
 case ${1:-} in
   --critest) full_critest=1 ;;
+  --node-e2e) node_e2e=1 ;;
   "") ;;
-  *) echo "usage: $0 [--critest]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--critest|--node-e2e]" >&2; exit 2 ;;
 esac
+# Both run a suite of CRI clients with pods on a bridge with host ports.
+suite=$((full_critest + node_e2e))
 
 # What the node's root filesystem holds besides swapcri; the cache key follows it.
 PACKAGES=systemd,systemd-sysv,dbus,udev,kmod,iproute2,runc,procps,e2fsprogs,util-linux,fdisk,ca-certificates
 # The suite also needs iptables (host ports), apparmor (its AppArmor specs load profiles
 # with apparmor_parser, run through sudo; swapcri loads its default profile) and python3 (its
 # summary).
-if [ "$full_critest" = 1 ]; then PACKAGES+=,iptables,apparmor,sudo,python3; fi
+if [ "$suite" = 1 ]; then PACKAGES+=,iptables,apparmor,sudo,python3; fi
 
 log "building swapcri's Debian package (hack/package.sh), and the same as a newer version"
 pkglog=$(mktemp)
@@ -61,14 +68,15 @@ for unit in serial-getty@ttyS0.service getty@tty1.service systemd-firstboot.serv
   ln -sf /dev/null "$root/etc/systemd/system/$unit"
 done
 netfilter=
-if [ "$full_critest" = 1 ]; then
+if [ "$suite" = 1 ]; then
   # Host ports: iptables (nft) loads its modules on demand; these and what they need from
   # outside net/ (crc32c, …) come with their dependencies.
   mkdir -p "$root/lib/modules/$release/kernel"
   cp -a "$kdir/lib/modules/$release/kernel/net" "$root/lib/modules/$release/kernel/"
   netfilter="nf_tables nft_compat nft_chain_nat nf_nat nf_conntrack xt_MASQUERADE xt_mark xt_comment xt_multiport xt_conntrack xt_addrtype"
 fi
-install_modules "$root" zram overlay bridge veth $netfilter  # bridge, veth: the critest soak's pod network
+# dummy: the node e2e node's default route (its API server needs one to advertise).
+install_modules "$root" zram overlay bridge veth dummy $netfilter  # bridge, veth: the critest soak's pod network
 # Pods get a loopback-only network (the VM has no other; the critest soak brings a bridge of
 # its own).
 for plugin in loopback bridge host-local portmap; do
@@ -92,7 +100,18 @@ if [ "$full_critest" = 1 ]; then
   mkdir -p "$root/etc/swapcri/cni-critest"
   write_bridge_conflist "$root/etc/swapcri/cni-critest/10-critest.conflist" critest critest0 10.89.0.0/16
 fi
-if [ "$critest_runs" -gt 0 ] || [ "$full_critest" = 1 ]; then
+if [ "$node_e2e" = 1 ]; then
+  install -m 0755 "$(newer_runc)" "$root/usr/local/bin/runc-new"
+  install -m 0755 hack/vm/node-e2e-node.sh "$root/e2e/node-e2e-node.sh"
+  install -m 0644 hack/critest/summary.py "$root/e2e/summary.py"
+  cp -a "$NODE_E2E_DIR/." "$root/e2e/node-e2e/"
+  rm -rf "$root/e2e/node-e2e/report"
+  # The suite's system validation reads the kernel's build configuration.
+  install -D -m 0644 "$kdir/boot/config-$release" "$root/boot/config-$release"
+  mkdir -p "$root/etc/swapcri/cni-node-e2e"
+  write_bridge_conflist "$root/etc/swapcri/cni-node-e2e/10-pods.conflist" node-e2e pods0 10.89.0.0/16
+fi
+if [ "$critest_runs" -gt 0 ] || [ "$suite" = 1 ]; then
   log "critest and the suite's images for the node"
   prepare_critest "$work" >/dev/null
   install -m 0755 /var/cache/swapcri-tools/critest /usr/bin/docker-registry "$root/usr/local/bin/"
@@ -113,7 +132,9 @@ mkswap /dev/zram0 >/dev/null && swapon -p 10 /dev/zram0
 mkswap /dev/vdb1 >/dev/null && swapon -p 100 /dev/vdb1
 echo "E2E-LOG booted in $(cut -d' ' -f1 /proc/uptime) s; $(systemctl is-system-running)"
 sh /e2e/package-scenarios.sh install
-if [ -f /e2e/critest-node.sh ]; then
+if [ -f /e2e/node-e2e-node.sh ]; then
+  sh /e2e/node-e2e-node.sh
+elif [ -f /e2e/critest-node.sh ]; then
   sh /e2e/critest-node.sh
 else
   sh /e2e/systemd-scenarios.sh || echo "E2E-RESULT scenarios-ran-through FAIL the script stopped with status $?"
@@ -141,11 +162,17 @@ systemctl --root "$root" enable swapcri-e2e.service >/dev/null 2>&1
 
 # The root disk (ext4 made from the tree, no mount needed) and the swap disk: vdb1 swap,
 # vdb2 data the system.slice reader reads.
-qemu-img create -q -f raw "$work/root.img" 3G
+qemu-img create -q -f raw "$work/root.img" $((3 + node_e2e * 5))G
 mkfs.ext4 -q -F -d "$root" -L root "$work/root.img"
 rm -rf "$root"
 qemu-img create -q -f raw "$work/swap.img" 640M
 printf 'label: dos\nsize=384MiB, type=82\ntype=83\n' | sfdisk -q "$work/swap.img" >/dev/null
+# The node e2e suite's reports come back on a third disk, as a tar.
+report_drive=()
+if [ "$node_e2e" = 1 ]; then
+  qemu-img create -q -f raw "$work/report.img" 512M
+  report_drive=(-drive "file=$work/report.img,if=virtio,format=raw,cache=unsafe")
+fi
 
 # An initramfs that loads the disk and ext4 modules and hands over to systemd.
 initrd=$work/initrd
@@ -179,14 +206,19 @@ out=$work/console.log
 # transparent_hugepage=madvise: with THP on every anonymous mapping, 6.12 hardly swaps huge
 # pages out to a rotational disk under a cgroup limit (the hog's read fails short instead).
 # zswap off: swapped pages go to the devices, where the io protection is measured.
-timeout $((900 + critest_runs * 400 + full_critest * 10800)) qemu-system-x86_64 -accel tcg,thread=single -m 2048 -smp 2 -nographic -no-reboot \
+vm_timeout=$((900 + critest_runs * 400 + full_critest * 10800 + node_e2e * ${NODE_E2E_TIMEOUT:-0}))
+timeout $vm_timeout qemu-system-x86_64 -accel tcg,thread=single -m $((2048 + node_e2e * 2048)) -smp 2 -nographic -no-reboot \
   -kernel "$kdir/boot/vmlinuz-$release" -initrd "$work/initrd.gz" \
   -drive "file=$work/root.img,if=virtio,format=raw,cache=unsafe" \
-  -drive "file=$work/swap.img,if=virtio,format=raw,cache=unsafe" \
+  -drive "file=$work/swap.img,if=virtio,format=raw,cache=unsafe" "${report_drive[@]}" \
   -append "console=ttyS0 panic=-1 quiet loglevel=3 systemd.show_status=0 systemd.unified_cgroup_hierarchy=1 transparent_hugepage=madvise zswap.enabled=0" \
   </dev/null >"$out" 2>&1 || log "qemu exited with $?"
 t_end=$(date +%s)
 cp "$out" "$cache/systemd-node-console.log" # the whole console of the latest run, for a closer look
+if [ "$node_e2e" = 1 ]; then
+  rm -rf "$NODE_E2E_DIR/report"
+  tar -C "$NODE_E2E_DIR" -xf "$work/report.img" 2>/dev/null || log "no reports came back from the node"
+fi
 grep -a '^E2E-' "$out" | tr -d '\r' | sed "s/^/[systemd] /" >&2 || true
 if ! grep -aq '^E2E-DONE' "$out"; then
   log "the systemd node did not finish; console:"

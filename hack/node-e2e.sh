@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Kubernetes' node e2e suite (test/e2e_node of 1.37.2) with a real kubelet of 1.37.2 driving
+# swapcri, on the systemd VM node (hack/vm/systemd-node.sh: kernel 6.12, cgroup v2, swap on).
+# kubelet, e2e_node.test and agnhost are built from hack/k8s's pinned module (hack/tools.sh,
+# cached); the images the specs pull are stand-ins built here (hack/critest/images.sh with
+# AGNHOST), served by the node's own registry under their real names.
+#   sudo hack/node-e2e.sh                  DRIVER=systemd|cgroupfs (default systemd)
+#   FORM=short|long                        what runs (default short; see docs/testing.md)
+#   FOCUS=REGEX SKIP=REGEX TIMEOUT=SECONDS  instead of the form's
+# Prints `node-e2e: <runtime> <driver>: N passed, N failed, N skipped`; the JUnit and JSON
+# reports, the suite's log and swapcri's journal stay in
+# /var/tmp/swapcri-node-e2e/<runtime>-<driver>/report.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source hack/lib.sh
+require_root
+install_packages
+ensure_cargo
+
+RUNTIME=${RUNTIME:-swapcri}
+DRIVER=${DRIVER:-systemd}
+FORM=${FORM:-short}
+case $RUNTIME in
+  swapcri) ;;
+  *) echo "RUNTIME=$RUNTIME: only swapcri is wired up so far" >&2; exit 2 ;;
+esac
+case $DRIVER in systemd | cgroupfs) ;; *) echo "DRIVER=systemd or cgroupfs" >&2; exit 2 ;; esac
+
+# What never runs on this node, with the reason in docs/testing.md: specs that need hardware
+# (GPUs, devices, SR-IOV, huge pages), dynamic resource allocation drivers, images no stand-in
+# replaces (perl, the node-perf workloads), and the Flaky ones.
+SKIP_ALWAYS='\[Flaky\]|private registry|\[Benchmark\]|GPU|Device Plugin|DevicePlugin|SRIOV|\[DRA\]|HugePages|NodeProblemDetector|perl'
+case $FORM in
+  # The swap specs and a conformance subset with swapcri, one driver.
+  short) focus='Swap|Container Runtime blackbox|Kubelet Cgroup Manager|Summary API'
+    skip="$SKIP_ALWAYS|\\[Slow\\]|\\[Disruptive\\]" timeout=3600 ;;
+  # The conformance specs, the swap specs, and the memory QoS, pids limit, log rotation,
+  # critical pod, image GC, eviction and restart specs that run on one node.
+  long) focus='\[NodeConformance\]|Swap|MemoryQoS|PodPidsLimit|ContainerLogRotation|CriticalPod|ImageGarbageCollect|ImageGC|Eviction|Restart Kubelet|Container Restart'
+    skip=$SKIP_ALWAYS timeout=28800 ;;
+  *) echo "FORM=short or long" >&2; exit 2 ;;
+esac
+FOCUS=${FOCUS:-$focus}
+SKIP=${SKIP:-$skip}
+TIMEOUT=${TIMEOUT:-$timeout}
+
+log() { echo "node-e2e: $(date +%T) $*" >&2; }
+log "kubelet, e2e_node.test and agnhost of Kubernetes 1.37.2 (hack/tools.sh, cached)"
+tools=$(hack/tools.sh /var/cache/swapcri-tools kubelet e2e_node.test agnhost)
+kubelet=$(sed -n 1p <<<"$tools") e2e_node=$(sed -n 2p <<<"$tools") agnhost=$(sed -n 3p <<<"$tools")
+log "the suite's images in the local registry"
+registry_up
+if ! curl -sf "http://$REGISTRY_ADDR/v2/e2e-test-images/agnhost/tags/list" | grep -q '"2.66.1"'; then
+  images_log=$(mktemp)
+  AGNHOST=$agnhost hack/critest/images.sh >"$images_log" 2>&1 || { tail -n 20 "$images_log" >&2; exit 1; }
+  rm -f "$images_log"
+fi
+
+dir=/var/tmp/swapcri-node-e2e/$RUNTIME-$DRIVER
+rm -rf "$dir"
+mkdir -p "$dir"
+chmod 0700 "$dir"
+install -m 0755 "$kubelet" "$dir/kubelet"
+install -m 0755 "$e2e_node" "$dir/e2e_node.test"
+echo "$DRIVER" >"$dir/driver"
+echo "$FOCUS" >"$dir/focus"
+echo "$SKIP" >"$dir/skip"
+echo "$TIMEOUT" >"$dir/timeout"
+log "$RUNTIME, $DRIVER driver, form $FORM: focus '$FOCUS'"
+status=0
+NODE_E2E_DIR=$dir NODE_E2E_TIMEOUT=$TIMEOUT hack/vm/systemd-node.sh --node-e2e || status=$?
+summary=$dir/report/summary.txt
+if [ -f "$summary" ]; then
+  read -r _ total _ passed _ failed _ skipped <<<"$(grep -m1 '^TOTAL' "$summary")"
+  self=$(grep -m1 '^SELF-SKIPPED' "$summary" | cut -d' ' -f2)
+  echo "node-e2e: $RUNTIME $DRIVER: $passed passed, $failed failed, $self skipped ($total specs, $((skipped - self)) not focused)"
+  sed -n '/^FAILED:/,/^SKIPPED/p' "$summary" | sed '$d'
+  log "reports in $dir/report (junit.xml, report.json, e2e_node.log, swapcri.log)"
+else
+  echo "node-e2e: $RUNTIME $DRIVER: no report came back (the node's console: /var/cache/swapcri-vm/systemd-node-console.log)"
+  status=1
+fi
+exit $status
