@@ -94,6 +94,12 @@ async fn stats_of_running_containers_and_pods() {
     let linux = pods.stats[0].linux.clone().unwrap();
     assert_eq!(linux.containers.len(), 2);
     assert!(linux.memory.unwrap().working_set_bytes.unwrap().value > 0, "pod cgroup memory");
+    // What kubelet takes from the CRI alone for a runtime cAdvisor has no plugin for: the
+    // pod's process count and its network (here loopback only, which is left out).
+    let process = linux.process.expect("the pod's processes");
+    assert!(process.process_count.unwrap().value >= 2, "two running containers: {process:?}");
+    let network = linux.network.expect("the pod's network");
+    assert!(network.interfaces.iter().all(|i| i.name != "lo"), "{network:?}");
     let pod_one = rt.pod_sandbox_stats(cri::PodSandboxStatsRequest { pod_sandbox_id: pod.clone() }).await.unwrap();
     assert_eq!(pod_one.into_inner().stats.unwrap().attributes.unwrap().id, pod);
     rt.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: pod }).await.unwrap();

@@ -26,7 +26,10 @@ write_config() { # DRIVER
 }
 
 # kubelet's base configuration; the suite adds its own settings (authentication, static
-# pods, the read-only port) and writes the file it starts kubelet with.
+# pods, the read-only port) and writes the file it starts kubelet with. Pod and container
+# statistics come from the runtime (PodAndContainerStatsFromCRI, beta in 1.37): without it
+# kubelet takes a pod's network and process figures from cAdvisor's runtime plugins, which
+# know containerd and CRI-O only.
 write_kubelet_config() { # DRIVER
   cat <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
@@ -35,6 +38,8 @@ cgroupDriver: $1
 failSwapOn: false
 memorySwap:
   swapBehavior: NoSwap
+featureGates:
+  PodAndContainerStatsFromCRI: true
 EOF
 }
 
@@ -59,6 +64,7 @@ timeout --kill-after=60 "$(cat $IN/timeout)" $IN/e2e_node.test \
   --container-runtime-endpoint unix:///run/swapcri/swapcri.sock \
   --image-service-endpoint unix:///run/swapcri/swapcri.sock \
   --kubelet-config-file $WORK/kubelet-base.yaml --prepull-images=false \
+  --kubelet-flags=--runtime-cgroups=/system.slice/swapcri.service \
   --node-name swapcri-node --report-dir $REPORT \
   --ginkgo.focus "$(cat $IN/focus)" --ginkgo.skip "$(cat $IN/skip)" --ginkgo.no-color \
   --ginkgo.timeout "$(($(cat $IN/timeout) - 120))s" \
@@ -78,6 +84,81 @@ else
   tail -n 40 $REPORT/e2e_node.log | cut -c1-300 | sed 's/^/E2E-LOG e2e_node: /'
 fi
 sed -n '/^FAILED:/,$p' $REPORT/summary.txt | sed "s/^/E2E-LOG $DRIVER: /"
+# kubelet's Summary API (what `kubectl top --show-swap` and metrics-server read) against the
+# kernel: a standalone kubelet (LimitedSwap, no API server) runs a static Burstable pod that
+# swaps; the container's swapUsageBytes must equal its cgroup's memory.swap.current, with the
+# stats taken from cAdvisor (PodAndContainerStatsFromCRI off) and from swapcri (on).
+summary_check() { # GATE
+  gate=$1 dir=/var/lib/summary-$1
+  mkdir -p $dir/static
+  cat >$dir/kubelet.yaml <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+cgroupDriver: $DRIVER
+failSwapOn: false
+memorySwap:
+  swapBehavior: LimitedSwap
+staticPodPath: $dir/static
+readOnlyPort: 10255
+authentication: {anonymous: {enabled: true}, webhook: {enabled: false}}
+authorization: {mode: AlwaysAllow}
+featureGates: {PodAndContainerStatsFromCRI: $gate}
+containerRuntimeEndpoint: unix:///run/swapcri/swapcri.sock
+EOF
+  cat >$dir/static/swapper.yaml <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: swapper, namespace: default, uid: swapper-$gate}
+spec:
+  containers:
+  - name: hog
+    image: registry.k8s.io/e2e-test-images/busybox:1.37.0-2
+    command: [sh, -c, "dd if=/dev/zero bs=600M count=1 2>/dev/null | sleep 100000"]
+    resources: {requests: {memory: 512Mi}, limits: {memory: 560Mi}}
+EOF
+  systemd-run --quiet --unit=kubelet-summary-$gate --slice=runtime.slice -p Delegate=true \
+    -p StandardError=file:$dir/kubelet.log $IN/kubelet --config $dir/kubelet.yaml --root-dir $dir/root
+  ctr="" i=0
+  while [ $i -lt 300 ] && [ -z "$ctr" ]; do
+    ctr=$(crictl --runtime-endpoint unix:///run/swapcri/swapcri.sock ps -q --no-trunc --name hog --state running 2>/dev/null | head -n 1)
+    sleep 1
+    i=$((i + 1))
+  done
+  cgdir=$(cg "${ctr:-none}")
+  # Swapping is slow under emulation: until the swap use stops changing.
+  prev=-1 i=0
+  while [ $i -lt 120 ]; do
+    cur=$(cat "$cgdir/memory.swap.current" 2>/dev/null || echo 0)
+    [ "$cur" -gt $((16 * MI)) ] && [ "$cur" = "$prev" ] && break
+    prev=$cur
+    sleep 2
+    i=$((i + 1))
+  done
+  # kubelet refreshes cAdvisor's figures on its own clock: read until they are current.
+  got="" before=0 after=0 i=0
+  while [ $i -lt 30 ]; do
+    before=$(cat "$cgdir/memory.swap.current" 2>/dev/null || echo 0)
+    got=$(curl -fsS http://127.0.0.1:10255/stats/summary 2>/dev/null | python3 -c 'import json, sys
+for pod in json.load(sys.stdin).get("pods", []):
+    for c in pod.get("containers", []):
+        if c.get("name") == "hog":
+            print((c.get("swap") or {}).get("swapUsageBytes", "none"))' 2>/dev/null)
+    after=$(cat "$cgdir/memory.swap.current" 2>/dev/null || echo 0)
+    [ "$got" = "$before" ] && [ "$got" = "$after" ] && break
+    sleep 2
+    i=$((i + 1))
+  done
+  check "summary-api-swap-cri-$gate" '[ -n "$ctr" ] && [ "$before" -gt $((16 * MI)) ] && [ "$got" = "$before" ]' \
+    "PodAndContainerStatsFromCRI=$gate: /stats/summary swapUsageBytes=${got:-none}, memory.swap.current=$before..$after (memory.swap.max $(cat "$cgdir/memory.swap.max" 2>/dev/null))"
+  rm -f $dir/static/swapper.yaml
+  systemctl stop kubelet-summary-$gate
+  crictl --runtime-endpoint unix:///run/swapcri/swapcri.sock rmp -a -f >/dev/null 2>&1
+  cp $dir/kubelet.log $REPORT/kubelet-summary-$gate.log 2>/dev/null
+}
+if [ -f $IN/summary-check ]; then
+  summary_check false
+  summary_check true
+fi
 cp /var/log/syslog $REPORT/ 2>/dev/null
 journalctl -u swapcri.service --no-pager -o short-precise >$REPORT/swapcri.log 2>&1
 kill $registry 2>/dev/null

@@ -91,6 +91,12 @@ pub struct Detail {
     pub v1_swap: Option<(u64, Option<u64>)>,
 }
 
+/// Processes in the cgroup itself (`cgroup.procs`), without the figures `read_detail`
+/// adds (open files, I/O): what pod statistics count.
+pub fn process_count(dirs: &DetailDirs) -> Option<u64> {
+    count_lines(&dirs.memory, "cgroup.procs")
+}
+
 /// Lines in a file (cgroup.procs, tasks).
 fn count_lines(dir: &Path, file: &str) -> Option<u64> {
     Some(read(dir, file)?.lines().filter(|l| !l.trim().is_empty()).count() as u64)

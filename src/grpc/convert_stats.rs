@@ -3,6 +3,7 @@
 use crate::cri;
 
 use crate::cgroup::pressure::{Pressure, PsiLine};
+use crate::network::interfaces::InterfaceCounters;
 use crate::service::{ContainerSample, PodSample, Sample};
 
 fn v(value: u64) -> Option<cri::UInt64Value> {
@@ -78,6 +79,24 @@ pub fn container_stats(c: &ContainerSample) -> cri::ContainerStats {
     }
 }
 
+/// A pod network's interfaces; the default one is `eth0`, where CNI plugins put the pod's
+/// address, else the first.
+fn network(timestamp: i64, interfaces: &[InterfaceCounters]) -> cri::NetworkUsage {
+    let usage = |i: &InterfaceCounters| cri::NetworkInterfaceUsage {
+        name: i.name.clone(),
+        rx_bytes: v(i.rx_bytes),
+        rx_errors: v(i.rx_errors),
+        tx_bytes: v(i.tx_bytes),
+        tx_errors: v(i.tx_errors),
+    };
+    let default = interfaces.iter().find(|i| i.name == "eth0").or(interfaces.first());
+    cri::NetworkUsage {
+        timestamp,
+        default_interface: default.map(usage),
+        interfaces: interfaces.iter().map(usage).collect(),
+    }
+}
+
 pub fn pod_stats(p: &PodSample) -> cri::PodSandboxStats {
     let meta = &p.sandbox.meta;
     cri::PodSandboxStats {
@@ -90,11 +109,53 @@ pub fn pod_stats(p: &PodSample) -> cri::PodSandboxStats {
         linux: Some(cri::LinuxPodSandboxStats {
             cpu: cpu(&p.sample),
             memory: memory(&p.sample),
-            network: None,
-            process: None,
+            network: p.interfaces.as_deref().map(|i| network(p.sample.timestamp, i)),
+            process: p.processes.map(|n| cri::ProcessUsage { timestamp: p.sample.timestamp, process_count: v(n) }),
             containers: p.containers.iter().map(container_stats).collect(),
             io: io(&p.sample),
         }),
         windows: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counters(name: &str, rx: u64, tx: u64) -> InterfaceCounters {
+        InterfaceCounters {
+            name: name.into(),
+            rx_bytes: rx,
+            rx_errors: 1,
+            tx_bytes: tx,
+            tx_errors: 2,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn pod_network_names_eth0_the_default() {
+        let table: &[(&[InterfaceCounters], Option<&str>)] = &[
+            (&[counters("net1", 5, 6), counters("eth0", 10, 20)], Some("eth0")),
+            (&[counters("net1", 5, 6)], Some("net1")),
+            (&[], None),
+        ];
+        for (interfaces, default) in table {
+            let usage = network(7, interfaces);
+            assert_eq!(usage.timestamp, 7);
+            assert_eq!(usage.default_interface.as_ref().map(|i| i.name.as_str()), *default);
+            assert_eq!(usage.interfaces.len(), interfaces.len());
+        }
+        let usage = network(7, &[counters("eth0", 10, 20)]);
+        let eth0 = usage.default_interface.unwrap();
+        assert_eq!(
+            (
+                eth0.rx_bytes.unwrap().value,
+                eth0.rx_errors.unwrap().value,
+                eth0.tx_bytes.unwrap().value,
+                eth0.tx_errors.unwrap().value
+            ),
+            (10, 1, 20, 2)
+        );
     }
 }

@@ -64,10 +64,12 @@ impl LineFramer {
         self.pending.extend_from_slice(bytes);
     }
 
-    /// At end of stream, an unterminated line is written as a full record.
+    /// At end of stream, an unterminated line is written as a partial record: a reader
+    /// (kubelet's, for a termination message taken from the log) then gets the stream's
+    /// bytes back exactly, with no newline the container never wrote.
     pub fn finish(&mut self, emit: &mut dyn FnMut(&[u8], bool)) {
         if !self.pending.is_empty() {
-            emit(&self.pending, false);
+            emit(&self.pending, true);
             self.pending.clear();
         }
     }
@@ -198,7 +200,8 @@ mod tests {
             (vec!["abcdef\n"], 3, vec![p("abc"), f("def")]),
             (vec!["ab", "cd", "e\n"], 2, vec![p("ab"), p("cd"), f("e")]),
             (vec!["ab", "\n"], 2, vec![f("ab")]),
-            (vec!["no newline"], 100, vec![f("no newline")]),
+            (vec!["no newline"], 100, vec![p("no newline")]),
+            (vec!["line\nDONE"], 100, vec![f("line"), p("DONE")]),
         ];
         for (chunks, max, expected) in cases {
             assert_eq!(frame(&chunks, max), expected, "{chunks:?} max {max}");

@@ -65,6 +65,12 @@ impl Cgroups {
             .unwrap_or_default()
     }
 
+    /// Processes in the cgroup `rel` itself.
+    pub fn processes(&self, rel: &str) -> Option<u64> {
+        DetailDirs::locate(rel, self.unified_root.as_deref(), &self.hierarchies)
+            .and_then(|d| crate::cgroup::detail::process_count(&d))
+    }
+
     /// A reading of `rel` with its CPU rate since the last reading under `key`.
     pub fn sample(&self, rel: &str, key: &str, timestamp: i64) -> Sample {
         let stats = self.stats(rel);

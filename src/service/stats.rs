@@ -34,6 +34,11 @@ pub struct PodSample {
     pub sandbox: Sandbox,
     pub sample: Sample,
     pub containers: Vec<ContainerSample>,
+    /// The pod network's interfaces, loopback left out: None for a host-network pod, or
+    /// with no running container to look through.
+    pub interfaces: Option<Vec<crate::network::interfaces::InterfaceCounters>>,
+    /// Processes in the pod's running containers.
+    pub processes: Option<u64>,
 }
 
 /// Bytes (allocated) and inodes under `dir`, hard links counted once.
@@ -109,7 +114,20 @@ impl PodService {
     fn pod_sample(&self, sandbox: Sandbox, containers: Vec<ContainerSample>) -> PodSample {
         let key = format!("pod/{}", sandbox.meta.id);
         let sample = self.cgroups.sample(&sandbox.meta.cgroup_path(), &key, now_nanos());
-        PodSample { sandbox, sample, containers }
+        let running: Vec<&ContainerSample> =
+            containers.iter().filter(|c| c.container.status.state == ContainerState::Running).collect();
+        let processes = (!running.is_empty())
+            .then(|| running.iter().filter_map(|c| self.cgroups.processes(&c.container.cgroup(&sandbox))).sum());
+        // A live init (never a pid taken since) shows the pod network's interfaces.
+        let interfaces = if super::sandbox_run::ns_modes(&sandbox.meta.config).host_network {
+            None
+        } else {
+            running
+                .iter()
+                .find_map(|c| c.container.status.live_init())
+                .and_then(|init| crate::network::interfaces::of_process(init.pid))
+        };
+        PodSample { sandbox, sample, containers, interfaces, processes }
     }
 
     pub fn pod_stats(&self, id: &str) -> Result<PodSample, Error> {
