@@ -66,7 +66,6 @@ echo "$DRIVER" >"$dir/driver"
 echo "$FOCUS" >"$dir/focus"
 echo "$SKIP" >"$dir/skip"
 echo "$TIMEOUT" >"$dir/timeout"
-touch "$dir/summary-check"
 log "$RUNTIME, $DRIVER driver, form $FORM: focus '$FOCUS'"
 status=0
 NODE_E2E_DIR=$dir NODE_E2E_TIMEOUT=$TIMEOUT hack/vm/systemd-node.sh --node-e2e || status=$?
