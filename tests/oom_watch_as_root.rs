@@ -82,16 +82,22 @@ impl Drop for TestCgroup {
     }
 }
 
-#[test]
-fn a_kill_is_counted_when_the_cgroup_goes_with_the_process() {
+/// The test's cgroup, or None (said on stderr) where it cannot be made here.
+fn cgroup_or_skip(name: &str) -> Option<TestCgroup> {
     if !is_root() {
         eprintln!("skipped: needs root");
-        return;
+        return None;
     }
-    let Some(cg) = TestCgroup::new("oom") else {
+    let cg = TestCgroup::new(name);
+    if cg.is_none() {
         eprintln!("skipped: no memory cgroup controller on this node");
-        return;
-    };
+    }
+    cg
+}
+
+#[test]
+fn a_kill_is_counted_when_the_cgroup_goes_with_the_process() {
+    let Some(cg) = cgroup_or_skip("oom") else { return };
     let watch = OomWatch::start(&cg.dir);
     let exit = cg.run("dd if=/dev/zero of=/dev/null bs=64M");
     assert_eq!(exit, 137, "the kernel's OOM killer ends dd with SIGKILL");
@@ -103,14 +109,7 @@ fn a_kill_is_counted_when_the_cgroup_goes_with_the_process() {
 
 #[test]
 fn an_ordinary_exit_is_no_kill() {
-    if !is_root() {
-        eprintln!("skipped: needs root");
-        return;
-    }
-    let Some(cg) = TestCgroup::new("no-oom") else {
-        eprintln!("skipped: no memory cgroup controller on this node");
-        return;
-    };
+    let Some(cg) = cgroup_or_skip("no-oom") else { return };
     let watch = OomWatch::start(&cg.dir);
     // Close to the limit, never past it.
     let exit = cg.run("dd if=/dev/zero of=/dev/null bs=4M count=2");
@@ -121,14 +120,7 @@ fn an_ordinary_exit_is_no_kill() {
 
 #[test]
 fn a_kill_is_counted_when_the_cgroup_stays() {
-    if !is_root() {
-        eprintln!("skipped: needs root");
-        return;
-    }
-    let Some(cg) = TestCgroup::new("oom-kept") else {
-        eprintln!("skipped: no memory cgroup controller on this node");
-        return;
-    };
+    let Some(cg) = cgroup_or_skip("oom-kept") else { return };
     let watch = OomWatch::start(&cg.dir);
     // Killed after a delay, as a container that grows into its limit.
     let exit = cg.run("sh -c 'sleep 1; exec dd if=/dev/zero of=/dev/null bs=64M'");
