@@ -39,6 +39,19 @@ pub struct PodMetrics {
     pub fs: Option<FsCapacity>,
 }
 
+/// The pod network's interfaces, seen through the first running container's live init
+/// (never a pid another process took since); None for a host-network pod or with no
+/// container to look through.
+pub(super) fn pod_interfaces<'a>(
+    sandbox: &Sandbox,
+    running: impl IntoIterator<Item = &'a Container>,
+) -> Option<Vec<InterfaceCounters>> {
+    if ns_modes(&sandbox.meta.config).host_network {
+        return None;
+    }
+    running.into_iter().find_map(|c| c.status.live_init()).and_then(|init| interfaces::of_process(init.pid))
+}
+
 impl PodService {
     pub fn pod_metrics(&self) -> Vec<PodMetrics> {
         let fs = nix::sys::statvfs::statvfs(&self.config.state_root).ok().map(|s| FsCapacity {
@@ -66,11 +79,7 @@ impl PodService {
                         }
                     })
                     .collect();
-                let interfaces = if ns_modes(&sandbox.meta.config).host_network {
-                    None
-                } else {
-                    containers.iter().find_map(|c| c.container.status.pid).and_then(interfaces::of_process)
-                };
+                let interfaces = pod_interfaces(&sandbox, containers.iter().map(|c| &c.container));
                 PodMetrics {
                     stats: self.cgroups.stats(&sandbox.meta.cgroup_path()),
                     detail: self.cgroups.detail(&sandbox.meta.cgroup_path()),

@@ -118,15 +118,7 @@ impl PodService {
             containers.iter().filter(|c| c.container.status.state == ContainerState::Running).collect();
         let processes = (!running.is_empty())
             .then(|| running.iter().filter_map(|c| self.cgroups.processes(&c.container.cgroup(&sandbox))).sum());
-        // A live init (never a pid taken since) shows the pod network's interfaces.
-        let interfaces = if super::sandbox_run::ns_modes(&sandbox.meta.config).host_network {
-            None
-        } else {
-            running
-                .iter()
-                .find_map(|c| c.container.status.live_init())
-                .and_then(|init| crate::network::interfaces::of_process(init.pid))
-        };
+        let interfaces = super::cri_metrics::pod_interfaces(&sandbox, running.iter().map(|c| &c.container));
         PodSample { sandbox, sample, containers, interfaces, processes }
     }
 
