@@ -5,7 +5,9 @@
 # cached); the images the specs pull are stand-ins built here (hack/critest/images.sh with
 # AGNHOST), served by the node's own registry under their real names.
 #   sudo hack/node-e2e.sh                  DRIVER=systemd|cgroupfs (default systemd)
-#   FORM=short|long                        what runs (default short; see docs/testing.md)
+#   RUNTIME=swapcri|containerd             the runtime kubelet drives (default swapcri;
+#                                          containerd 2.4.2 from hack/containerd, for comparison)
+#   FORM=short|standard|long               what runs (default short; see docs/testing.md)
 #   FOCUS=REGEX SKIP=REGEX TIMEOUT=SECONDS  instead of the form's
 # Prints `node-e2e: <runtime> <driver>: N passed, N failed, N skipped`; the JUnit and JSON
 # reports, the suite's log and swapcri's journal stay in
@@ -20,25 +22,29 @@ ensure_cargo
 RUNTIME=${RUNTIME:-swapcri}
 DRIVER=${DRIVER:-systemd}
 FORM=${FORM:-short}
-case $RUNTIME in
-  swapcri) ;;
-  *) echo "RUNTIME=$RUNTIME: only swapcri is wired up so far" >&2; exit 2 ;;
-esac
+case $RUNTIME in swapcri | containerd) ;; *) echo "RUNTIME=swapcri or containerd" >&2; exit 2 ;; esac
 case $DRIVER in systemd | cgroupfs) ;; *) echo "DRIVER=systemd or cgroupfs" >&2; exit 2 ;; esac
 
 # What never runs on this node, with the reason in docs/testing.md: specs that need hardware
 # (GPUs, devices, SR-IOV, huge pages), dynamic resource allocation drivers, images no stand-in
-# replaces (perl, the node-perf workloads), and the Flaky ones.
-SKIP_ALWAYS='\[Flaky\]|private registry|\[Benchmark\]|GPU|Device Plugin|DevicePlugin|SRIOV|\[DRA\]|HugePages|NodeProblemDetector|perl'
+# replaces (perl for the filesystem quota monitoring spec, the node-perf workloads), and the
+# Flaky ones.
+SKIP_ALWAYS='\[Flaky\]|private registry|\[Benchmark\]|GPU|Device Plugin|DevicePlugin|SRIOV|\[DRA\]|HugePages|NodeProblemDetector|LSCIQuotaMonitoring'
 case $FORM in
-  # The swap specs and a conformance subset with swapcri, one driver.
-  short) focus='Swap|Container Runtime blackbox|Kubelet Cgroup Manager|Summary API'
+  # What CI runs: the LimitedSwap specs (memory.swap.max per QoS class, the Summary API's swap
+  # figures), the critical pod's, and a conformance subset (container exit status, QoS cgroups
+  # of a Burstable pod, the Summary API).
+  short) focus='Swap.*(Basic functionality|critical pod|summary API properly reports swap)|Container Runtime blackbox test when starting a container that exits|Kubelet Cgroup Manager.*Burstable|Summary API when querying /stats/summary should report resource usage'
+    skip="$SKIP_ALWAYS|\\[Disruptive\\]" timeout=2400 ;;
+  # Every swap spec with either swap behaviour, the container runtime blackbox specs, the
+  # QoS cgroup specs and the Summary API specs: the set the runtimes are compared on.
+  standard) focus='Swap|Container Runtime blackbox|Kubelet Cgroup Manager|Summary API'
     skip="$SKIP_ALWAYS|\\[Slow\\]|\\[Disruptive\\]" timeout=3600 ;;
   # The conformance specs, the swap specs, and the memory QoS, pids limit, log rotation,
   # critical pod, image GC, eviction and restart specs that run on one node.
   long) focus='\[NodeConformance\]|Swap|MemoryQoS|PodPidsLimit|ContainerLogRotation|CriticalPod|ImageGarbageCollect|ImageGC|Eviction|Restart Kubelet|Container Restart'
     skip=$SKIP_ALWAYS timeout=28800 ;;
-  *) echo "FORM=short or long" >&2; exit 2 ;;
+  *) echo "FORM=short, standard or long" >&2; exit 2 ;;
 esac
 FOCUS=${FOCUS:-$focus}
 SKIP=${SKIP:-$skip}
@@ -62,6 +68,13 @@ mkdir -p "$dir"
 chmod 0700 "$dir"
 install -m 0755 "$kubelet" "$dir/kubelet"
 install -m 0755 "$e2e_node" "$dir/e2e_node.test"
+if [ "$RUNTIME" = containerd ]; then
+  log "containerd 2.4.2 and its runc shim (hack/tools.sh, cached)"
+  for tool in $(hack/tools.sh /var/cache/swapcri-tools containerd containerd-shim-runc-v2); do
+    install -m 0755 "$tool" "$dir/"
+  done
+fi
+echo "$RUNTIME" >"$dir/runtime"
 echo "$DRIVER" >"$dir/driver"
 echo "$FOCUS" >"$dir/focus"
 echo "$SKIP" >"$dir/skip"
@@ -75,7 +88,10 @@ if [ -f "$summary" ]; then
   self=$(grep -m1 '^SELF-SKIPPED' "$summary" | cut -d' ' -f2)
   echo "node-e2e: $RUNTIME $DRIVER: $passed passed, $failed failed, $self skipped ($total specs, $((skipped - self)) not focused)"
   sed -n '/^FAILED:/,/^SKIPPED/p' "$summary" | sed '$d'
-  log "reports in $dir/report (junit.xml, report.json, e2e_node.log, swapcri.log)"
+  # The Summary API's swap figures against the kernel's (hack/vm/summary-swap.sh).
+  grep -h '^E2E-RESULT summary-swap' "$dir/report/summary-swap.txt" 2>/dev/null | sed 's/^E2E-RESULT /node-e2e: /' ||
+    echo "node-e2e: $RUNTIME $DRIVER: the Summary API swap check left no result"
+  log "reports in $dir/report (junit.xml, report.json, e2e_node.log, $RUNTIME.log, summary-swap*)"
 else
   echo "node-e2e: $RUNTIME $DRIVER: no report came back (the node's console: /var/cache/swapcri-vm/systemd-node-console.log)"
   status=1

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs every test: unit, integration (real daemon, registry and runc on this host), the CRI
 # fuzzer, the crash churn, the VM e2e tests on real cgroup v2 with swap (the initramfs VMs,
-# kernels 6.1 and 6.12, and a systemd-booted node) and the CRI validation suite (critest,
+# kernels 6.1 and 6.12, and a systemd-booted node), Kubernetes' node e2e suite with a real
+# kubelet on that node (hack/node-e2e.sh) and the CRI validation suite (critest,
 # hack/critest.sh); all but cargo test skipped when cargo test filters are given. Tools
-# Debian does not package are built from third_party/ (hack/tools.sh).
+# Debian does not package are built from third_party/ and the pinned Go modules (hack/tools.sh).
 #   sudo hack/test.sh [cargo test filters…]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,6 +46,9 @@ if [ $# -eq 0 ]; then
   hack/vm/e2e.sh || status=$?
   echo "==> systemd node e2e (hack/vm/e2e.sh --node systemd)"
   hack/vm/e2e.sh --node systemd || status=$?
+  # The long form: FORM=long, each driver, and RUNTIME=containerd; see docs/testing.md.
+  echo "==> Kubernetes node e2e with a real kubelet (hack/node-e2e.sh, short form)"
+  hack/node-e2e.sh || status=$?
   echo "==> CRI validation suite (hack/critest.sh)"
   hack/critest.sh /tmp/swapcri-critest || status=$?
 fi

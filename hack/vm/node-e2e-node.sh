@@ -1,18 +1,20 @@
 #!/bin/sh
-# Kubernetes' node e2e suite (e2e_node.test of 1.37.2) on the systemd node, driving swapcri
-# through a real kubelet: the suite starts etcd and the API server in its own process and
-# kubelet as a systemd unit, pointed at swapcri's socket. kubelet runs as a swap node does
-# (failSwapOn false, the node's cgroup driver); the swap behaviour is NoSwap, the setting the
-# suite's conformance specs require, and its LimitedSwap specs switch kubelet to LimitedSwap
-# themselves. Pods get a bridge network; images come from the node's registry under their
-# real names. Prints `E2E-RESULT node-e2e-swapcri-<driver> PASS|FAIL <counts>`, the
-# failures, and writes the reports to the third disk (/dev/vdc) as a tar.
+# Kubernetes' node e2e suite (e2e_node.test of 1.37.2) on the systemd node, driving swapcri (or
+# containerd 2.4.2, for comparison) through a real kubelet: the suite starts etcd and the API
+# server in its own process and kubelet as a systemd unit, pointed at the runtime's socket.
+# kubelet runs as a swap node does (failSwapOn false, the node's cgroup driver); the swap
+# behaviour is NoSwap, the setting the suite's conformance specs require, and its LimitedSwap
+# specs switch kubelet to LimitedSwap themselves. Pods get a bridge network; images come from the node's registry under their
+# real names. Prints `E2E-RESULT node-e2e-<runtime>-<driver> PASS|FAIL <counts>`, the
+# failures, then checks the Summary API's swap figures (summary-swap.sh), and writes the
+# reports to the third disk (/dev/vdc) as a tar.
 export PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 CONF=/etc/swapcri/config.toml
 T0=$(date +%s)
 . /e2e/helpers.sh
 IN=/e2e/node-e2e
 DRIVER=$(cat $IN/driver)
+RUNTIME=$(cat $IN/runtime)
 WORK=/var/lib/node-e2e
 REPORT=$WORK/report
 
@@ -50,21 +52,87 @@ modprobe -a nf_tables nft_compat nft_chain_nat nf_nat nf_conntrack xt_MASQUERADE
 modprobe dummy
 ip link add node0 type dummy && ip addr add 192.0.2.10/24 dev node0 && ip link set node0 up &&
   ip route add default via 192.0.2.1 dev node0 || echo "E2E-LOG no default route: $(ip route 2>&1)"
+# containerd as its own documentation sets it up for kubelet: the CRI plugin, runc through the
+# v2 shim with the node's cgroup driver, the same CNI network and pause image, and each
+# registry mirrored to the node's registry (hosts.toml).
+start_containerd() { # DRIVER
+  install -m 0755 $IN/containerd $IN/containerd-shim-runc-v2 /usr/local/bin/
+  mkdir -p /etc/containerd
+  systemd=false
+  [ "$1" = systemd ] && systemd=true
+  cat >/etc/containerd/config.toml <<EOF
+version = 3
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = 'overlayfs'
+  [plugins.'io.containerd.cri.v1.images'.pinned_images]
+    sandbox = 'registry.k8s.io/pause:3.10.2'
+  [plugins.'io.containerd.cri.v1.images'.registry]
+    config_path = '/etc/containerd/certs.d'
+[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+  runtime_type = 'io.containerd.runc.v2'
+  [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+    BinaryName = '/usr/local/bin/runc-new'
+    SystemdCgroup = $systemd
+[plugins.'io.containerd.cri.v1.runtime'.cni]
+  bin_dirs = ['/usr/lib/cni']
+  conf_dir = '/etc/swapcri/cni-node-e2e'
+EOF
+  for r in registry.k8s.io gcr.io k8s.gcr.io docker.io quay.io; do
+    mkdir -p /etc/containerd/certs.d/$r
+    printf '[host."http://127.0.0.1:5000"]\n  capabilities = ["pull", "resolve"]\n' \
+      >/etc/containerd/certs.d/$r/hosts.toml
+  done
+  cat >/etc/systemd/system/containerd.service <<EOF
+[Unit]
+Description=containerd container runtime
+After=network.target
+[Service]
+ExecStartPre=-/sbin/modprobe overlay
+ExecStart=/usr/local/bin/containerd
+Type=notify
+Delegate=yes
+KillMode=process
+Restart=always
+LimitNOFILE=infinity
+OOMScoreAdjust=-999
+[Install]
+WantedBy=multi-user.target
+EOF
+  systemctl daemon-reload
+  systemctl stop swapcri.service
+  systemctl start containerd.service
+  i=0
+  until crictl --runtime-endpoint $ENDPOINT pull registry.k8s.io/e2e-test-images/busybox:1.29-2 >/dev/null 2>&1; do
+    i=$((i + 1))
+    if [ $i -ge 120 ]; then
+      echo "E2E-RESULT containerd-registry FAIL containerd did not pull through the node's registry in 120 s"
+      journalctl -u containerd.service --no-pager -o cat | tail -n 10 | sed 's/^/E2E-LOG containerd: /'
+      return 1
+    fi
+    sleep 1
+  done
+}
+
 docker-registry serve /e2e/registry.yml >/tmp/registry.log 2>&1 &
 registry=$!
-write_config "$DRIVER" >$CONF
-systemctl restart swapcri.service
-mirror_up || true
+if [ "$RUNTIME" = containerd ]; then
+  ENDPOINT=unix:///run/containerd/containerd.sock
+  start_containerd "$DRIVER"
+else
+  ENDPOINT=unix:///run/swapcri/swapcri.sock
+  write_config "$DRIVER" >$CONF
+  systemctl restart swapcri.service
+  mirror_up || true
+fi
 mkdir -p $WORK $REPORT
 write_kubelet_config "$DRIVER" >$WORK/kubelet-base.yaml
-note "node e2e: swapcri with the $DRIVER driver; focus: $(cat $IN/focus); skip: $(cat $IN/skip)"
+note "node e2e: $RUNTIME with the $DRIVER driver; focus: $(cat $IN/focus); skip: $(cat $IN/skip)"
 cd $WORK
 t0=$(date +%s)
 timeout --kill-after=60 "$(cat $IN/timeout)" $IN/e2e_node.test \
-  --container-runtime-endpoint unix:///run/swapcri/swapcri.sock \
-  --image-service-endpoint unix:///run/swapcri/swapcri.sock \
+  --container-runtime-endpoint $ENDPOINT --image-service-endpoint $ENDPOINT \
   --kubelet-config-file $WORK/kubelet-base.yaml --prepull-images=false \
-  --kubelet-flags=--runtime-cgroups=/system.slice/swapcri.service \
+  --kubelet-flags=--runtime-cgroups=/system.slice/$RUNTIME.service \
   --node-name swapcri-node --report-dir $REPORT \
   --ginkgo.focus "$(cat $IN/focus)" --ginkgo.skip "$(cat $IN/skip)" --ginkgo.no-color \
   --ginkgo.timeout "$(($(cat $IN/timeout) - 120))s" \
@@ -75,16 +143,18 @@ took=$(($(date +%s) - t0))
 python3 /e2e/summary.py $REPORT/report.json $status $took >$REPORT/summary.txt
 set -- $(grep -m1 '^TOTAL' $REPORT/summary.txt)
 passed=$4 failed=$6 selfskipped=$(grep -m1 '^SELF-SKIPPED' $REPORT/summary.txt | cut -d' ' -f2)
-counts="node-e2e: swapcri $DRIVER: $passed passed, $failed failed, ${selfskipped:-0} skipped"
+counts="node-e2e: $RUNTIME $DRIVER: $passed passed, $failed failed, ${selfskipped:-0} skipped"
 if [ "$failed" = 0 ] && [ "$status" = 0 ]; then
-  echo "E2E-RESULT node-e2e-swapcri-$DRIVER PASS $counts in $took s"
+  echo "E2E-RESULT node-e2e-$RUNTIME-$DRIVER PASS $counts in $took s"
 else
-  echo "E2E-RESULT node-e2e-swapcri-$DRIVER FAIL $counts in $took s (e2e_node.test exit $status)"
-  journalctl -u swapcri.service --no-pager -o cat | grep -E ' (WARN|ERROR) ' | tail -n 30 | sed 's/^/E2E-LOG swapcri: /'
+  echo "E2E-RESULT node-e2e-$RUNTIME-$DRIVER FAIL $counts in $took s (e2e_node.test exit $status)"
+  journalctl -u $RUNTIME.service --no-pager -o cat | grep -E ' (WARN|ERROR) ' | tail -n 30 | sed "s/^/E2E-LOG $RUNTIME: /"
   tail -n 40 $REPORT/e2e_node.log | cut -c1-300 | sed 's/^/E2E-LOG e2e_node: /'
 fi
 sed -n '/^FAILED:/,$p' $REPORT/summary.txt | sed "s/^/E2E-LOG $DRIVER: /"
+sh /e2e/summary-swap.sh "$RUNTIME" "$DRIVER" "$ENDPOINT" | tee $REPORT/summary-swap.txt
+cp /var/lib/summary-swap/kubelet.log $REPORT/summary-swap-kubelet.log 2>/dev/null
 cp /var/log/syslog $REPORT/ 2>/dev/null
-journalctl -u swapcri.service --no-pager -o short-precise >$REPORT/swapcri.log 2>&1
+journalctl -u $RUNTIME.service --no-pager -o short-precise >$REPORT/$RUNTIME.log 2>&1
 kill $registry 2>/dev/null
 tar -C $WORK -cf /dev/vdc report && echo "E2E-LOG reports written to the report disk"

@@ -103,6 +103,7 @@ fi
 if [ "$node_e2e" = 1 ]; then
   install -m 0755 "$(newer_runc)" "$root/usr/local/bin/runc-new"
   install -m 0755 hack/vm/node-e2e-node.sh "$root/e2e/node-e2e-node.sh"
+  install -m 0755 hack/vm/summary-swap.sh "$root/e2e/summary-swap.sh"
   install -m 0644 hack/critest/summary.py "$root/e2e/summary.py"
   cp -a "$NODE_E2E_DIR/." "$root/e2e/node-e2e/"
   rm -rf "$root/e2e/node-e2e/report"
