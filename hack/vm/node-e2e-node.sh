@@ -4,8 +4,8 @@
 # server in its own process and kubelet as a systemd unit, pointed at the runtime's socket.
 # kubelet runs as a swap node does (failSwapOn false, the node's cgroup driver); the swap
 # behaviour is NoSwap, the setting the suite's conformance specs require, and its LimitedSwap
-# specs switch kubelet to LimitedSwap themselves. Pods get a bridge network; images come from the node's registry under their
-# real names. Prints `E2E-RESULT node-e2e-<runtime>-<driver> PASS|FAIL <counts>`, the
+# specs switch kubelet to LimitedSwap themselves. Pods get a bridge network; images come from
+# the node's registry under their real names. Prints `E2E-RESULT node-e2e-<runtime>-<driver> PASS|FAIL <counts>`, the
 # failures, then checks the Summary API's swap figures (summary-swap.sh), and writes the
 # reports to the third disk (/dev/vdc) as a tar.
 export PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -117,7 +117,7 @@ docker-registry serve /e2e/registry.yml >/tmp/registry.log 2>&1 &
 registry=$!
 if [ "$RUNTIME" = containerd ]; then
   ENDPOINT=unix:///run/containerd/containerd.sock
-  start_containerd "$DRIVER"
+  start_containerd "$DRIVER" || exit 1 # no suite against a runtime that cannot pull
 else
   ENDPOINT=unix:///run/swapcri/swapcri.sock
   write_config "$DRIVER" >$CONF
