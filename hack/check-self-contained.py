@@ -13,7 +13,7 @@ import re
 import subprocess
 import sys
 
-# Where the repository's own programs live; third_party/ holds upstream archives only.
+# Where the repository's own programs live.
 SCANNED = ("hack/", "tests/", ".ci/", "benches/", "contrib/", "src/", "build.rs", "Cargo.toml", "Dockerfile")
 # `../x`, not preceded by anything that makes it part of a longer path or a variable.
 CLIMB = re.compile(r"(?<![\w$)}/.])((?:\.\./)+[\w.\-/]*)")

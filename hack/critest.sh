@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the CRI validation suite (critest, built from third_party/ by hack/tools.sh) against a
+# Runs the CRI validation suite (critest, built from hack/cri-tools by hack/tools.sh) against a
 # swapcri daemon started here, once per runc: Debian's runc, then runc 1.4.3 (also built by
 # hack/tools.sh). The daemon mirrors the registries critest names to a local registry on
 # 127.0.0.1:5000 holding images built on this machine (hack/critest/images.sh), gives pods

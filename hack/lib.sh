@@ -164,7 +164,7 @@ prepare_critest() { # OUTDIR
   fi
 }
 
-# runc 1.4.3 from third_party/ (hack/tools.sh, cached); prints its path.
+# runc 1.4.3 from hack/runc (hack/tools.sh, cached); prints its path.
 newer_runc() {
   hack/tools.sh /var/cache/swapcri-tools runc
 }

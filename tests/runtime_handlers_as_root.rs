@@ -1,5 +1,5 @@
 //! Runtime handlers by configuration alone: Debian's runc (the built-in handler) and runc
-//! 1.4.3 (built from `third_party/runc/` by hack/tools.sh) side by side, each creating, starting, exec'ing and
+//! 1.4.3 (built from `hack/runc` by hack/tools.sh) side by side, each creating, starting, exec'ing and
 //! stopping containers; each reports its own probed features; a broken handler's failures
 //! name it. (crun refuses this host's hybrid cgroups: the VM e2e covers it.)
 

@@ -214,7 +214,7 @@ impl Drop for Daemon {
     }
 }
 
-/// runc 1.4.3: `SWAPCRI_TEST_RUNC_NEW`, else built from third_party/ by hack/tools.sh
+/// runc 1.4.3: `SWAPCRI_TEST_RUNC_NEW`, else built from hack/runc by hack/tools.sh
 /// (cached in /var/cache/swapcri-tools; hack/test.sh builds it first).
 pub fn newer_runc() -> PathBuf {
     if let Some(path) = std::env::var_os("SWAPCRI_TEST_RUNC_NEW") {

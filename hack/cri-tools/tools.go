@@ -1,0 +1,10 @@
+//go:build tools
+
+// Package tools names what hack/tools.sh builds from this module, so that go.mod and
+// go.sum pin them.
+package tools
+
+import (
+	_ "sigs.k8s.io/cri-tools/cmd/crictl"
+	_ "sigs.k8s.io/cri-tools/cmd/critest"
+)
