@@ -11,7 +11,7 @@
 #   FOCUS=REGEX SKIP=REGEX TIMEOUT=SECONDS  instead of the form's
 # Prints `node-e2e: <runtime> <driver>: N passed, N failed, N skipped`; the JUnit and JSON
 # reports, the suite's log and swapcri's journal stay in
-# /var/tmp/swapcri-node-e2e/<runtime>-<driver>/report.
+# /var/tmp/swapcri-node-e2e/<runtime>-<driver>-<form>/report (form `custom` with FOCUS).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source hack/lib.sh
@@ -46,6 +46,7 @@ case $FORM in
     skip=$SKIP_ALWAYS timeout=28800 ;;
   *) echo "FORM=short, standard or long" >&2; exit 2 ;;
 esac
+[ -z "${FOCUS:-}" ] || FORM=custom
 FOCUS=${FOCUS:-$focus}
 SKIP=${SKIP:-$skip}
 TIMEOUT=${TIMEOUT:-$timeout}
@@ -62,7 +63,7 @@ if ! curl -sf "http://$REGISTRY_ADDR/v2/e2e-test-images/agnhost/tags/list" | gre
   rm -f "$images_log"
 fi
 
-dir=/var/tmp/swapcri-node-e2e/$RUNTIME-$DRIVER
+dir=/var/tmp/swapcri-node-e2e/$RUNTIME-$DRIVER-$FORM
 rm -rf "$dir"
 mkdir -p "$dir"
 chmod 0700 "$dir"

@@ -5,9 +5,9 @@
 # kubelet runs as a swap node does (failSwapOn false, the node's cgroup driver); the swap
 # behaviour is NoSwap, the setting the suite's conformance specs require, and its LimitedSwap
 # specs switch kubelet to LimitedSwap themselves. Pods get a bridge network; images come from
-# the node's registry under their real names. Prints `E2E-RESULT node-e2e-<runtime>-<driver> PASS|FAIL <counts>`, the
-# failures, then checks the Summary API's swap figures (summary-swap.sh), and writes the
-# reports to the third disk (/dev/vdc) as a tar.
+# the node's registry under their real names. Prints `E2E-RESULT node-e2e-<runtime>-<driver>
+# PASS|FAIL <counts>`, the failures, then checks the Summary API's swap figures
+# (summary-swap.sh), and writes the reports to the third disk (/dev/vdc) as a tar.
 export PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 CONF=/etc/swapcri/config.toml
 T0=$(date +%s)

@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Tabulates node e2e runs (hack/node-e2e.sh's reports) for docs/testing.md: one row per spec
+group (the suite's top-level describe, without its labels), one column per run, each cell
+`passed/failed/skipped` of the specs that ran there, and a last row for the Summary API swap
+check. Also names every spec one run passed that another one, run on the same set, failed.
+    node-e2e-table.py [DIR]    DIR default /var/tmp/swapcri-node-e2e (one <runtime>-<driver>-<form>/report each)"""
+import collections
+import json
+import os
+import re
+import sys
+
+FAILED = {"failed", "panicked", "timedout", "interrupted", "aborted"}
+
+
+def group_of(spec):
+    texts = spec.get("ContainerHierarchyTexts") or [""]
+    name = re.sub(r"\s*\[[^\]]*\]", "", texts[0]).strip()
+    return name or "(suite)"
+
+
+def load(report):
+    """{spec name: (group, state)} of the specs that ran (not left out by the focus)."""
+    specs = {}
+    for suite in json.load(open(report)):
+        for spec in suite.get("SpecReports") or []:
+            if spec.get("LeafNodeType") != "It":
+                continue
+            state = spec.get("State")
+            failure = spec.get("Failure") or {}
+            if state == "skipped" and not failure.get("Message"):
+                continue  # left out by the focus
+            name = " ".join((spec.get("ContainerHierarchyTexts") or []) + [spec.get("LeafNodeText", "")])
+            specs[name] = (group_of(spec), state)
+    return specs
+
+
+def swap_check(report_dir):
+    path = os.path.join(report_dir, "summary-swap.txt")
+    if not os.path.exists(path):
+        return "not run"
+    results = [line.split()[2] for line in open(path) if line.startswith("E2E-RESULT ")]
+    return f"{results.count('PASS')}/{results.count('FAIL')}" if results else "no result"
+
+
+def main():
+    root = sys.argv[1] if len(sys.argv) > 1 else "/var/tmp/swapcri-node-e2e"
+    runs = {}
+    for name in sorted(os.listdir(root)):
+        report = os.path.join(root, name, "report", "report.json")
+        if os.path.exists(report):
+            runs[name] = (load(report), swap_check(os.path.join(root, name, "report")))
+    if not runs:
+        sys.exit(f"no reports under {root}")
+    groups = sorted({group for specs, _ in runs.values() for group, _ in specs.values()})
+    print("| spec group | " + " | ".join(runs) + " |")
+    print("| --- |" + " --- |" * len(runs))
+    for group in groups:
+        cells = []
+        for specs, _ in runs.values():
+            counts = collections.Counter(state for g, state in specs.values() if g == group)
+            failed = sum(v for k, v in counts.items() if k in FAILED)
+            cells.append(f"{counts['passed']}/{failed}/{counts['skipped']}" if counts else "-")
+        print(f"| {group} | " + " | ".join(cells) + " |")
+    print("| Summary API swap = memory.swap.current (hack/vm/summary-swap.sh) | "
+          + " | ".join(check for _, check in runs.values()) + " |")
+    print()
+    for a, (specs_a, _) in runs.items():
+        for b, (specs_b, _) in runs.items():
+            for name, (_, state) in specs_a.items():
+                if state == "passed" and specs_b.get(name, (None, None))[1] in FAILED:
+                    print(f"passed in {a}, failed in {b}: {name}")
+
+
+if __name__ == "__main__":
+    main()
