@@ -102,10 +102,12 @@ EOF
   systemctl stop swapcri.service
   systemctl start containerd.service
   i=0
-  until crictl --runtime-endpoint $ENDPOINT pull registry.k8s.io/e2e-test-images/busybox:1.29-2 >/dev/null 2>&1; do
+  # /etc/crictl.yaml names swapcri's socket for images too.
+  until out=$(crictl --runtime-endpoint $ENDPOINT --image-endpoint $ENDPOINT \
+    pull registry.k8s.io/e2e-test-images/busybox:1.29-2 2>&1); do
     i=$((i + 1))
     if [ $i -ge 120 ]; then
-      echo "E2E-RESULT containerd-registry FAIL containerd did not pull through the node's registry in 120 s"
+      echo "E2E-RESULT containerd-registry FAIL containerd did not pull through the node's registry in 120 s: $out"
       journalctl -u containerd.service --no-pager -o cat | tail -n 10 | sed 's/^/E2E-LOG containerd: /'
       return 1
     fi
