@@ -94,7 +94,9 @@ impl Nri {
         self.remove(&plugin, &why);
     }
 
-    /// The plugin's name and index, checked, and not taken by a connected plugin.
+    /// The plugin's name and index, checked. A connected plugin of the same name and index is
+    /// replaced: a plugin that restarts may register before its old connection is seen to
+    /// close (containerd keeps both; two instances would then adjust every container twice).
     fn registered_id(
         &self,
         request: &api::RegisterPluginRequest,
@@ -105,8 +107,8 @@ impl Nri {
             Some(id) => id.clone(),
             None => PluginId::new(&request.plugin_idx, &request.plugin_name)?,
         };
-        if self.connected().iter().any(|p| p.id == id) {
-            return Err(format!("a plugin {id} is already connected"));
+        for earlier in self.connected().iter().filter(|p| p.id == id) {
+            self.remove(earlier, "replaced by a new connection with the same name and index");
         }
         Ok(id)
     }

@@ -103,10 +103,6 @@ async fn plugins_are_synchronised_in_batches_called_in_index_order_and_conflicts
     assert_eq!(nri.plugin_names(), ["10-a", "20-b"]);
     // Each plugin's Synchronize answer is applied.
     assert_eq!(*fake.updated.lock().unwrap(), ["c0", "c0"]);
-    // The same name and index again is refused.
-    let again = Arc::new(Recorder { name: "a2", log: log.clone(), synced: Mutex::new(0) });
-    assert!(Stub::connect(&socket, "10", "a", again).await.is_err());
-
     let pod = api::PodSandbox { id: "p".into(), ..Default::default() };
     let container = api::Container { id: "new".into(), ..Default::default() };
     nri.run_pod_sandbox(&pod).await.unwrap();
@@ -127,5 +123,16 @@ async fn plugins_are_synchronised_in_batches_called_in_index_order_and_conflicts
     let stats = nri.plugin_stats();
     let b_stats = stats.iter().find(|s| s.plugin == "20-b").unwrap();
     assert!(!b_stats.connected && b_stats.events["CreateContainer"].count == 1, "{b_stats:?}");
+
+    // The same name and index again replaces the earlier connection: a plugin restarted
+    // before the runtime saw its old connection close is not locked out.
+    let again = Arc::new(Recorder { name: "a2", log: log.clone(), synced: Mutex::new(0) });
+    let stub_again = Stub::connect(&socket, "10", "a", again.clone()).await.unwrap();
+    assert_eq!(*again.synced.lock().unwrap(), 150);
+    wait_for_plugins(&nri, 1).await;
+    log.lock().unwrap().clear();
+    nri.run_pod_sandbox(&pod).await.unwrap();
+    assert_eq!(*log.lock().unwrap(), ["a2:RunPodSandbox"]);
+    drop(stub_again);
     drop(stub_a);
 }

@@ -200,7 +200,13 @@ impl OciRuntime for CliRuntime {
     }
 
     async fn start(&self, id: &str) -> Result<(), OciError> {
-        self.run("start", id, &[]).await.map(drop)
+        match self.run("start", id, &[]).await {
+            Err(OciError::Failed { message, .. }) if started_then_deleted(&message) => {
+                tracing::debug!(container = id, "the process started and exited before the runtime removed its start fifo");
+                Ok(())
+            }
+            other => other.map(drop),
+        }
     }
 
     async fn kill(&self, id: &str, signal: &str, all: bool) -> Result<(), OciError> {
@@ -256,6 +262,13 @@ impl OciRuntime for CliRuntime {
     }
 }
 
+/// runc's `start` releases the process by reading its `exec.fifo`, then removes the fifo. A
+/// process that exits at once can be reaped and its state deleted (the monitor does, as a
+/// shim would) in between: the removal then fails though the process did start.
+fn started_then_deleted(message: &str) -> bool {
+    message.starts_with("remove ") && message.contains("/exec.fifo: no such file or directory")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -285,6 +298,21 @@ mod tests {
         assert!(unknown_container("container does not exist"));
         assert!(unknown_container("error opening file `/run/crun/x/status`: No such file or directory"));
         assert!(!unknown_container("permission denied"));
+    }
+
+    #[test]
+    fn a_start_whose_process_was_gone_before_the_fifo() {
+        let cases = [
+            ("remove /run/swapcri/runc/abc/exec.fifo: no such file or directory", true),
+            // The fifo could not be opened: the process was never released.
+            ("open /run/swapcri/runc/abc/exec.fifo: no such file or directory", false),
+            ("cannot start an already running container", false),
+            ("container process is already dead", false),
+            ("remove /run/swapcri/runc/abc/exec.fifo: permission denied", false),
+        ];
+        for (message, started) in cases {
+            assert_eq!(started_then_deleted(message), started, "{message}");
+        }
     }
 
     #[test]
