@@ -7,6 +7,7 @@
 # restarted with the pod still running). The API server and etcd come from the suite's binary
 # (--run-services-mode); kubelet is the suite's kubelet, started here.
 #   summary-swap.sh RUNTIME DRIVER ENDPOINT     prints E2E-RESULT lines
+T0=$(date +%s)
 . /e2e/helpers.sh
 RUNTIME=$1 DRIVER=$2 ENDPOINT=$3
 IN=/e2e/node-e2e
