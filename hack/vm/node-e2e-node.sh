@@ -155,7 +155,9 @@ else
 fi
 sed -n '/^FAILED:/,$p' $REPORT/summary.txt | sed "s/^/E2E-LOG $DRIVER: /"
 sh /e2e/summary-swap.sh "$RUNTIME" "$DRIVER" "$ENDPOINT" | tee $REPORT/summary-swap.txt
-cp /var/lib/summary-swap/kubelet.log $REPORT/summary-swap-kubelet.log 2>/dev/null
+for log in kubelet services; do
+  cp /var/lib/summary-swap/$log.log $REPORT/summary-swap-$log.log 2>/dev/null
+done
 cp /var/log/syslog $REPORT/ 2>/dev/null
 journalctl -u $RUNTIME.service --no-pager -o short-precise >$REPORT/$RUNTIME.log 2>&1
 kill $registry 2>/dev/null

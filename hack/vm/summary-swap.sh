@@ -128,9 +128,9 @@ $IN/e2e_node.test --run-services-mode --bearer-token="$TOKEN" --host=$API --node
   >$W/services.log 2>&1 &
 SVC=$!
 i=0
-until api GET /readyz 2>/dev/null | grep -qx ok; do
+until api GET /healthz 2>/dev/null | grep -qx ok; do
   i=$((i + 1))
-  [ $i -lt 180 ] || fail "summary-swap-$RUNTIME-$DRIVER" "the suite's API server did not become ready in 180 s: $(tail -n 3 $W/services.log)"
+  [ $i -lt 300 ] || fail "summary-swap-$RUNTIME-$DRIVER" "the suite's API server did not become healthy in 300 s: $(tail -n 3 $W/services.log)"
   sleep 1
 done
 cat >$W/kubeconfig <<EOF

@@ -34,9 +34,9 @@ suite=$((full_critest + node_e2e))
 # What the node's root filesystem holds besides swapcri; the cache key follows it.
 PACKAGES=systemd,systemd-sysv,dbus,udev,kmod,iproute2,runc,procps,e2fsprogs,util-linux,fdisk,ca-certificates
 # The suite also needs iptables (host ports), apparmor (its AppArmor specs load profiles
-# with apparmor_parser, run through sudo; swapcri loads its default profile) and python3 (its
-# summary).
-if [ "$suite" = 1 ]; then PACKAGES+=,iptables,apparmor,sudo,python3; fi
+# with apparmor_parser, run through sudo; swapcri loads its default profile), python3 (its
+# summary) and curl (the node e2e's Summary API check talks to the API server and kubelet).
+if [ "$suite" = 1 ]; then PACKAGES+=,iptables,apparmor,sudo,python3,curl; fi
 
 log "building swapcri's Debian package (hack/package.sh), and the same as a newer version"
 pkglog=$(mktemp)
