@@ -166,8 +166,12 @@ systemctl --root "$root" enable swapcri-e2e.service >/dev/null 2>&1
 qemu-img create -q -f raw "$work/root.img" $((3 + node_e2e * 5))G
 mkfs.ext4 -q -F -d "$root" -L root "$work/root.img"
 rm -rf "$root"
-qemu-img create -q -f raw "$work/swap.img" 640M
-printf 'label: dos\nsize=384MiB, type=82\ntype=83\n' | sfdisk -q "$work/swap.img" >/dev/null
+# The node e2e node gets 2 GiB more swap: the suite's LimitedSwap stress specs size their pods
+# from the node's memory and expect the swap share of such a pod to hold what passes its limit
+# (with 640 MiB of swap for 4 GiB, the Summary API spec's pod is OOM-killed).
+swap_mib=$((384 + node_e2e * 2048))
+qemu-img create -q -f raw "$work/swap.img" $((swap_mib + 256))M
+printf 'label: dos\nsize=%sMiB, type=82\ntype=83\n' "$swap_mib" | sfdisk -q "$work/swap.img" >/dev/null
 # The node e2e suite's reports come back on a third disk, as a tar.
 report_drive=()
 if [ "$node_e2e" = 1 ]; then
