@@ -31,10 +31,11 @@ case $DRIVER in systemd | cgroupfs) ;; *) echo "DRIVER=systemd or cgroupfs" >&2;
 # Flaky ones.
 SKIP_ALWAYS='\[Flaky\]|private registry|\[Benchmark\]|GPU|Device Plugin|DevicePlugin|SRIOV|\[DRA\]|HugePages|NodeProblemDetector|LSCIQuotaMonitoring'
 case $FORM in
-  # What CI runs: the LimitedSwap specs (memory.swap.max per QoS class, the Summary API's swap
-  # figures), the critical pod's, and a conformance subset (container exit status, QoS cgroups
-  # of a Burstable pod, the Summary API).
-  short) focus='Swap.*(Basic functionality|critical pod|summary API properly reports swap)|Container Runtime blackbox test when starting a container that exits|Kubelet Cgroup Manager.*Burstable|Summary API when querying /stats/summary should report resource usage'
+  # What CI runs (with the Summary API's swap check after it): the LimitedSwap specs that
+  # check memory.swap.max of a BestEffort and the two kinds of Burstable container, the
+  # critical pod's, and a conformance subset (a container's exit status, a Burstable pod's QoS
+  # cgroup).
+  short) focus='Swap.*(Basic functionality.*QOS (Best-effort|Burstable)|critical pod)|Container Runtime blackbox test when starting a container that exits|Kubelet Cgroup Manager.*Burstable'
     skip="$SKIP_ALWAYS|\\[Disruptive\\]" timeout=2400 ;;
   # Every swap spec with either swap behaviour, the container runtime blackbox specs, the
   # QoS cgroup specs and the Summary API specs: the set the runtimes are compared on.
