@@ -101,7 +101,8 @@ rootfs_tarball() {
     debootstrap --variant=minbase --include="$1" bookworm "$dir/root" "${SWAPCRI_DEBIAN_MIRROR:-http://deb.debian.org/debian}" \
       >"$dir/debootstrap.log" 2>&1 || { tail -n 20 "$dir/debootstrap.log" >&2; rm -rf "$dir"; return 1; }
     rm -f "$dir/root/var/cache/apt/archives"/*.deb
-    tar -C "$dir/root" -cf "$tarball.part" . && mv "$tarball.part" "$tarball"
+    # A part of its own: two runs that build the same tarball at once must not write one file.
+    tar -C "$dir/root" -cf "$dir/rootfs.tar" . && mv "$dir/rootfs.tar" "$tarball"
     rm -rf "$dir"
   fi
   echo "$tarball"
