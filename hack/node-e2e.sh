@@ -9,6 +9,7 @@
 #                                          containerd 2.4.2 from hack/containerd, for comparison)
 #   FORM=short|standard|long               what runs (default short; see docs/testing.md)
 #   FOCUS=REGEX SKIP=REGEX TIMEOUT=SECONDS  instead of the form's
+#   CRI_STATS=true|false                   kubelet's PodAndContainerStatsFromCRI (default true)
 # Prints `node-e2e: <runtime> <driver>: N passed, N failed, N skipped`; the JUnit and JSON
 # reports, the suite's log and swapcri's journal stay in
 # /var/tmp/swapcri-node-e2e/<runtime>-<driver>-<form>/report (form `custom` with FOCUS).
@@ -48,6 +49,7 @@ case $FORM in
   *) echo "FORM=short, standard or long" >&2; exit 2 ;;
 esac
 [ -z "${FOCUS:-}" ] || FORM=custom
+case ${CRI_STATS:=true} in true) ;; false) FORM=$FORM-cri-stats-off ;; *) echo "CRI_STATS=true or false" >&2; exit 2 ;; esac
 FOCUS=${FOCUS:-$focus}
 SKIP=${SKIP:-$skip}
 TIMEOUT=${TIMEOUT:-$timeout}
@@ -78,6 +80,7 @@ if [ "$RUNTIME" = containerd ]; then
 fi
 echo "$RUNTIME" >"$dir/runtime"
 echo "$DRIVER" >"$dir/driver"
+echo "$CRI_STATS" >"$dir/cri_stats"
 echo "$FOCUS" >"$dir/focus"
 echo "$SKIP" >"$dir/skip"
 echo "$TIMEOUT" >"$dir/timeout"

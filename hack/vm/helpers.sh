@@ -11,7 +11,8 @@ check() { # check NAME CONDITION DETAILS
   if eval "$2"; then result "$1" PASS "$3"; else result "$1" FAIL "$3"; fi
 }
 note() { echo "E2E-LOG +$(($(date +%s) - T0))s $*"; }
-meminfo() { awk -v k="$1:" '$1 == k { print $2 * 1024 }' /proc/meminfo; }
+# meminfo KEY: bytes (mawk prints numbers past 2^31 as 1.2e+09 unless told otherwise).
+meminfo() { awk -v k="$1:" '$1 == k { printf "%.0f\n", $2 * 1024 }' /proc/meminfo; }
 # cg ID: the container's cgroup directory: ID (cgroupfs) or swapcri-ID.scope (systemd).
 cg() { find /sys/fs/cgroup -maxdepth 6 -type d \( -name "$1" -o -name "swapcri-$1.scope" \) | head -n 1; }
 value() { cat "$(cg "$1")/$2"; }

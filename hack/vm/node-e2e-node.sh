@@ -29,10 +29,11 @@ write_config() { # DRIVER
 
 # kubelet's base configuration; the suite adds its own settings (authentication, static
 # pods, the read-only port) and writes the file it starts kubelet with. Pod and container
-# statistics come from the runtime (PodAndContainerStatsFromCRI, beta in 1.37): without it
-# kubelet takes a pod's network and process figures from cAdvisor's runtime plugins, which
-# know containerd and CRI-O only.
-write_kubelet_config() { # DRIVER
+# statistics come from the runtime (PodAndContainerStatsFromCRI, beta in 1.37) unless
+# CRI_STATS=false: without it kubelet takes a pod's network and process figures from
+# cAdvisor's runtime plugins, which know containerd and CRI-O only; with it, kubelet 1.37
+# reports no pod-level swap in /stats/summary (whatever the runtime).
+write_kubelet_config() { # DRIVER CRI_STATS
   cat <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -41,7 +42,7 @@ failSwapOn: false
 memorySwap:
   swapBehavior: NoSwap
 featureGates:
-  PodAndContainerStatsFromCRI: true
+  PodAndContainerStatsFromCRI: $2
 EOF
 }
 
@@ -127,7 +128,7 @@ else
   mirror_up || true
 fi
 mkdir -p $WORK $REPORT
-write_kubelet_config "$DRIVER" >$WORK/kubelet-base.yaml
+write_kubelet_config "$DRIVER" "$(cat $IN/cri_stats)" >$WORK/kubelet-base.yaml
 note "node e2e: $RUNTIME with the $DRIVER driver; focus: $(cat $IN/focus); skip: $(cat $IN/skip)"
 cd $WORK
 t0=$(date +%s)

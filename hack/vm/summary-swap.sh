@@ -155,7 +155,7 @@ chmod 0600 $W/kubeconfig
 # LimitedSwap gives a Burstable container request / node memory of the swap; the hog goes past
 # its limit by half of that, so it swaps without reaching its limit plus its swap.
 request=$((512 * MI))
-swap_limit=$(($(meminfo SwapTotal) / MI * request / $(meminfo MemTotal) * MI))
+swap_limit=$(($(meminfo SwapTotal) / MI * request / ($(meminfo MemTotal) / MI)))
 total=$((request + swap_limit / 2))
 note "pod: memory request = limit = $request, LimitedSwap limit about $swap_limit, the hog allocates $total"
 start_kubelet true
