@@ -152,15 +152,16 @@ current-context: local
 EOF
 chmod 0600 $W/kubeconfig
 
-# LimitedSwap gives a Burstable container request / node memory of the swap; the hog goes past
+# LimitedSwap gives a Burstable container whose memory request is below its limit (one whose
+# request equals its limit gets none) request / node memory of the swap; the hog goes past
 # its limit by half of that, so it swaps without reaching its limit plus its swap.
-request=$((512 * MI))
+request=$((384 * MI)) limit=$((512 * MI))
 swap_limit=$(($(meminfo SwapTotal) / MI * request / ($(meminfo MemTotal) / MI)))
-total=$((request + swap_limit / 2))
-note "pod: memory request = limit = $request, LimitedSwap limit about $swap_limit, the hog allocates $total"
+total=$((limit + swap_limit / 2))
+note "pod: memory request $request, limit $limit, LimitedSwap limit about $swap_limit, the hog allocates $total"
 start_kubelet true
 pod=$(printf '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"%s","namespace":"default"},"spec":{"nodeName":"%s","restartPolicy":"Never","terminationGracePeriodSeconds":1,"containers":[{"name":"hog","image":"registry.k8s.io/e2e-test-images/agnhost:2.66.1","args":["stress","--mem-alloc-size","16Mi","--mem-alloc-sleep","200ms","--mem-total","%s"],"resources":{"requests":{"memory":"%s"},"limits":{"memory":"%s"}}}]}}' \
-  "$POD" "$NODE" "$total" "$request" "$request")
+  "$POD" "$NODE" "$total" "$request" "$limit")
 i=0
 until api POST /api/v1/namespaces/default/pods "$pod" | grep -q '"uid"'; do
   # The default namespace appears once the API server's bootstrap controller made it.
