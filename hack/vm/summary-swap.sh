@@ -28,6 +28,8 @@ stop() {
   kill -9 "$1" 2>/dev/null
   wait "$1" 2>/dev/null
 }
+# crictl against the runtime under test (the node's crictl.yaml names swapcri for both).
+cri() { crictl --runtime-endpoint "$ENDPOINT" --image-endpoint "$ENDPOINT" "$@"; }
 stop_kubelet() {
   [ -n "$KUBELET" ] && stop "$KUBELET"
   KUBELET=""
@@ -35,7 +37,7 @@ stop_kubelet() {
 finish() {
   api DELETE "/api/v1/namespaces/default/pods/$POD?gracePeriodSeconds=0" >/dev/null 2>&1
   i=0
-  while [ $i -lt 60 ] && crictl --runtime-endpoint "$ENDPOINT" pods -q --name "$POD" 2>/dev/null | grep -q .; do
+  while [ $i -lt 60 ] && cri pods -q --name "$POD" 2>/dev/null | grep -q .; do
     sleep 2
     i=$((i + 1))
   done
@@ -88,7 +90,7 @@ runtime_cgroup() { systemctl show -p ControlGroup --value "$RUNTIME.service"; }
 
 # The container's cgroup: the directory under kubepods named after its ID (ID, or PREFIX-ID.scope).
 container_cgroup() {
-  id=$(crictl --runtime-endpoint "$ENDPOINT" ps -q --name hog --label "io.kubernetes.pod.name=$POD" | head -n 1)
+  id=$(cri ps -q --name hog --label "io.kubernetes.pod.name=$POD" | head -n 1)
   [ -n "$id" ] && find /sys/fs/cgroup/kubepods* -type d \( -name "$id" -o -name "*-$id.scope" \) | head -n 1
 }
 # The hog container's swap usage in /stats/summary, or nothing.
@@ -120,7 +122,7 @@ compare() {
     i=$((i + 1))
     sleep 2
   done
-  fail "$name" "no agreement in 180 s: $last"
+  fail "$name" "no agreement in 180 s: ${last:-no cgroup found for the hog: $(cri ps --name hog 2>&1 | tail -n 2)}"
 }
 
 note "summary API swap check: $RUNTIME, $DRIVER driver"
