@@ -202,7 +202,10 @@ impl OciRuntime for CliRuntime {
     async fn start(&self, id: &str) -> Result<(), OciError> {
         match self.run("start", id, &[]).await {
             Err(OciError::Failed { message, .. }) if started_then_deleted(&message) => {
-                tracing::debug!(container = id, "the process started and exited before the runtime removed its start fifo");
+                tracing::debug!(
+                    container = id,
+                    "the process started and exited before the runtime removed its start fifo"
+                );
                 Ok(())
             }
             other => other.map(drop),
