@@ -13,8 +13,9 @@ check() { # check NAME CONDITION DETAILS
 note() { echo "E2E-LOG +$(($(date +%s) - T0))s $*"; }
 # meminfo KEY: bytes (mawk prints numbers past 2^31 as 1.2e+09 unless told otherwise).
 meminfo() { awk -v k="$1:" '$1 == k { printf "%.0f\n", $2 * 1024 }' /proc/meminfo; }
-# cg ID: the container's cgroup directory: ID (cgroupfs) or swapcri-ID.scope (systemd).
-cg() { find /sys/fs/cgroup -maxdepth 6 -type d \( -name "$1" -o -name "swapcri-$1.scope" \) | head -n 1; }
+# cg ID: the container's cgroup directory: ID (cgroupfs) or RUNTIME-ID.scope (systemd:
+# swapcri-ID.scope, cri-containerd-ID.scope).
+cg() { find /sys/fs/cgroup -maxdepth 6 -type d \( -name "$1" -o -name "*-$1.scope" \) | head -n 1; }
 value() { cat "$(cg "$1")/$2"; }
 parent_value() { cat "$(dirname "$(cg "$1")")/$2"; }
 pages() { echo $(($1 / PAGE * PAGE)); } # as the kernel stores a byte value

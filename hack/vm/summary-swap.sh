@@ -88,10 +88,10 @@ EOF
 }
 runtime_cgroup() { systemctl show -p ControlGroup --value "$RUNTIME.service"; }
 
-# The container's cgroup: the directory under kubepods named after its ID (ID, or PREFIX-ID.scope).
+# The hog container's cgroup (helpers.sh's cg).
 container_cgroup() {
   id=$(cri ps -q --name hog --label "io.kubernetes.pod.name=$POD" | head -n 1)
-  [ -n "$id" ] && find /sys/fs/cgroup/kubepods* -type d \( -name "$id" -o -name "*-$id.scope" \) | head -n 1
+  [ -n "$id" ] && cg "$id"
 }
 # The hog container's swap usage in /stats/summary, or nothing.
 summary_swap() {
