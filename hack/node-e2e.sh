@@ -8,11 +8,16 @@
 #   RUNTIME=swapcri|containerd             the runtime kubelet drives (default swapcri;
 #                                          containerd 2.4.2 from hack/containerd, for comparison)
 #   FORM=short|standard|long               what runs (default short; see docs/testing.md)
+#   SHARD=K/N                              only the K-th of N round-robin parts of the form's
+#                                          specs (hack/node-e2e-shard.py), for the long form
+#   PROCS=N                                ginkgo processes (default 1; 4 in the long form):
+#                                          specs run N at a time, [Serial] ones alone at the end
 #   FOCUS=REGEX SKIP=REGEX TIMEOUT=SECONDS  instead of the form's
 #   CRI_STATS=true|false                   kubelet's PodAndContainerStatsFromCRI (default true)
 # Prints `node-e2e: <runtime> <driver>: N passed, N failed, N skipped`; the JUnit and JSON
 # reports, the suite's log and swapcri's journal stay in
-# /var/tmp/swapcri-node-e2e/<runtime>-<driver>-<form>/report (form `custom` with FOCUS).
+# /var/tmp/swapcri-node-e2e/<runtime>-<driver>-<form>/report (form `custom` with FOCUS,
+# `<form>-shardKofN` with SHARD).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source hack/lib.sh
@@ -37,15 +42,15 @@ case $FORM in
   # critical pod's, and a conformance subset (a container's exit status, a Burstable pod's QoS
   # cgroup).
   short) focus='Swap.*(Basic functionality.*QOS (Best-effort|Burstable)|critical pod)|Container Runtime blackbox test when starting a container that exits|Kubelet Cgroup Manager.*Burstable'
-    skip="$SKIP_ALWAYS|\\[Disruptive\\]" timeout=2400 ;;
+    skip="$SKIP_ALWAYS|\\[Disruptive\\]" timeout=2400 procs=1 ;;
   # Every swap spec with either swap behaviour, the container runtime blackbox specs, the
   # QoS cgroup specs and the Summary API specs: the set the runtimes are compared on.
   standard) focus='Swap|Container Runtime blackbox|Kubelet Cgroup Manager|Summary API'
-    skip="$SKIP_ALWAYS|\\[Slow\\]|\\[Disruptive\\]" timeout=3600 ;;
+    skip="$SKIP_ALWAYS|\\[Slow\\]|\\[Disruptive\\]" timeout=3600 procs=1 ;;
   # The conformance specs, the swap specs, and the memory QoS, pids limit, log rotation,
   # critical pod, image GC, eviction and restart specs that run on one node.
   long) focus='\[NodeConformance\]|Swap|MemoryQoS|PodPidsLimit|ContainerLogRotation|CriticalPod|ImageGarbageCollect|ImageGC|Eviction|Restart Kubelet|Container Restart'
-    skip=$SKIP_ALWAYS timeout=28800 ;;
+    skip=$SKIP_ALWAYS timeout=28800 procs=4 ;;
   *) echo "FORM=short, standard or long" >&2; exit 2 ;;
 esac
 [ -z "${FOCUS:-}" ] || FORM=custom
@@ -53,11 +58,28 @@ case ${CRI_STATS:=true} in true) ;; false) FORM=$FORM-cri-stats-off ;; *) echo "
 FOCUS=${FOCUS:-$focus}
 SKIP=${SKIP:-$skip}
 TIMEOUT=${TIMEOUT:-$timeout}
+PROCS=${PROCS:-$procs}
+case $PROCS in [1-9] | [1-9][0-9]) ;; *) echo "PROCS=1..99" >&2; exit 2 ;; esac
+if [ -n "${SHARD:-}" ]; then
+  [[ $SHARD =~ ^([1-9][0-9]*)/([1-9][0-9]*)$ ]] || { echo "SHARD=K/N" >&2; exit 2; }
+  shard_k=${BASH_REMATCH[1]} shard_n=${BASH_REMATCH[2]}
+  [ "$shard_k" -le "$shard_n" ] || { echo "SHARD=K/N with K <= N" >&2; exit 2; }
+  FORM=${FORM%-cri-stats-off}-shard${shard_k}of${shard_n}
+  [ "$CRI_STATS" = true ] || FORM=$FORM-cri-stats-off
+fi
 
 log() { echo "node-e2e: $(date +%T) $*" >&2; }
 log "kubelet, e2e_node.test and agnhost of Kubernetes 1.37.2 (hack/tools.sh, cached)"
 tools=$(hack/tools.sh /var/cache/swapcri-tools kubelet e2e_node.test agnhost)
 kubelet=$(sed -n 1p <<<"$tools") e2e_node=$(sed -n 2p <<<"$tools") agnhost=$(sed -n 3p <<<"$tools")
+if [ -n "${SHARD:-}" ]; then
+  dry=$(mktemp -d)
+  "$e2e_node" --ginkgo.dry-run --ginkgo.focus="$FOCUS" --ginkgo.skip="$SKIP" --ginkgo.no-color \
+    --ginkgo.json-report="$dry/dry.json" >"$dry/dry.log" 2>&1 ||
+    { tail -n 20 "$dry/dry.log" >&2; echo "node-e2e: the dry run of e2e_node.test failed" >&2; exit 1; }
+  FOCUS=$(python3 hack/node-e2e-shard.py "$dry/dry.json" "$shard_k" "$shard_n")
+  rm -rf "$dry"
+fi
 log "the suite's images in the local registry"
 registry_up
 if ! curl -sf "http://$REGISTRY_ADDR/v2/e2e-test-images/agnhost/tags/list" | grep -q '"2.66.1"'; then
@@ -84,7 +106,11 @@ echo "$CRI_STATS" >"$dir/cri_stats"
 echo "$FOCUS" >"$dir/focus"
 echo "$SKIP" >"$dir/skip"
 echo "$TIMEOUT" >"$dir/timeout"
-log "$RUNTIME, $DRIVER driver, form $FORM: focus '$FOCUS'"
+echo "$PROCS" >"$dir/procs"
+if [ "$PROCS" -gt 1 ]; then
+  install -m 0755 "$(hack/tools.sh /var/cache/swapcri-tools ginkgo)" "$dir/ginkgo"
+fi
+log "$RUNTIME, $DRIVER driver, form $FORM, $PROCS process(es): focus '${FOCUS:0:400}'"
 status=0
 NODE_E2E_DIR=$dir NODE_E2E_TIMEOUT=$TIMEOUT hack/vm/systemd-node.sh --node-e2e || status=$?
 summary=$dir/report/summary.txt

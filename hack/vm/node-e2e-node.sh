@@ -129,18 +129,29 @@ else
 fi
 mkdir -p $WORK $REPORT
 write_kubelet_config "$DRIVER" "$(cat $IN/cri_stats)" >$WORK/kubelet-base.yaml
-note "node e2e: $RUNTIME with the $DRIVER driver; focus: $(cat $IN/focus); skip: $(cat $IN/skip)"
+note "node e2e: $RUNTIME with the $DRIVER driver, $(cat $IN/procs) process(es); focus: $(cut -c1-300 $IN/focus); skip: $(cat $IN/skip)"
 cd $WORK
 t0=$(date +%s)
-timeout --kill-after=60 "$(cat $IN/timeout)" $IN/e2e_node.test \
-  --container-runtime-endpoint $ENDPOINT --image-service-endpoint $ENDPOINT \
+set -- --container-runtime-endpoint $ENDPOINT --image-service-endpoint $ENDPOINT \
   --kubelet-config-file $WORK/kubelet-base.yaml --prepull-images=false \
   --kubelet-flags=--runtime-cgroups=/system.slice/$RUNTIME.service \
-  --node-name swapcri-node --report-dir $REPORT \
-  --ginkgo.focus "$(cat $IN/focus)" --ginkgo.skip "$(cat $IN/skip)" --ginkgo.no-color \
-  --ginkgo.timeout "$(($(cat $IN/timeout) - 120))s" \
-  --ginkgo.junit-report $REPORT/junit.xml --ginkgo.json-report $REPORT/report.json \
-  >$REPORT/e2e_node.log 2>&1
+  --node-name swapcri-node --report-dir $REPORT
+procs=$(cat $IN/procs 2>/dev/null || echo 1)
+if [ "$procs" -gt 1 ]; then
+  # ginkgo's runner: process 1 starts the services and hands the others its bearer token;
+  # [Serial] specs run alone after the rest.
+  timeout --kill-after=60 "$(cat $IN/timeout)" $IN/ginkgo --procs "$procs" \
+    --focus "$(cat $IN/focus)" --skip "$(cat $IN/skip)" --no-color \
+    --timeout "$(($(cat $IN/timeout) - 120))s" --output-dir $REPORT \
+    --junit-report junit.xml --json-report report.json \
+    $IN/e2e_node.test -- "$@" >$REPORT/e2e_node.log 2>&1
+else
+  timeout --kill-after=60 "$(cat $IN/timeout)" $IN/e2e_node.test "$@" \
+    --ginkgo.focus "$(cat $IN/focus)" --ginkgo.skip "$(cat $IN/skip)" --ginkgo.no-color \
+    --ginkgo.timeout "$(($(cat $IN/timeout) - 120))s" \
+    --ginkgo.junit-report $REPORT/junit.xml --ginkgo.json-report $REPORT/report.json \
+    >$REPORT/e2e_node.log 2>&1
+fi
 status=$?
 took=$(($(date +%s) - t0))
 python3 /e2e/summary.py $REPORT/report.json $status $took >$REPORT/summary.txt
