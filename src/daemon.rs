@@ -133,7 +133,7 @@ pub async fn run(config: Config, mut manager: ServiceManager) -> Result<(), Daem
         .map_err(|source| DaemonError::Prepare { path: config.streaming.address.clone().into(), source })?;
     let calls = tokio_util::task::TaskTracker::new();
     let server = tonic::transport::Server::builder()
-        .layer(crate::metrics::GrpcMetricsLayer(metrics))
+        .layer(crate::grpc::GrpcMetricsLayer(metrics))
         .layer(crate::grpc::DeadlineLayer { calls: calls.clone() })
         .add_service(
             RuntimeServiceServer::new(RuntimeApi::new(runtime, pods.clone(), StreamingService::new(pods, streaming)))

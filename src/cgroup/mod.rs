@@ -4,7 +4,6 @@
 
 pub mod detail;
 pub mod files;
-pub mod layout;
 pub mod memory_files;
 pub mod oom;
 pub mod pod;

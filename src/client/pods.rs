@@ -231,7 +231,7 @@ async fn exec_sync(
     let mut out = String::from_utf8_lossy(&resp.stdout).into_owned();
     out.push_str(&String::from_utf8_lossy(&resp.stderr));
     if resp.exit_code != 0 {
-        return Err(super::CommandExit { code: resp.exit_code, output: out }.into());
+        return Err(super::output::CommandExit { code: resp.exit_code, output: out }.into());
     }
     Ok(out.trim_end().to_string())
 }
@@ -239,7 +239,7 @@ async fn exec_sync(
 /// Nothing more to print after a streamed session; a non-zero exit becomes ours.
 fn finish(code: i32) -> anyhow::Result<String> {
     if code != 0 {
-        return Err(super::CommandExit { code, output: String::new() }.into());
+        return Err(super::output::CommandExit { code, output: String::new() }.into());
     }
     Ok(String::new())
 }
@@ -368,7 +368,7 @@ async fn logs(rt: &mut RuntimeServiceClient<Channel>, id: String) -> anyhow::Res
 }
 
 fn json<T: serde::Serialize>(response: tonic::Response<T>) -> anyhow::Result<String> {
-    Ok(super::to_json(response)?)
+    Ok(super::output::to_json(response)?)
 }
 
 /// An interactive exec: stdout always; stderr apart unless a terminal merges them.

@@ -2,7 +2,30 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::policy::guard::{GuardMode, ThrottleTargets};
+use super::range::{within, Invalid};
+
+/// What the guard does about a thrashing container (`action`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GuardMode {
+    /// Detect and report only.
+    #[default]
+    Observe,
+    /// Throttle the thrasher while it thrashes.
+    Throttle,
+    /// Throttle, then end a container still thrashing after the grace period.
+    Kill,
+}
+
+impl GuardMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GuardMode::Observe => "observe",
+            GuardMode::Throttle => "throttle",
+            GuardMode::Kill => "kill",
+        }
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -34,26 +57,12 @@ impl Default for GuardConfig {
 }
 
 impl GuardConfig {
-    pub fn targets(&self) -> ThrottleTargets {
-        ThrottleTargets { io_weight: self.throttle_io_weight, cpu_weight: self.throttle_cpu_weight }
-    }
-
-    /// The first value out of its range: (its key, why).
-    pub fn check(&self) -> Result<(), (&'static str, String)> {
-        let weight = |v: u64| (1..=10_000).contains(&v);
-        if !weight(self.throttle_io_weight) {
-            return Err(("guard.throttle_io_weight", format!("{} is not in 1..=10000", self.throttle_io_weight)));
-        }
-        if !weight(self.throttle_cpu_weight) {
-            return Err(("guard.throttle_cpu_weight", format!("{} is not in 1..=10000", self.throttle_cpu_weight)));
-        }
-        if !(1..=3600).contains(&self.kill_after_seconds) {
-            return Err(("guard.kill_after_seconds", format!("{} is not in 1..=3600", self.kill_after_seconds)));
-        }
-        if self.kill_interval_seconds > 3600 {
-            return Err(("guard.kill_interval_seconds", format!("{} is above 3600", self.kill_interval_seconds)));
-        }
-        Ok(())
+    /// The first value out of its range.
+    pub fn check(&self) -> Result<(), Invalid> {
+        within("guard.throttle_io_weight", self.throttle_io_weight, 1..=10_000)?;
+        within("guard.throttle_cpu_weight", self.throttle_cpu_weight, 1..=10_000)?;
+        within("guard.kill_after_seconds", self.kill_after_seconds, 1..=3600)?;
+        within("guard.kill_interval_seconds", self.kill_interval_seconds, 0..=3600)
     }
 }
 

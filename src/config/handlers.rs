@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::oci::{Engine, HandlerSpec};
+use crate::model::handler::{Engine, HandlerSpec};
 
 /// The built-in handler's name.
 pub const BUILTIN_HANDLER: &str = "runc";

@@ -9,11 +9,12 @@ mod guard;
 mod handlers;
 mod nri;
 mod offload;
+mod range;
 mod thrash;
 mod validate;
 
-use crate::oci::HandlerSpec;
-pub use guard::GuardConfig;
+use crate::model::handler::HandlerSpec;
+pub use guard::{GuardConfig, GuardMode};
 pub use handlers::{HandlerConfig, BUILTIN_HANDLER};
 pub use nri::NriConfig;
 pub use offload::OffloadConfig;
@@ -97,7 +98,7 @@ pub struct RuntimeConfig {
     pub tmpfs_noswap: NoswapMode,
 }
 
-pub use crate::cgroup::layout::CgroupDriver;
+pub use crate::model::cgroup_layout::CgroupDriver;
 
 /// How containers' `memory.swap.max` is decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

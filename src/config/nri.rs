@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use super::range::{within, Invalid};
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct NriConfig {
@@ -49,17 +51,10 @@ impl Default for NriConfig {
 }
 
 impl NriConfig {
-    /// The first value out of its range: (its key, why).
-    pub fn check(&self) -> Result<(), (&'static str, String)> {
-        if !(100..=600_000).contains(&self.registration_timeout_ms) {
-            return Err((
-                "nri.registration_timeout_ms",
-                format!("{} is not in 100..=600000", self.registration_timeout_ms),
-            ));
-        }
-        if !(10..=600_000).contains(&self.request_timeout_ms) {
-            return Err(("nri.request_timeout_ms", format!("{} is not in 10..=600000", self.request_timeout_ms)));
-        }
+    /// The first value out of its range.
+    pub fn check(&self) -> Result<(), Invalid> {
+        within("nri.registration_timeout_ms", self.registration_timeout_ms, 100..=600_000)?;
+        within("nri.request_timeout_ms", self.request_timeout_ms, 10..=600_000)?;
         if self.enable && !self.disable_connections && !self.socket_path.is_absolute() {
             return Err(("nri.socket_path", format!("{} is not an absolute path", self.socket_path.display())));
         }

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::policy::offload::Settings;
+use super::range::{non_negative, percent, within, Invalid};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -27,52 +27,27 @@ pub struct OffloadConfig {
 
 impl Default for OffloadConfig {
     fn default() -> Self {
-        let s = Settings::default();
         OffloadConfig {
             enabled: false,
             interval_seconds: 5,
-            psi_some_percent: s.psi_some_percent,
-            step_percent: s.step_percent,
-            max_growth: s.max_growth,
-            refault_percent: s.refault_percent,
-            max_backoff_looks: s.max_backoff,
+            psi_some_percent: 0.1,
+            step_percent: 2.0,
+            max_growth: 4,
+            refault_percent: 10.0,
+            max_backoff_looks: 24,
         }
     }
 }
 
 impl OffloadConfig {
-    pub fn settings(&self) -> Settings {
-        Settings {
-            psi_some_percent: self.psi_some_percent,
-            step_percent: self.step_percent,
-            max_growth: self.max_growth,
-            refault_percent: self.refault_percent,
-            max_backoff: self.max_backoff_looks,
-        }
-    }
-
-    /// The first value out of its range: (its key, why).
-    pub fn check(&self) -> Result<(), (&'static str, String)> {
-        let percent = |v: f64| v > 0.0 && v <= 100.0;
-        if !(1..=600).contains(&self.interval_seconds) {
-            return Err(("offload.interval_seconds", format!("{} is not in 1..=600", self.interval_seconds)));
-        }
-        if !percent(self.psi_some_percent) {
-            return Err(("offload.psi_some_percent", format!("{} is not in (0, 100]", self.psi_some_percent)));
-        }
-        if !percent(self.step_percent) {
-            return Err(("offload.step_percent", format!("{} is not in (0, 100]", self.step_percent)));
-        }
-        if !(1..=64).contains(&self.max_growth) {
-            return Err(("offload.max_growth", format!("{} is not in 1..=64", self.max_growth)));
-        }
-        if !(self.refault_percent >= 0.0 && self.refault_percent.is_finite()) {
-            return Err(("offload.refault_percent", format!("{} is not a percent", self.refault_percent)));
-        }
-        if !(1..=1000).contains(&self.max_backoff_looks) {
-            return Err(("offload.max_backoff_looks", format!("{} is not in 1..=1000", self.max_backoff_looks)));
-        }
-        Ok(())
+    /// The first value out of its range.
+    pub fn check(&self) -> Result<(), Invalid> {
+        within("offload.interval_seconds", self.interval_seconds, 1..=600)?;
+        percent("offload.psi_some_percent", self.psi_some_percent)?;
+        percent("offload.step_percent", self.step_percent)?;
+        within("offload.max_growth", self.max_growth, 1..=64)?;
+        non_negative("offload.refault_percent", self.refault_percent)?;
+        within("offload.max_backoff_looks", self.max_backoff_looks, 1..=1000)
     }
 }
 
@@ -94,6 +69,5 @@ mod tests {
         assert_eq!(with(|c| c.max_growth = 0), Some("offload.max_growth"));
         assert_eq!(with(|c| c.refault_percent = f64::INFINITY), Some("offload.refault_percent"));
         assert_eq!(with(|c| c.max_backoff_looks = 0), Some("offload.max_backoff_looks"));
-        assert_eq!(OffloadConfig::default().settings(), Settings::default());
     }
 }

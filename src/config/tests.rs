@@ -17,7 +17,7 @@ fn handlers_in_the_file_add_to_the_builtin_one() {
     assert_eq!(names, ["crun", "runc"]);
     assert_eq!(config.runtime.default_handler, "runc");
     let specs = config.handler_specs();
-    assert_eq!(specs[0].engine, crate::oci::Engine::Crun);
+    assert_eq!(specs[0].engine, crate::model::handler::Engine::Crun);
     assert_eq!(specs[1].binary, Path::new("/usr/sbin/runc"));
     let changed = parse("[runtime.handlers.runc]\nbinary = \"/opt/runc\"").unwrap();
     assert_eq!(changed.handler_specs()[0].binary, Path::new("/opt/runc"));

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::policy::thrash::Thresholds;
+use super::range::{non_negative, percent, within, Invalid};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -24,56 +24,29 @@ pub struct ThrashConfig {
 
 impl Default for ThrashConfig {
     fn default() -> Self {
-        let t = Thresholds::default();
         ThrashConfig {
             enabled: true,
-            pressured_some_percent: t.pressured_some_percent,
-            thrashing_some_percent: t.thrashing_some_percent,
-            swapins_per_second: t.swapins_per_second,
-            window_seconds: t.window_ms / 1000,
-            recover_seconds: t.recover_ms / 1000,
+            pressured_some_percent: 10.0,
+            thrashing_some_percent: 20.0,
+            swapins_per_second: 256.0,
+            window_seconds: 5,
+            recover_seconds: 10,
         }
     }
 }
 
 impl ThrashConfig {
-    pub fn thresholds(&self) -> Thresholds {
-        Thresholds {
-            pressured_some_percent: self.pressured_some_percent,
-            thrashing_some_percent: self.thrashing_some_percent,
-            swapins_per_second: self.swapins_per_second,
-            window_ms: self.window_seconds * 1000,
-            recover_ms: self.recover_seconds * 1000,
-        }
-    }
-
-    /// The first value out of its range: (its key, why).
-    pub fn check(&self) -> Result<(), (&'static str, String)> {
-        let percent = |v: f64| v > 0.0 && v <= 100.0;
-        if !percent(self.pressured_some_percent) {
-            return Err((
-                "thrash.pressured_some_percent",
-                format!("{} is not in (0, 100]", self.pressured_some_percent),
-            ));
-        }
-        if !percent(self.thrashing_some_percent) {
-            return Err((
-                "thrash.thrashing_some_percent",
-                format!("{} is not in (0, 100]", self.thrashing_some_percent),
-            ));
-        }
+    /// The first value out of its range.
+    pub fn check(&self) -> Result<(), Invalid> {
+        percent("thrash.pressured_some_percent", self.pressured_some_percent)?;
+        percent("thrash.thrashing_some_percent", self.thrashing_some_percent)?;
         // The trigger wakes the watcher at the pressured share; a thrash below it would go unseen.
         if self.pressured_some_percent > self.thrashing_some_percent {
             let (p, t) = (self.pressured_some_percent, self.thrashing_some_percent);
             return Err(("thrash.pressured_some_percent", format!("{p} is above thrashing_some_percent ({t})")));
         }
-        if !(self.swapins_per_second >= 0.0 && self.swapins_per_second.is_finite()) {
-            return Err(("thrash.swapins_per_second", format!("{} is not a rate", self.swapins_per_second)));
-        }
-        if !(1..=60).contains(&self.window_seconds) {
-            return Err(("thrash.window_seconds", format!("{} is not in 1..=60", self.window_seconds)));
-        }
-        Ok(())
+        non_negative("thrash.swapins_per_second", self.swapins_per_second)?;
+        within("thrash.window_seconds", self.window_seconds, 1..=60)
     }
 }
 
@@ -95,6 +68,5 @@ mod tests {
         assert_eq!(with(|c| c.swapins_per_second = f64::NAN), Some("thrash.swapins_per_second"));
         assert_eq!(with(|c| c.window_seconds = 0), Some("thrash.window_seconds"));
         assert_eq!(with(|c| c.window_seconds = 61), Some("thrash.window_seconds"));
-        assert_eq!(ThrashConfig::default().thresholds(), Thresholds::default());
     }
 }

@@ -1,6 +1,7 @@
 //! What serde cannot check in a configuration: absolute paths, a known handler, sane
 //! numbers, one section at a time.
 
+use super::range::within;
 use super::{Config, ConfigError};
 
 impl Config {
@@ -61,7 +62,7 @@ impl Config {
             ("runtime.parent_slice", &self.runtime.parent_slice),
             ("runtime.monitor_slice", &self.runtime.monitor_slice),
         ] {
-            if let Err(e) = crate::cgroup::layout::check_slice(slice) {
+            if let Err(e) = crate::model::cgroup_layout::check_slice(slice) {
                 return Err(invalid(key, e.to_string()));
             }
         }
@@ -81,12 +82,8 @@ impl Config {
         if self.system.cgroup.is_empty() || self.system.cgroup.split('/').any(|p| p == "..") {
             return Err(invalid("system.cgroup", format!("{:?} is not a cgroup path", self.system.cgroup)));
         }
-        if !(1..=10000).contains(&self.system.io_weight) {
-            return Err(invalid("system.io_weight", format!("{} is not in 1..=10000", self.system.io_weight)));
-        }
-        if let Err((key, message)) = self
-            .thrash
-            .check()
+        if let Err((key, message)) = within("system.io_weight", self.system.io_weight, 1..=10_000)
+            .and_then(|_| self.thrash.check())
             .and_then(|_| self.guard.check())
             .and_then(|_| self.offload.check())
             .and_then(|_| self.nri.check())

@@ -18,7 +18,7 @@ pub enum ImageError {
     #[error("{what} of {image} is corrupt: expected digest {expected}, got {actual}")]
     DigestMismatch { image: String, what: String, expected: String, actual: String },
     #[error("{what} of {image} is {hit}")]
-    TooLarge { image: String, what: String, hit: super::LimitHit },
+    TooLarge { image: String, what: String, hit: super::limits::LimitHit },
     #[error("pull of {image} made no progress for {secs}s while fetching {what}")]
     Stalled { image: String, what: String, secs: u64 },
     #[error("image {image} cannot be used: {reason}")]

@@ -11,9 +11,12 @@ use sha2::Digest as _;
 
 use crate::model::image::{Digest, ImageId};
 
-use super::pull::{store_image, BlobRef, ImageSource};
+use super::error::ImageError;
+use super::pull::store_image;
+use super::reference::ImageName;
+use super::source::{BlobRef, ImageSource};
+use super::store::ImageStore;
 use super::unpack::{detect_compression, Compression};
-use super::{ImageError, ImageName, ImageStore};
 
 const CONTAINERD_NAME: &str = "io.containerd.image.name";
 const REF_NAME: &str = "org.opencontainers.image.ref.name";
@@ -24,7 +27,7 @@ pub async fn import_archive(
     store: &Arc<ImageStore>,
     archive: &Path,
     name: Option<&str>,
-    limits: &super::PullLimits,
+    limits: &super::limits::PullLimits,
 ) -> Result<Vec<(String, ImageId)>, ImageError> {
     let scratch = store.scratch_dir()?;
     let layout = scratch.path().join("layout");
@@ -139,7 +142,7 @@ impl ImageSource for LayoutSource {
             return Err(ImageError::TooLarge {
                 image: self.dir.display().to_string(),
                 what: format!("manifest {digest}"),
-                hit: super::LimitHit { setting: "image.max_manifest_bytes", limit: max_bytes },
+                hit: super::limits::LimitHit { setting: "image.max_manifest_bytes", limit: max_bytes },
             });
         }
         self.verify(&path, &digest)?;

@@ -9,12 +9,14 @@ mod pull;
 pub mod reference;
 mod reference_syntax;
 mod registry;
+mod source;
 mod store;
 pub mod unpack;
 
 pub use error::ImageError;
 pub use limits::{LimitHit, PullLimits, UnpackBudget};
-pub use pull::{ImageSource, Puller};
+pub use pull::Puller;
 pub use reference::{ImageLookup, ImageName};
 pub use registry::Registries;
+pub use source::ImageSource;
 pub use store::{FsUsage, ImageStore};

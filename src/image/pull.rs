@@ -2,11 +2,10 @@
 //! and unpacked once, then one commit. Shared by registry pulls and layout imports.
 
 use std::collections::{BTreeSet, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use async_trait::async_trait;
 use futures::future::{BoxFuture, FutureExt, Shared};
 use futures::{StreamExt, TryStreamExt};
 use oci_client::secrets::RegistryAuth;
@@ -14,14 +13,15 @@ use oci_spec::image::{Arch, Descriptor, ImageConfiguration, ImageIndex, ImageMan
 
 use crate::model::image::{Digest, ImageId, ImageRecord, LayerRecord};
 
+use super::error::ImageError;
+use super::limits::LimitHit;
+use super::limits::PullLimits;
+use super::limits::UnpackBudget;
+use super::reference::ImageName;
+use super::registry::Registries;
+use super::source::{BlobRef, ImageSource, DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, OCI_MANIFEST};
+use super::store::ImageStore;
 use super::unpack::{layer_stats, unpack_layer};
-use super::{ImageError, ImageName, ImageStore, LimitHit, PullLimits, Registries, UnpackBudget};
-
-pub const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
-pub const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
-pub const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
-pub const DOCKER_LIST: &str = "application/vnd.docker.distribution.manifest.list.v2+json";
-pub const MANIFEST_MEDIA_TYPES: &[&str] = &[OCI_MANIFEST, OCI_INDEX, DOCKER_MANIFEST, DOCKER_LIST];
 
 const LAYER_MEDIA_TYPES: &[&str] = &[
     "application/vnd.oci.image.layer.v1.tar",
@@ -31,26 +31,6 @@ const LAYER_MEDIA_TYPES: &[&str] = &[
     "application/vnd.docker.image.rootfs.diff.tar.gzip",
     "application/vnd.docker.image.rootfs.diff.tar.zstd",
 ];
-
-/// A blob to fetch: its digest, size and media type from a descriptor.
-#[derive(Debug, Clone)]
-pub struct BlobRef {
-    pub digest: Digest,
-    pub size: u64,
-    pub media_type: String,
-}
-
-/// Where manifests and blobs come from: a registry or an OCI layout on disk.
-#[async_trait]
-pub trait ImageSource: Send + Sync {
-    fn describe(&self) -> String;
-    /// The manifest or index named by the source's reference (`None`) or by digest;
-    /// a digest is verified.
-    /// Manifests longer than `max_bytes` are refused (TooLarge).
-    async fn fetch_manifest(&self, digest: Option<&Digest>, max_bytes: u64) -> Result<(Vec<u8>, Digest), ImageError>;
-    /// A local file holding the verified blob (written into `scratch` if it must be fetched).
-    async fn open_blob(&self, blob: &BlobRef, scratch: &Path) -> Result<PathBuf, ImageError>;
-}
 
 type SharedPull = Shared<BoxFuture<'static, Result<ImageId, Arc<ImageError>>>>;
 

@@ -5,7 +5,7 @@ use oci_client::Reference;
 
 use crate::model::image::{Digest, ImageId};
 
-use super::ImageError;
+use super::error::ImageError;
 
 /// A parsed, fully qualified image reference.
 #[derive(Debug, Clone, PartialEq, Eq)]

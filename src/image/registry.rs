@@ -22,8 +22,11 @@ use tokio::io::AsyncWriteExt;
 use crate::config::{Config, RegistryConfig};
 use crate::model::image::Digest;
 
-use super::pull::{BlobRef, ImageSource, MANIFEST_MEDIA_TYPES};
-use super::{ImageError, ImageName, LimitHit, PullLimits};
+use super::error::ImageError;
+use super::limits::LimitHit;
+use super::limits::PullLimits;
+use super::reference::ImageName;
+use super::source::{BlobRef, ImageSource, MANIFEST_MEDIA_TYPES};
 
 /// Registry settings and the clients built from them.
 pub struct Registries {

@@ -14,8 +14,9 @@ use nix::fcntl::{Flock, FlockArg};
 use crate::model::image::{Digest, ImageId, ImageRecord, LayerRecord};
 use crate::store::{read_versioned, write_atomic, write_versioned, StoreError};
 
+use super::error::ImageError;
 use super::index::Index;
-use super::{ImageError, ImageLookup};
+use super::reference::ImageLookup;
 
 const INDEX_VERSION: u32 = 1;
 

@@ -13,7 +13,7 @@ use sha2::Digest as _;
 
 use crate::model::image::Digest;
 
-use super::UnpackBudget;
+use super::limits::UnpackBudget;
 
 const WHITEOUT_PREFIX: &str = ".wh.";
 const OPAQUE_MARKER: &str = ".wh..wh..opq";
@@ -28,7 +28,7 @@ pub enum UnpackError {
     #[error("cannot read layer archive: {0}")]
     Archive(#[source] io::Error),
     #[error("layer content is {0}")]
-    TooLarge(super::LimitHit),
+    TooLarge(super::limits::LimitHit),
     #[error("layer content has digest {actual}, the image config says {expected}")]
     DiffId { expected: Digest, actual: Digest },
 }

@@ -2,7 +2,6 @@
 //! `swapcri_` so nothing clashes with kubelet's or cadvisor's series.
 
 mod groups;
-mod grpc_layer;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -15,7 +14,6 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
 pub use groups::{GroupSeries, Labels};
-pub use grpc_layer::GrpcMetricsLayer;
 
 use groups::GroupFamilies;
 

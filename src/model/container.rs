@@ -72,7 +72,7 @@ pub struct ContainerMeta {
     pub stop_signal: String,
     /// The uid, gid and groups the first process started with (ContainerStatus.user).
     #[serde(default, deserialize_with = "crate::store::tolerant")]
-    pub user: Option<crate::policy::user::ResolvedUser>,
+    pub user: Option<crate::model::user::ResolvedUser>,
     /// Bind mounts made so volume sources propagate; unmounted with the last container
     /// that needs them.
     #[serde(default)]

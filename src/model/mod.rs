@@ -1,9 +1,12 @@
 //! Identifiers, records and state machines shared across layers.
 
+pub mod cgroup_layout;
 pub mod container;
+pub mod handler;
 pub mod ids;
 pub mod image;
 pub mod memory;
 pub mod node;
 pub mod sandbox;
+pub mod user;
 pub mod userns;

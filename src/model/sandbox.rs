@@ -42,20 +42,20 @@ pub struct SandboxMeta {
     pub owns_cgroup_parent: bool,
     /// The driver the pod was placed with: `cgroup_parent` is a slice name under systemd.
     #[serde(default = "cgroupfs")]
-    pub cgroup_driver: crate::config::CgroupDriver,
+    pub cgroup_driver: super::cgroup_layout::CgroupDriver,
     #[serde(default)]
     pub created_at: i64,
     /// Where the sandbox's namespaces, shm and files live.
     pub dir: PathBuf,
 }
 
-fn cgroupfs() -> crate::config::CgroupDriver {
-    crate::config::CgroupDriver::Cgroupfs
+fn cgroupfs() -> super::cgroup_layout::CgroupDriver {
+    super::cgroup_layout::CgroupDriver::Cgroupfs
 }
 
 impl SandboxMeta {
-    pub fn cgroup_layout(&self) -> crate::cgroup::layout::Layout {
-        crate::cgroup::layout::Layout { driver: self.cgroup_driver }
+    pub fn cgroup_layout(&self) -> super::cgroup_layout::Layout {
+        super::cgroup_layout::Layout { driver: self.cgroup_driver }
     }
 
     /// The pod's cgroup directory, relative to the cgroup root.

@@ -17,8 +17,8 @@ use crate::model::container::ExitRecord;
 use crate::oci::{CreateIo, OciRuntime};
 
 use super::attach;
+use super::handoff::{MonitorConfig, MonitorReport};
 use super::log::{CriLog, LineFramer, Stream};
-use super::{MonitorConfig, MonitorReport};
 
 type SharedLog = Arc<Mutex<Option<CriLog>>>;
 
@@ -321,9 +321,9 @@ mod tests {
         MonitorConfig {
             id: "c1".into(),
             bundle,
-            runtime: crate::oci::HandlerSpec {
+            runtime: crate::model::handler::HandlerSpec {
                 name: "fake".into(),
-                engine: crate::oci::Engine::Runc,
+                engine: crate::model::handler::Engine::Runc,
                 binary: "/nonexistent".into(),
                 root: dir.join("root"),
                 no_pivot: false,

@@ -8,7 +8,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use crate::model::sandbox::ProcessRef;
 
-use super::MonitorReport;
+use super::handoff::MonitorReport;
 
 #[derive(Debug, thiserror::Error)]
 pub enum MonitorError {

@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use super::api;
+use super::error::NriError;
 use super::plugin::PluginId;
-use super::NriError;
 
 /// Resources as plugins ask for them; `None` leaves a value alone.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -7,10 +7,11 @@ use async_trait::async_trait;
 use tokio::net::UnixListener;
 use tokio::sync::oneshot;
 
+use super::adaptation::{Domain, Nri};
 use super::launch::Launched;
 use super::mux::{Mux, Split};
 use super::plugin::{self, Plugin, PluginId};
-use super::{api, rpc, Nri};
+use super::{api, rpc};
 
 /// Pods and containers per Synchronize message: well under ttrpc's 4 MiB for any pod.
 const SYNC_BATCH: usize = 64;
@@ -33,6 +34,21 @@ pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
 }
 
 impl Nri {
+    /// Opens the socket and starts the pre-installed plugins.
+    pub async fn start(self: &Arc<Self>, domain: Weak<dyn Domain>) -> std::io::Result<()> {
+        if !self.enabled() {
+            return Ok(());
+        }
+        let _ = self.domain.set(domain);
+        if !self.config.disable_connections {
+            let listener = bind(&self.config.socket_path)?;
+            tokio::spawn(self.clone().accept_loop(listener));
+            tracing::info!(socket = %self.config.socket_path.display(), "NRI socket open");
+        }
+        super::launch::start_all(self).await;
+        Ok(())
+    }
+
     pub(super) async fn accept_loop(self: Arc<Self>, listener: UnixListener) {
         loop {
             match listener.accept().await {

@@ -5,11 +5,12 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::adaptation::Nri;
 use super::adjust::Adjustment;
 use super::api::{self, Event};
+use super::error::NriError;
 use super::plugin::{Plugin, PluginId};
 use super::rpc::CallError;
-use super::{Nri, NriError};
 
 /// What the plugins made of a container being created.
 #[derive(Debug, Default)]

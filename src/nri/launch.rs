@@ -7,8 +7,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::adaptation::Nri;
 use super::plugin::PluginId;
-use super::Nri;
 
 /// A plugin's configuration is read up to this size.
 const MAX_CONFIG: u64 = 1 << 20;

@@ -120,7 +120,7 @@ impl Plugin {
             runtime_version: env!("CARGO_PKG_VERSION").into(),
             registration_timeout: registration.as_millis() as i64,
             request_timeout: self.request_timeout.as_millis() as i64,
-            nri_version: super::NRI_VERSION.into(),
+            nri_version: super::rpc::NRI_VERSION.into(),
         };
         let reply: api::ConfigureResponse = rpc::call(&self.client, "Configure", &request, registration).await?;
         let mut events = reply.events as u32 & VALID_EVENTS;

@@ -140,3 +140,6 @@ fn respond<M: prost::Message>(result: Result<M, String>) -> ttrpc::Response {
         },
     }
 }
+
+/// The NRI revision swapcri speaks.
+pub const NRI_VERSION: &str = "v0.12.1";

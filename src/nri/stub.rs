@@ -101,7 +101,7 @@ impl Stub {
         let request = api::RegisterPluginRequest {
             plugin_name: name.into(),
             plugin_idx: index.into(),
-            nri_version: super::NRI_VERSION.into(),
+            nri_version: super::rpc::NRI_VERSION.into(),
         };
         let synchronised = sync.done.notified();
         stub.call::<_, api::Empty>("RegisterPlugin", &request).await?;

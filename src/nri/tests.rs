@@ -6,6 +6,7 @@ use async_trait::async_trait;
 
 use super::stub::{Handler, Stub};
 use super::*;
+use crate::config::NriConfig;
 
 struct FakeDomain {
     containers: usize,

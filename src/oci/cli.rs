@@ -7,7 +7,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::process::Command;
 
-use super::{CreateIo, ExecOutput, Features, HandlerSpec, OciError, OciRuntime, RuntimeState, PID_FILE};
+use super::features::Features;
+use super::runtime::{CreateIo, ExecOutput, OciError, OciRuntime, RuntimeState, PID_FILE};
+use crate::model::handler::HandlerSpec;
 
 /// The runtime's log inside a work directory (`--log`).
 const LOG_FILE: &str = "runtime.log";
@@ -158,7 +160,7 @@ impl OciRuntime for CliRuntime {
         work_dir: &Path,
         stderr: &[u8],
     ) -> Result<i32, OciError> {
-        super::exec_exit_code(status, work_dir).ok_or_else(|| {
+        super::runtime::exec_exit_code(status, work_dir).ok_or_else(|| {
             let log = std::fs::read(work_dir.join(LOG_FILE)).unwrap_or_default();
             self.failed("exec", id, runtime_message(if log.is_empty() { stderr } else { &log }))
         })
@@ -322,7 +324,7 @@ mod tests {
     fn messages_name_the_handler() {
         let runtime = CliRuntime::new(HandlerSpec {
             name: "crun".into(),
-            engine: super::super::Engine::Crun,
+            engine: crate::model::handler::Engine::Crun,
             binary: PathBuf::from("/nonexistent/crun"),
             root: PathBuf::from("/tmp/x"),
             no_pivot: false,

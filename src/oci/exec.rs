@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-use super::{kill_tree, ExecOutput, OciError, OciRuntime, PID_FILE};
+use super::process_tree::kill_tree;
+use super::runtime::{ExecOutput, OciError, OciRuntime, PID_FILE};
 
 /// How long the runtime's exec process gets to reap a process killed at a timeout.
 const REAP_GRACE: Duration = Duration::from_secs(2);

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::PID_FILE;
+use super::runtime::PID_FILE;
 use super::{CreateIo, ExecOutput, Features, OciError, OciRuntime, RuntimeState};
 use crate::model::container::ExitRecord;
 
@@ -140,7 +140,8 @@ impl OciRuntime for FakeRuntime {
         work_dir: &Path,
         stderr: &[u8],
     ) -> Result<i32, OciError> {
-        super::exec_exit_code(status, work_dir).ok_or_else(|| self.failed("exec", id, &String::from_utf8_lossy(stderr)))
+        super::runtime::exec_exit_code(status, work_dir)
+            .ok_or_else(|| self.failed("exec", id, &String::from_utf8_lossy(stderr)))
     }
 
     fn list_blocking(&self) -> Result<Vec<String>, OciError> {

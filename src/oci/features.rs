@@ -6,7 +6,7 @@ use std::process::Command;
 
 use serde::Serialize;
 
-use super::Engine;
+use crate::model::handler::Engine;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]

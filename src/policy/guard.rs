@@ -9,30 +9,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::GuardConfig;
 use crate::model::memory::{MemoryPlan, QosClass};
-
-/// What the guard does about a thrashing container (`[guard] action`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum GuardMode {
-    /// Detect and report only.
-    #[default]
-    Observe,
-    /// Throttle the thrasher while it thrashes.
-    Throttle,
-    /// Throttle, then end a container still thrashing after the grace period.
-    Kill,
-}
-
-impl GuardMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            GuardMode::Observe => "observe",
-            GuardMode::Throttle => "throttle",
-            GuardMode::Kill => "kill",
-        }
-    }
-}
 
 /// The pod annotation a priority is read from (kubelet sends none through the CRI).
 pub const PRIORITY_ANNOTATION: &str = "swapcri.io/priority";
@@ -68,6 +46,12 @@ pub struct ThrottleTargets {
     pub io_weight: u64,
     /// `cpu.weight` while throttled (1–10000).
     pub cpu_weight: u64,
+}
+
+impl ThrottleTargets {
+    pub fn of(config: &GuardConfig) -> Self {
+        ThrottleTargets { io_weight: config.throttle_io_weight, cpu_weight: config.throttle_cpu_weight }
+    }
 }
 
 /// What the container's files hold now (None: the file is absent).

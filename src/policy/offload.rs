@@ -8,6 +8,8 @@
 
 use serde::Serialize;
 
+use crate::config::OffloadConfig;
+
 const PAGE: u64 = 4096;
 /// Swap left free in the container's share.
 const SWAP_MARGIN: u64 = 1 << 20;
@@ -30,9 +32,21 @@ pub struct Settings {
     pub max_backoff: u32,
 }
 
+impl Settings {
+    pub fn of(config: &OffloadConfig) -> Self {
+        Settings {
+            psi_some_percent: config.psi_some_percent,
+            step_percent: config.step_percent,
+            max_growth: config.max_growth,
+            refault_percent: config.refault_percent,
+            max_backoff: config.max_backoff_looks,
+        }
+    }
+}
+
 impl Default for Settings {
     fn default() -> Self {
-        Settings { psi_some_percent: 0.1, step_percent: 2.0, max_growth: 4, refault_percent: 10.0, max_backoff: 24 }
+        Settings::of(&OffloadConfig::default())
     }
 }
 

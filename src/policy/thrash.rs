@@ -12,6 +12,8 @@ use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::ThrashConfig;
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ThrashState {
@@ -47,15 +49,21 @@ pub struct Thresholds {
     pub recover_ms: u64,
 }
 
+impl Thresholds {
+    pub fn of(config: &ThrashConfig) -> Self {
+        Thresholds {
+            pressured_some_percent: config.pressured_some_percent,
+            thrashing_some_percent: config.thrashing_some_percent,
+            swapins_per_second: config.swapins_per_second,
+            window_ms: config.window_seconds * 1000,
+            recover_ms: config.recover_seconds * 1000,
+        }
+    }
+}
+
 impl Default for Thresholds {
     fn default() -> Self {
-        Thresholds {
-            pressured_some_percent: 10.0,
-            thrashing_some_percent: 20.0,
-            swapins_per_second: 256.0,
-            window_ms: 5_000,
-            recover_ms: 10_000,
-        }
+        Thresholds::of(&ThrashConfig::default())
     }
 }
 

@@ -4,16 +4,7 @@
 use crate::cri;
 
 use super::PolicyError;
-
-/// The identities the container's first process starts with. `additional_gids` lists the
-/// primary gid first, then the other groups in ascending order (what `process.user`
-/// carries and ContainerStatus reports).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct ResolvedUser {
-    pub uid: u32,
-    pub gid: u32,
-    pub additional_gids: Vec<u32>,
-}
+use crate::model::user::ResolvedUser;
 
 /// The image's user database; empty text when the image has no such file.
 #[derive(Debug, Clone, Default)]

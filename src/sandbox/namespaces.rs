@@ -79,7 +79,7 @@ pub fn create(request: &NsRequest, work_dir: &Path) -> Result<Option<ProcessRef>
 pub fn release(request: &NsRequest, holder: Option<ProcessRef>) {
     let user = request.user.as_ref().map(|u| &u.path);
     for path in [&request.net, &request.ipc, &request.uts, &user.cloned()].into_iter().flatten() {
-        if let Err(e) = super::unmount(path) {
+        if let Err(e) = super::tmpfs::unmount(path) {
             tracing::warn!(path = %path.display(), error = %e, "cannot unmount namespace");
         }
         let _ = std::fs::remove_file(path);

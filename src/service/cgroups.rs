@@ -145,7 +145,7 @@ async fn adopt_into_scopes(
     processes: Vec<crate::model::sandbox::ProcessRef>,
 ) {
     use crate::cgroup::systemd::Property;
-    let slice_dir = crate::cgroup::layout::slice_path(&slice).unwrap_or_default();
+    let slice_dir = crate::model::cgroup_layout::slice_path(&slice).unwrap_or_default();
     let hierarchies = crate::cgroup::hierarchies();
     for process in processes.into_iter().filter(|p| p.is_alive()) {
         let current = crate::cgroup::cgroup_of(process.pid, &hierarchies).unwrap_or_default();

@@ -28,7 +28,7 @@ pub(super) struct Bundle {
     pub dir: PathBuf,
     pub defaults: ImageDefaults,
     pub warnings: Vec<String>,
-    pub user: crate::policy::user::ResolvedUser,
+    pub user: crate::model::user::ResolvedUser,
     /// Bind mounts made to share volume sources (see `share_propagating_sources`).
     pub shared_binds: Vec<PathBuf>,
     /// The OCI spec, written by `write_spec` once NRI plugins have adjusted it.

@@ -513,8 +513,8 @@ fn with_qos(f: &Fixture, qos: crate::model::memory::QosClass) {
 
 #[tokio::test]
 async fn the_swap_guard_lowers_only_and_puts_back_what_is_still_its_own() {
+    use crate::config::GuardMode;
     use crate::model::memory::QosClass;
-    use crate::policy::guard::GuardMode;
     let f =
         fixture_with(ContainerState::Running, "SIGTERM", "SIGKILL", false, |c| c.guard.action = GuardMode::Throttle);
     let cg = thrasher_cgroup();

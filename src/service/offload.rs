@@ -78,7 +78,7 @@ impl PodService {
             );
             return;
         }
-        let settings = config.settings();
+        let settings = crate::policy::offload::Settings::of(config);
         tracing::info!(interval_s = config.interval_seconds, "cold-memory offload on");
         let clock = Instant::now();
         let mut offloaders: HashMap<ContainerId, Offloader> = HashMap::new();

@@ -6,8 +6,9 @@ use std::sync::{Arc, RwLock};
 
 use crate::config::Config;
 use crate::error::Error;
+use crate::model::handler::HandlerSpec;
 use crate::model::node::NodeFacts;
-use crate::oci::{Features, HandlerSpec, OciRuntime};
+use crate::oci::{Features, OciRuntime};
 
 /// One handler: what it is, its runtime, and what it supports.
 pub struct RuntimeHandler {

@@ -234,8 +234,8 @@ impl PodService {
         Ok((sandbox_name(metadata), handler, modes))
     }
 
-    pub(super) fn layout(&self) -> crate::cgroup::layout::Layout {
-        crate::cgroup::layout::Layout { driver: self.config.runtime.cgroup_driver }
+    pub(super) fn layout(&self) -> crate::model::cgroup_layout::Layout {
+        crate::model::cgroup_layout::Layout { driver: self.config.runtime.cgroup_driver }
     }
 
     /// The pod's cgroup parent and whether swapcri owns it: the request's, else one of ours
@@ -253,7 +253,9 @@ impl PodService {
     pub(super) fn own_cgroup_parent(&self, id: &str) -> String {
         let runtime = &self.config.runtime;
         match runtime.cgroup_driver {
-            CgroupDriver::Systemd => crate::cgroup::layout::child_slice(&runtime.parent_slice, &format!("pod{id}")),
+            CgroupDriver::Systemd => {
+                crate::model::cgroup_layout::child_slice(&runtime.parent_slice, &format!("pod{id}"))
+            }
             CgroupDriver::Cgroupfs => format!("{}/{id}", runtime.default_cgroup_parent.trim_end_matches('/')),
         }
     }

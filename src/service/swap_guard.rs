@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::cgroup::files;
+use crate::config::GuardMode;
 use crate::model::ids::ContainerId;
-use crate::policy::guard::{self, Candidate, Current, GuardMode, Write};
+use crate::policy::guard::{self, Candidate, Current, Write};
 use crate::policy::thrash::{Figures, ThrashState};
 
 use super::PodService;
@@ -148,7 +149,7 @@ impl PodService {
 
     /// Records, then writes, the throttle's values; the writes that took.
     fn throttle(&self, id: &ContainerId, dir: &Path) -> Result<Vec<Write>, crate::store::StoreError> {
-        let writes = guard::throttle(&read_current(dir), self.config.guard.targets());
+        let writes = guard::throttle(&read_current(dir), guard::ThrottleTargets::of(&self.config.guard));
         // Recorded first: a daemon that dies between the two still knows what to put back.
         let record = serde_json::to_vec(&writes).unwrap_or_default();
         crate::store::replace_atomic(&self.guard_records(id).join(THROTTLE_RECORD), &record)?;

@@ -17,9 +17,10 @@ use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 use tokio::task::{AbortHandle, JoinSet};
 
+use crate::config::GuardMode;
 use crate::model::container::ContainerState;
 use crate::model::ids::ContainerId;
-use crate::policy::guard::{self, GuardMode};
+use crate::policy::guard;
 use crate::policy::thrash::{Change, Detector, Figures, Reading, ThrashState};
 
 use super::swap_guard::{GuardReport, KillPace, Throttled};
@@ -144,7 +145,7 @@ impl PodService {
         }
         self.thrash.active.store(true, std::sync::atomic::Ordering::Relaxed);
         tracing::info!(guard = self.config.guard.action.as_str(), "thrash detection on");
-        let thresholds = config.thresholds();
+        let thresholds = crate::policy::thrash::Thresholds::of(config);
         let stall_us = (thresholds.pressured_some_percent / 100.0 * TRIGGER_WINDOW_US as f64) as u64;
         let hold = Duration::from_millis(thresholds.window_ms + thresholds.recover_ms);
         let clock = Instant::now();

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::{read_versioned, replace_versioned, write_versioned, StoreError};
+use super::atomic::{read_versioned, replace_versioned, write_versioned, StoreError};
 
 const VERSION: u32 = 1;
 

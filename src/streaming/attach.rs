@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::channels::{Channels, Input, Output};
-use super::{exec, StreamError};
+use super::error::StreamError;
+use super::exec;
 use crate::monitor::attach::{self, Hello};
 use crate::monitor::terminal::SizeDecoder;
 

@@ -9,9 +9,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::sync::{mpsc, watch};
 
 use super::budget::Held;
+use super::error::StreamError;
 use super::session::{Limits, Session, SessionCloser, Stream, StreamWriter};
 use super::websocket::{self, Framing, Outgoing};
-use super::StreamError;
 
 /// How long the client has to open the streams it asked for.
 const STREAM_WAIT: Duration = Duration::from_secs(30);

@@ -13,7 +13,7 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::channels::{Channels, Input};
-use super::StreamError;
+use super::error::StreamError;
 use crate::monitor::terminal::{self, SizeDecoder};
 use crate::oci::OciRuntime;
 

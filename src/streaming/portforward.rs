@@ -12,9 +12,9 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 use super::channels::{Input, Output};
+use super::error::StreamError;
 use super::session::{Limits, Session, Stream};
 use super::websocket::{self, Framing};
-use super::StreamError;
 
 pub const PROTOCOL: &str = "portforward.k8s.io";
 /// Over WebSocket, binary first; the first is what a client that names no protocol speaks.

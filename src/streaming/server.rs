@@ -16,12 +16,12 @@ use hyper_util::rt::TokioIo;
 
 use super::attach::{self, AttachRequest};
 use super::channels::{Channels, Wants};
+use super::error::StreamError;
 use super::exec::{self, ExecRequest};
 use super::idle::IdleTimeout;
 use super::portforward;
 use super::session::{self, Limits};
 use super::websocket::Framing;
-use super::StreamError;
 use crate::config::StreamingConfig;
 use crate::metrics::StreamingMetrics;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};

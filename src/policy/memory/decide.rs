@@ -2,8 +2,9 @@
 
 use super::inputs::{KubeletValue, MemoryInputs};
 use super::kubelet_math::{kubelet_limited_swap, throttle_high};
-use super::{CgroupValue, Decision, MemoryFacts, MemoryPlan, QosClass, SwapDisagreement};
 use crate::config::{Reservation, SwapAuthority, SwapBehavior};
+use crate::model::memory::{CgroupValue, Decision, MemoryPlan, QosClass, SwapDisagreement};
+use crate::model::node::MemoryFacts;
 use crate::policy::PolicyError;
 
 /// The configuration the plan depends on, and the pod's cgroup situation.

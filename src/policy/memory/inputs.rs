@@ -6,7 +6,8 @@ use crate::cri;
 use serde::Serialize;
 
 use super::quantity::parse_bytes;
-use super::{CgroupValue, MemoryFacts, QosClass, RequestEstimate, Source};
+use crate::model::memory::{CgroupValue, QosClass, RequestEstimate, Source};
+use crate::model::node::MemoryFacts;
 use crate::policy::PolicyError;
 
 pub const ANNOTATION_QOS: &str = "swapcri.io/qos-class";

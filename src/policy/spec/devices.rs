@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use oci_spec::runtime::{LinuxDevice, LinuxDeviceCgroup, LinuxDeviceType};
 
-use super::Device;
+use super::input::Device;
 
 pub fn with_devices(devices: &[Device], privileged: bool) -> (Vec<LinuxDevice>, Vec<LinuxDeviceCgroup>) {
     let mut rules = vec![device_rule(false, None, None, None, "rwm")];

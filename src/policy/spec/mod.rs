@@ -4,130 +4,22 @@
 //! cannot drift.
 
 mod devices;
+mod input;
 mod namespaces;
 mod process;
 mod resources;
 mod security;
 
-pub use process::{apparmor_request, oom_score_adj};
+pub use input::{BuiltSpec, ContainerInput, Device, ImageDefaults, PodContext};
+pub use process::{apparmor_request, command_line, environment, oom_score_adj};
 pub use resources::{linux_resources, update_document};
 
-use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
-use crate::cri;
-use oci_spec::runtime::{LinuxBuilder, LinuxSeccomp, Root, Spec};
+use oci_spec::runtime::{LinuxBuilder, Root, Spec};
 
-use super::user::ResolvedUser;
 use super::{NodeFacts, PolicyError};
-use crate::model::userns::PodUserns;
-
-/// What the image says about running it.
-#[derive(Debug, Clone, Default)]
-pub struct ImageDefaults {
-    pub env: Vec<String>,
-    pub entrypoint: Vec<String>,
-    pub cmd: Vec<String>,
-    pub working_dir: String,
-    pub user: String,
-    pub stop_signal: String,
-}
-
-/// The pod a container joins, as the sandbox service prepared it.
-#[derive(Debug, Clone)]
-pub struct PodContext {
-    pub hostname: String,
-    pub net_ns: Option<PathBuf>,
-    pub ipc_ns: Option<PathBuf>,
-    pub uts_ns: Option<PathBuf>,
-    /// The pod's shared PID namespace (its holder's), when the pod asks for one.
-    pub pid_ns: Option<PathBuf>,
-    /// The pod's /dev/shm (None: the host's, for host IPC).
-    pub shm: Option<PathBuf>,
-    pub hostname_file: PathBuf,
-    pub hosts_file: PathBuf,
-    pub resolv_file: PathBuf,
-    pub cgroup_parent: String,
-    pub cgroup_layout: crate::cgroup::layout::Layout,
-    pub sysctls: HashMap<String, String>,
-    /// The pod's own user namespace: where it is pinned and what it maps.
-    pub userns: Option<(PathBuf, PodUserns)>,
-}
-
-/// A host device resolved for the container.
-#[derive(Debug, Clone)]
-pub struct Device {
-    pub container_path: String,
-    pub char: bool,
-    pub major: i64,
-    pub minor: i64,
-    pub mode: u32,
-    pub permissions: String,
-}
-
-pub struct ContainerInput<'a> {
-    pub id: &'a str,
-    pub config: &'a cri::ContainerConfig,
-    pub pod: &'a PodContext,
-    pub image: &'a ImageDefaults,
-    pub user: ResolvedUser,
-    pub rootfs: PathBuf,
-    pub devices: Vec<Device>,
-    /// A Localhost seccomp profile, loaded by the caller.
-    pub localhost_seccomp: Option<LinuxSeccomp>,
-    /// PID namespace of the target container (NamespaceMode TARGET).
-    pub target_pid_ns: Option<PathBuf>,
-    /// The memory plan's cgroup v2 files (`MemoryPlan::unified`).
-    pub memory_unified: BTreeMap<String, String>,
-    /// The pod's runtime handler can make mounts recursively read-only.
-    pub recursive_read_only: bool,
-    /// The pod's runtime handler can id-map mounts (the request's `uidMappings`).
-    pub idmap_mounts: bool,
-    /// Prefixes of runtime-interpreted annotations this handler lets through.
-    pub allowed_annotations: &'a [String],
-}
-
-#[derive(Debug)]
-pub struct BuiltSpec {
-    pub spec: Spec,
-    /// What was asked for and could not be applied as asked.
-    pub warnings: Vec<String>,
-    /// The identities `process.user` starts the container with.
-    pub user: ResolvedUser,
-}
-
-/// Kubernetes' rules: `command` replaces the entrypoint, `args` the image's cmd.
-pub fn command_line(config: &cri::ContainerConfig, image: &ImageDefaults) -> Result<Vec<String>, PolicyError> {
-    let line: Vec<String> = if !config.command.is_empty() {
-        config.command.iter().chain(&config.args).cloned().collect()
-    } else {
-        let args = if config.args.is_empty() { &image.cmd } else { &config.args };
-        image.entrypoint.iter().chain(args).cloned().collect()
-    };
-    if line.is_empty() {
-        return Err(PolicyError::Invalid("no command: neither the request nor the image gives one".into()));
-    }
-    Ok(line)
-}
-
-/// Image env first, the request's values override by name.
-pub fn environment(config: &cri::ContainerConfig, image: &ImageDefaults, hostname: &str) -> Vec<String> {
-    let mut env: Vec<(String, String)> = Vec::new();
-    let mut set = |k: &str, v: &str| match env.iter_mut().find(|(key, _)| key == k) {
-        Some(entry) => entry.1 = v.to_string(),
-        None => env.push((k.to_string(), v.to_string())),
-    };
-    set("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
-    set("HOSTNAME", hostname);
-    for e in &image.env {
-        let (k, v) = e.split_once('=').unwrap_or((e, ""));
-        set(k, v);
-    }
-    for kv in &config.envs {
-        set(&kv.key, &kv.value);
-    }
-    env.into_iter().map(|(k, v)| format!("{k}={v}")).collect()
-}
+use crate::cri;
 
 pub fn build(input: &ContainerInput, node: &NodeFacts) -> Result<BuiltSpec, PolicyError> {
     let linux_config = input.config.linux.clone().unwrap_or_default();

@@ -7,7 +7,7 @@ use std::path::Path;
 use crate::cri;
 use oci_spec::runtime::{LinuxNamespace, LinuxNamespaceType};
 
-use super::ContainerInput;
+use super::input::ContainerInput;
 use crate::policy::{NodeFacts, PolicyError};
 
 fn namespace(typ: LinuxNamespaceType, path: Option<&Path>) -> LinuxNamespace {

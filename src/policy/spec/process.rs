@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use crate::cri;
 use oci_spec::runtime::{Capability, LinuxCapabilities, Process, User};
 
-use super::{command_line, environment, ContainerInput};
+use super::input::{ContainerInput, ImageDefaults};
 use crate::policy::{caps, NodeFacts, PolicyError};
 
 /// The OCI process, and the capability names it holds (the seccomp profile follows them).
@@ -144,4 +144,37 @@ fn apply_apparmor(
         }
         Err(_) => Err(PolicyError::Invalid(format!("unknown AppArmor profile type {}", profile.profile_type))),
     }
+}
+
+/// Kubernetes' rules: `command` replaces the entrypoint, `args` the image's cmd.
+pub fn command_line(config: &cri::ContainerConfig, image: &ImageDefaults) -> Result<Vec<String>, PolicyError> {
+    let line: Vec<String> = if !config.command.is_empty() {
+        config.command.iter().chain(&config.args).cloned().collect()
+    } else {
+        let args = if config.args.is_empty() { &image.cmd } else { &config.args };
+        image.entrypoint.iter().chain(args).cloned().collect()
+    };
+    if line.is_empty() {
+        return Err(PolicyError::Invalid("no command: neither the request nor the image gives one".into()));
+    }
+    Ok(line)
+}
+
+/// Image env first, the request's values override by name.
+pub fn environment(config: &cri::ContainerConfig, image: &ImageDefaults, hostname: &str) -> Vec<String> {
+    let mut env: Vec<(String, String)> = Vec::new();
+    let mut set = |k: &str, v: &str| match env.iter_mut().find(|(key, _)| key == k) {
+        Some(entry) => entry.1 = v.to_string(),
+        None => env.push((k.to_string(), v.to_string())),
+    };
+    set("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+    set("HOSTNAME", hostname);
+    for e in &image.env {
+        let (k, v) = e.split_once('=').unwrap_or((e, ""));
+        set(k, v);
+    }
+    for kv in &config.envs {
+        set(&kv.key, &kv.value);
+    }
+    env.into_iter().map(|(k, v)| format!("{k}={v}")).collect()
 }

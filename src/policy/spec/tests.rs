@@ -1,10 +1,14 @@
 //! OCI spec generation from CRI configs.
 
+use std::collections::HashMap;
+
 use oci_spec::runtime::LinuxNamespaceType;
 
 use super::*;
 use crate::model::node::CgroupMode;
+use crate::model::user::ResolvedUser;
 use crate::model::userns::IdRange;
+use crate::model::userns::PodUserns;
 use crate::policy::caps;
 
 fn node(mode: CgroupMode) -> NodeFacts {
@@ -34,7 +38,7 @@ fn pod() -> PodContext {
         hosts_file: "/run/swapcri/sandboxes/s/hosts".into(),
         resolv_file: "/run/swapcri/sandboxes/s/resolv.conf".into(),
         cgroup_parent: "/kubepods/burstable/pod123".into(),
-        cgroup_layout: crate::cgroup::layout::Layout { driver: crate::config::CgroupDriver::Cgroupfs },
+        cgroup_layout: crate::model::cgroup_layout::Layout { driver: crate::config::CgroupDriver::Cgroupfs },
         sysctls: HashMap::from([("net.ipv4.ip_forward".to_string(), "1".to_string())]),
         userns: None,
     }

@@ -9,7 +9,7 @@ use futures::future::BoxFuture;
 use tonic::codegen::http;
 use tower::{Layer, Service};
 
-use super::Metrics;
+use crate::metrics::Metrics;
 
 #[derive(Clone)]
 pub struct GrpcMetricsLayer(pub Arc<Metrics>);

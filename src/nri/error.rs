@@ -1,0 +1,19 @@
+//! What an NRI call or a plugin's adjustment can fail with.
+
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum NriError {
+    #[error("NRI plugin {plugin} failed {event}: {message}")]
+    Plugin { plugin: String, event: &'static str, message: String },
+    #[error("NRI plugin {plugin} did not answer {event} within {timeout:?} and was disconnected")]
+    Timeout { plugin: String, event: &'static str, timeout: Duration },
+    #[error("NRI plugin {plugin} was lost during {event}: {message}")]
+    Lost { plugin: String, event: &'static str, message: String },
+    #[error("NRI plugins {first} and {second} both adjust {field}")]
+    Conflict { field: String, first: String, second: String },
+    #[error("NRI adjustment of {field} by {plugin} refused: {reason}")]
+    Refused { plugin: String, field: String, reason: String },
+    #[error("NRI plugin {plugin} adjusts {field}, which swapcri does not apply")]
+    Unsupported { plugin: String, field: String },
+}
