@@ -1,20 +1,22 @@
 #!/usr/bin/env python3
-"""Fails when modules of the crate import each other, directly or round a loop.
+"""Fails when files of the crate import each other, directly or round a loop.
 
-Every file under src/ is a module (a mod.rs is its directory's). An edge A -> B is any
-`crate::…` or `super::…` path in A (a `use`, or a path in code) that names B or an item of
-B. A parent module's `mod` declarations are not edges, nor are paths in test modules
-(`#[cfg(test)]` files and `mod tests` blocks): a test may reach anywhere. A module that
-names its own child is fine; the loop check is over the rest: strongly connected
-components of more than one module are printed and fail the check.
+Every file under src/ is a module (a mod.rs is its directory's). An edge A -> B is any path
+in A (a `use`, a `pub use` re-export, or a path in code) that names B or an item of B:
+`crate::…`, `super::…`, `self::…`, or a path that starts with one of A's child modules. A
+parent's `mod` declarations are not edges, nor are paths in test modules (`#[cfg(test)]`
+files and `mod tests` blocks): a test may reach anywhere. Parents and children count like
+any other pair: a mod.rs that re-exports a child's item while the child uses one of the
+mod.rs's own items is a loop. Strongly connected components of more than one file are
+printed, with their edges, and fail the check.
   hack/check-module-cycles.py [SRC]      (default: src)
 """
 import os
 import re
 import sys
 
-PATH = re.compile(r"\b(crate|super)((?:::[A-Za-z_][A-Za-z0-9_]*)+)")
-GROUP = re.compile(r"\b(crate|super)((?:::[A-Za-z_][A-Za-z0-9_]*)*)::\{([^}]*)\}", re.S)
+PATH = re.compile(r"(?<![\w:])(crate|super|self|[a-z_][a-z0-9_]*)((?:::[A-Za-z_][A-Za-z0-9_]*)+)")
+GROUP = re.compile(r"(?<![\w:])(crate|super|self|[a-z_][a-z0-9_]*)((?:::[A-Za-z_][A-Za-z0-9_]*)*)::\{([^}]*)\}", re.S)
 
 
 def modules(src):
@@ -48,7 +50,13 @@ def strip_tests(text):
 
 
 def target(mods, here, kind, segments):
-    base = [] if kind == "crate" else list(here[:-1])
+    """The file a path names, or None when it is not one of the crate's (another crate's, or a
+    name that is no child of `here`)."""
+    if kind not in ("crate", "super", "self"):
+        if here + (kind,) not in mods:
+            return None
+        kind, segments = "self", "::" + kind + segments
+    base = {"crate": [], "super": list(here[:-1]), "self": list(here)}[kind]
     parts = segments.strip(":").split("::") if segments else []
     if kind == "super" and parts and parts[0] == "super":
         # super::super::…
@@ -78,9 +86,8 @@ def edges(mods):
         paths += [(m.group(1), m.group(2)) for m in PATH.finditer(text)]
         for kind, segments in paths:
             to = target(mods, here, kind, segments)
-            if to == here or to[: len(here)] == here or here[: len(to)] == to:
-                continue  # itself, its own children, or an ancestor's items
-            graph[here].add(to)
+            if to is not None and to != here:
+                graph[here].add(to)
     return graph
 
 
@@ -124,11 +131,11 @@ def main():
     name = lambda m: "::".join(m) or "crate"
     for loop in loops:
         members = set(loop)
-        print(f"module loop of {len(loop)}:")
+        print(f"loop of {len(loop)} files:")
         for m in loop:
             print(f"  {name(m)} -> {', '.join(sorted(name(t) for t in graph[m] if t in members))}")
     count = sum(len(v) for v in graph.values())
-    print(f"{len(mods)} modules, {count} imports, {len(loops)} loop(s)")
+    print(f"{len(mods)} files, {count} imports, {len(loops)} loop(s)")
     return 1 if loops else 0
 
 

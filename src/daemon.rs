@@ -93,8 +93,7 @@ pub async fn run(config: Config, mut manager: ServiceManager) -> Result<(), Daem
     tokio::spawn(pods.clone().watch_exits());
     tokio::spawn(pods.clone().watch_holders());
     tokio::spawn(pods.clone().refresh_writable_usage());
-    tokio::spawn(pods.clone().watch_thrashing());
-    tokio::spawn(pods.clone().offload_cold_memory());
+    crate::swap::start(&pods.swap, pods.clone());
     tokio::spawn(return_freed_memory());
     let nri = start_nri(&pods, &config).await?;
     let activated = manager.activated_socket.is_some();

@@ -24,6 +24,7 @@ pub mod service;
 pub mod service_manager;
 pub mod store;
 pub mod streaming;
+pub mod swap;
 
 /// The running binary, for the helper processes the daemon starts (monitors, namespace
 /// holders). `/proc/self/exe` stays valid when the file is replaced by an upgrade, so helpers

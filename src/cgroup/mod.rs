@@ -2,6 +2,7 @@
 //! OOM kills (oom.rs), removal of cgroups swapcri created, and moving helper processes out of
 //! the daemon's cgroup.
 
+pub mod control;
 pub mod detail;
 pub mod files;
 pub mod memory_files;

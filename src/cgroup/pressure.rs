@@ -80,7 +80,7 @@ pub fn memory_trigger(dir: &Path, stall_us: u64, window_us: u64) -> std::io::Res
         .read(true)
         .write(true)
         .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
-        .open(dir.join("memory.pressure"))?;
+        .open(dir.join(crate::model::cgroup_files::MEMORY_PRESSURE))?;
     file.write_all(format!("some {stall_us} {window_us}").as_bytes())?;
     Ok(file.into())
 }
@@ -88,8 +88,9 @@ pub fn memory_trigger(dir: &Path, stall_us: u64, window_us: u64) -> std::io::Res
 /// The running totals thrash detection reads each second: memory stall (some, full) in
 /// microseconds and anonymous refaults; None where a file is missing.
 pub fn memory_totals(dir: &Path) -> Option<(u64, u64, u64)> {
-    let p = read(dir, "memory.pressure")?;
-    let stat = std::fs::read_to_string(dir.join("memory.stat")).ok()?;
+    use crate::model::cgroup_files::{MEMORY_PRESSURE, MEMORY_STAT};
+    let p = read(dir, MEMORY_PRESSURE)?;
+    let stat = std::fs::read_to_string(dir.join(MEMORY_STAT)).ok()?;
     let refaults = super::files::keyed(&stat, "workingset_refault_anon")?;
     Some((p.some.total_ns / 1000, p.full.total_ns / 1000, refaults))
 }

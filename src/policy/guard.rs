@@ -10,6 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::config::GuardConfig;
+use crate::model::cgroup_files::{CPU_WEIGHT, IO_WEIGHT, MEMORY_SWAP_HIGH};
 use crate::model::memory::{MemoryPlan, QosClass};
 
 /// The pod annotation a priority is read from (kubelet sends none through the CRI).
@@ -87,12 +88,12 @@ pub fn throttle(current: &Current, targets: ThrottleTargets) -> Vec<Write> {
     };
     if let (Some(used), Some(high)) = (current.swap_current, &current.swap_high) {
         let target = used.div_ceil(PAGE).max(1) * PAGE;
-        lower("memory.swap.high", high, high.trim().parse().ok(), target, target.to_string());
+        lower(MEMORY_SWAP_HIGH, high, high.trim().parse().ok(), target, target.to_string());
     }
     if let Some(io) = &current.io_weight {
         let target = targets.io_weight;
         lower(
-            "io.weight",
+            IO_WEIGHT,
             &format!("default {}", io_default(io).unwrap_or(100)),
             io_default(io),
             target,
@@ -101,7 +102,7 @@ pub fn throttle(current: &Current, targets: ThrottleTargets) -> Vec<Write> {
     }
     if let Some(cpu) = &current.cpu_weight {
         let target = targets.cpu_weight;
-        lower("cpu.weight", cpu, cpu.trim().parse().ok(), target, target.to_string());
+        lower(CPU_WEIGHT, cpu, cpu.trim().parse().ok(), target, target.to_string());
     }
     out
 }
@@ -109,7 +110,7 @@ pub fn throttle(current: &Current, targets: ThrottleTargets) -> Vec<Write> {
 /// Whether the file still holds what the guard wrote: only then is it put back (a value
 /// kubelet or anyone else wrote since is theirs to keep).
 pub fn still_ours(write: &Write, now: &str) -> bool {
-    if write.file == "io.weight" {
+    if write.file == IO_WEIGHT {
         return io_default(now).is_some() && io_default(now) == io_default(&write.written);
     }
     // The kernel stores memory byte values in whole pages.

@@ -18,9 +18,9 @@ use crate::sandbox;
 use super::image_volumes::{unmount_container, ImageVolume};
 use super::layers::MappedLayers;
 use super::objects::Sandbox;
+use super::pod_service::PodService;
 use super::rollback::Rollback;
 use super::sandbox_run::ns_modes;
-use super::PodService;
 
 /// A bundle ready for the runtime.
 pub(super) struct Bundle {
@@ -331,7 +331,7 @@ fn load_localhost_seccomp(
 /// `sandbox::ensure_shared`). Returns the bind mounts made for that, which the container
 /// owns; a failed creation takes them back.
 fn share_propagating_sources(
-    host: &std::sync::Arc<dyn super::Host>,
+    host: &std::sync::Arc<dyn super::host::Host>,
     id: &ContainerId,
     mounts: &[cri::Mount],
     rollback: &mut Rollback,

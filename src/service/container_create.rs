@@ -19,8 +19,8 @@ use super::container_bundle::Bundle;
 use super::image_volumes::record_image_refs;
 use super::nri_domain::{from_spec, nri_sandbox, resources_of};
 use super::objects::{now_nanos, Sandbox};
+use super::pod_service::PodService;
 use super::rollback::Rollback;
-use super::PodService;
 use crate::nri::api;
 
 impl PodService {
@@ -43,12 +43,12 @@ impl PodService {
         }
         let resources = config.linux.as_ref().and_then(|l| l.resources.clone()).unwrap_or_default();
         let memory_plan = self.memory.plan(&sandbox, &config, &resources)?;
-        let image = self.find_image(&image_name).instrument(super::step("find image")).await?;
+        let image = self.find_image(&image_name).instrument(super::span::step("find image")).await?;
         let volumes = self.find_image_volumes(&config).await?;
         let log_path = crate::blocking::run(|| log_path(&sandbox, &config))?;
         let id = ContainerId::generate();
         let mut rollback = Rollback::new();
-        let mut bundle = super::step("bundle").in_scope(|| {
+        let mut bundle = super::span::step("bundle").in_scope(|| {
             crate::blocking::run(|| {
                 self.prepare_bundle(&id, &sandbox, &config, &image, &volumes, &memory_plan, &mut rollback)
             })
@@ -61,7 +61,7 @@ impl PodService {
         let launched = async {
             let (monitor, pid) = self
                 .start_monitor(&id, &sandbox, &config, &bundle, &log_path, &mut rollback)
-                .instrument(super::step("monitor and runtime create"))
+                .instrument(super::span::step("monitor and runtime create"))
                 .await?;
             crate::crash::point("container-after-runtime-create");
 

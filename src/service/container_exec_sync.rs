@@ -5,7 +5,7 @@ use serde_json::json;
 use crate::error::Error;
 use crate::oci::{ExecOutput, OciError};
 
-use super::PodService;
+use super::pod_service::PodService;
 
 /// How long a failed exec waits to see whether its container is stopping.
 const STOPPING_GRACE: Duration = Duration::from_millis(500);

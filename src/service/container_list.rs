@@ -1,7 +1,7 @@
 use crate::cri;
 
 use super::objects::{labels_match, Container};
-use super::PodService;
+use super::pod_service::PodService;
 
 impl PodService {
     pub fn list_containers(&self, filter: Option<&cri::ContainerFilter>) -> Vec<Container> {

@@ -1,6 +1,6 @@
 use crate::error::Error;
 
-use super::PodService;
+use super::pod_service::PodService;
 
 impl PodService {
     /// Asks the container's monitor to reopen its log file (after kubelet rotated it).

@@ -4,7 +4,7 @@ use tracing::Instrument;
 
 use super::nri_domain::{nri_container, nri_sandbox};
 use super::objects::now_nanos;
-use super::PodService;
+use super::pod_service::PodService;
 
 impl PodService {
     pub async fn start_container(&self, id: &str) -> Result<(), Error> {
@@ -22,9 +22,9 @@ impl PodService {
         // Taken before the process runs: one that exits at once then still finishes after it
         // started.
         let (pod, nri_ctr) = (nri_sandbox(&sandbox), nri_container(&container, None));
-        self.nri.start_container(&pod, &nri_ctr).instrument(super::step("nri")).await?;
+        self.nri.start_container(&pod, &nri_ctr).instrument(super::span::step("nri")).await?;
         let started_at = now_nanos();
-        handler.runtime.start(container.meta.id.as_str()).instrument(super::step("runtime start")).await?;
+        handler.runtime.start(container.meta.id.as_str()).instrument(super::span::step("runtime start")).await?;
         let mut status = container.status.clone();
         status.state = ContainerState::Running;
         status.started_at = started_at;

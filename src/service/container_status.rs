@@ -4,7 +4,7 @@ use crate::error::Error;
 use crate::model::container::ContainerState;
 
 use super::objects::Container;
-use super::PodService;
+use super::pod_service::PodService;
 
 impl PodService {
     /// The container and, when verbose, its OCI spec, pid, cgroup and notes as JSON.
@@ -31,9 +31,9 @@ impl PodService {
                     "memoryMismatches": container.status.memory_mismatches,
                     "usage": self.current_usage(&container),
                     "swapState": (container.status.state == ContainerState::Running)
-                        .then(|| self.thrash.state_of(&container.meta.id))
+                        .then(|| self.swap.thrash_state(&container.meta.id))
                         .flatten(),
-                    "offload": self.offload.report(&container.meta.id),
+                    "offload": self.swap.offload_report(&container.meta.id),
                     "nri": container.status.nri_owners,
                 })
                 .to_string(),

@@ -5,7 +5,7 @@ use crate::error::Error;
 use crate::model::container::ContainerState;
 use crate::model::sandbox::ProcessRef;
 
-use super::PodService;
+use super::pod_service::PodService;
 
 /// How long to wait for the exit after SIGKILL before giving up.
 const KILL_WAIT: Duration = Duration::from_secs(10);
@@ -43,16 +43,17 @@ impl PodService {
         let cid = container.meta.id.clone();
         if container.status.state == ContainerState::Running && !timeout.is_zero() {
             let signalled = runtime.kill(cid.as_str(), &container.meta.stop_signal, false);
-            if let Err(e) = signalled.instrument(super::step("runtime kill")).await {
+            if let Err(e) = signalled.instrument(super::span::step("runtime kill")).await {
                 tracing::debug!(container = %cid, error = %e, "stop signal not delivered");
             }
-            if self.wait_exit(&cid, timeout).instrument(super::step("wait for exit")).await {
+            if self.wait_exit(&cid, timeout).instrument(super::span::step("wait for exit")).await {
                 tracing::info!(container = %cid, "container stopped");
                 return Ok(());
             }
             tracing::info!(container = %cid, timeout_s = timeout.as_secs(), "stop timeout passed, killing");
         }
-        if let Err(e) = runtime.kill(cid.as_str(), "SIGKILL", true).instrument(super::step("runtime kill")).await {
+        if let Err(e) = runtime.kill(cid.as_str(), "SIGKILL", true).instrument(super::span::step("runtime kill")).await
+        {
             // A container that exited meanwhile is gone from the runtime: nothing to signal.
             if self.wait_exit(&cid, Duration::ZERO).await {
                 tracing::debug!(container = %cid, error = %e, "exited before the SIGKILL");
@@ -60,18 +61,19 @@ impl PodService {
                 tracing::warn!(container = %cid, error = %e, "SIGKILL not delivered");
             }
         }
-        let mut exited = self.wait_exit(&cid, KILL_ALL_WAIT).instrument(super::step("wait for exit")).await;
+        let mut exited = self.wait_exit(&cid, KILL_ALL_WAIT).instrument(super::span::step("wait for exit")).await;
         if !exited {
             // An init that is gone has exited and its monitor has yet to record it (a slow
             // node): only a live one is signalled again.
             if container.status.pid.and_then(ProcessRef::of).is_some_and(|p| p.is_alive()) {
                 tracing::warn!(container = %cid, "still running after SIGKILL to its cgroup; signalling its init directly");
-                let killed = runtime.kill(cid.as_str(), "SIGKILL", false).instrument(super::step("runtime kill")).await;
+                let killed =
+                    runtime.kill(cid.as_str(), "SIGKILL", false).instrument(super::span::step("runtime kill")).await;
                 if let Err(e) = killed {
                     tracing::warn!(container = %cid, error = %e, "SIGKILL to the init not delivered");
                 }
             }
-            exited = self.wait_exit(&cid, KILL_WAIT).instrument(super::step("wait for exit")).await;
+            exited = self.wait_exit(&cid, KILL_WAIT).instrument(super::span::step("wait for exit")).await;
         }
         if !exited {
             return Err(Error::DeadlineExceeded(format!("container {cid} did not exit after SIGKILL")));

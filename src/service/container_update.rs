@@ -6,7 +6,7 @@ use crate::nri::{Adjustment, PluginId};
 use crate::policy::spec;
 
 use super::nri_domain::{nri_container, nri_sandbox, resources_of};
-use super::PodService;
+use super::pod_service::PodService;
 
 /// Who asks for an update: kubelet (plugins see it and may change it), or a plugin.
 enum Asker<'a> {

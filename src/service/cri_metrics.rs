@@ -8,8 +8,8 @@ use crate::model::container::ContainerState;
 use crate::network::interfaces::{self, InterfaceCounters};
 
 use super::objects::{Container, Sandbox};
+use super::pod_service::PodService;
 use super::sandbox_run::ns_modes;
-use super::PodService;
 
 /// The filesystem holding the writable layers.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -62,43 +62,6 @@ impl Events {
 /// that exits on its own is reported within this long.
 pub const EXIT_POLL: std::time::Duration = std::time::Duration::from_secs(1);
 
-impl super::PodService {
-    /// A subscription to lifecycle events.
-    pub fn subscribe_events(&self) -> broadcast::Receiver<Event> {
-        self.registry.events.subscribe()
-    }
-
-    /// Picks up exits the monitors recorded, while anyone listens for events (runs for the
-    /// daemon's life).
-    pub async fn watch_exits(self: std::sync::Arc<Self>) {
-        let mut tick = tokio::time::interval(EXIT_POLL);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tick.tick().await;
-            if !self.registry.events.wanted() {
-                continue;
-            }
-            let live: Vec<_> = self
-                .registry
-                .read()
-                .containers
-                .values()
-                .filter(|c| {
-                    matches!(
-                        c.status.state,
-                        crate::model::container::ContainerState::Created
-                            | crate::model::container::ContainerState::Running
-                    )
-                })
-                .map(|c| c.meta.id.clone())
-                .collect();
-            for id in live {
-                self.registry.refresh(&id);
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

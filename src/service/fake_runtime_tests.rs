@@ -17,7 +17,7 @@ use crate::model::sandbox::{ProcessRef, SandboxMeta, SandboxState, SandboxStatus
 use crate::oci::fake::FakeRuntime;
 
 use super::objects::{Container, Sandbox};
-use super::PodService;
+use super::pod_service::PodService;
 
 struct Fixture {
     _dir: tempfile::TempDir,
@@ -488,85 +488,6 @@ async fn recovery_deletes_what_the_runtime_holds_and_no_record_names() {
     assert!(f.service.registry.find_container(f.id.as_str()).is_ok(), "the recorded one stays");
 }
 
-/// A container's cgroup files as a throttle finds them, in a temporary directory.
-fn thrasher_cgroup() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    for (file, value) in [
-        ("memory.swap.current", "10000\n"),
-        ("memory.swap.high", "max\n"),
-        ("io.weight", "default 100\n"),
-        ("cpu.weight", "100\n"),
-    ] {
-        std::fs::write(dir.path().join(file), value).unwrap();
-    }
-    dir
-}
-
-fn files(dir: &std::path::Path) -> Vec<String> {
-    ["memory.swap.high", "io.weight", "cpu.weight"].map(|f| std::fs::read_to_string(dir.join(f)).unwrap()).to_vec()
-}
-
-fn with_qos(f: &Fixture, qos: crate::model::memory::QosClass) {
-    let plan = crate::model::memory::MemoryPlan::of_class(qos, None);
-    f.service.registry.write().containers.get_mut(&f.id).unwrap().status.memory_plan = Some(plan);
-}
-
-#[tokio::test]
-async fn the_swap_guard_lowers_only_and_puts_back_what_is_still_its_own() {
-    use crate::config::GuardMode;
-    use crate::model::memory::QosClass;
-    let f =
-        fixture_with(ContainerState::Running, "SIGTERM", "SIGKILL", false, |c| c.guard.action = GuardMode::Throttle);
-    let cg = thrasher_cgroup();
-    let untouched = files(cg.path());
-    let record = f.service.registry.container_records.dir(f.id.as_str()).join("guard.json");
-
-    // Without a memory plan, and as Guaranteed, the container is left alone.
-    assert_eq!(f.service.guard_engage(&f.id, cg.path()).0.action, "exempt");
-    with_qos(&f, QosClass::Guaranteed);
-    assert_eq!(f.service.guard_engage(&f.id, cg.path()).0.action, "exempt");
-    assert_eq!(files(cg.path()), untouched);
-
-    with_qos(&f, QosClass::Burstable);
-    let (report, throttle) = f.service.guard_engage(&f.id, cg.path());
-    assert_eq!(report.action, "throttled", "{report:?}");
-    assert_eq!(files(cg.path()), ["12288", "default 10", "10"]);
-    assert!(record.exists(), "recorded before it was written");
-    // kubelet resizes the container meanwhile: its cpu.weight is kept.
-    std::fs::write(cg.path().join("cpu.weight"), "39\n").unwrap();
-    f.service.guard_release(&f.id, cg.path(), throttle.unwrap());
-    assert_eq!(files(cg.path()), ["max", "default 100", "39\n"]);
-    assert!(!record.exists());
-
-    // A daemon that stopped while a throttle held puts it back at its next start.
-    let (_, throttle) = f.service.guard_engage(&f.id, cg.path());
-    assert!(throttle.is_some());
-    let running = std::collections::HashMap::from([(f.id.clone(), cg.path().to_path_buf())]);
-    f.service.guard_restore_left_over(&running);
-    assert_eq!(files(cg.path()), ["max", "default 100", "39"]);
-    assert!(!record.exists());
-    // An unreadable record (another version's, or torn) is set aside and changes nothing.
-    std::fs::write(cg.path().join("cpu.weight"), "10\n").unwrap();
-    std::fs::write(&record, b"{not json").unwrap();
-    f.service.guard_restore_left_over(&running);
-    assert!(!record.exists() && record.with_extension("json.unreadable").exists());
-    assert_eq!(files(cg.path()), ["max", "default 100", "10\n"]);
-    use crate::metrics::MetricsSource;
-    let counted = f.service.swap_actions();
-    assert_eq!((counted.throttles, counted.restores, counted.kills), (2, 1, 0), "the metrics count each action");
-}
-
-#[tokio::test]
-async fn observing_changes_nothing() {
-    let f = fixture(ContainerState::Running, "SIGTERM", "SIGKILL", false);
-    with_qos(&f, crate::model::memory::QosClass::Burstable);
-    let cg = thrasher_cgroup();
-    let before = files(cg.path());
-    let (report, throttle) = f.service.guard_engage(&f.id, cg.path());
-    assert_eq!((report.action, throttle.is_none()), ("observe", true));
-    assert_eq!(files(cg.path()), before);
-}
-
 #[tokio::test]
 async fn a_container_the_guard_ends_reports_swap_thrashing() {
     use crate::policy::guard::Candidate;
@@ -576,10 +497,11 @@ async fn a_container_the_guard_ends_reports_swap_thrashing() {
     let victim = Candidate { key: id.clone(), priority: -5, beyond_request: 96 << 20, swapins_per_second: 11_800.0 };
     let figures = Figures { some_percent: 57.0, full_percent: 41.25, swapins_per_second: 11_800.0 };
     let state = crate::policy::thrash::ThrashState::Thrashing;
-    service.clone().guard_kill(victim, state, Duration::from_secs(31), figures).await;
+    let pods: Arc<dyn crate::swap::Pods> = service.clone();
+    crate::swap::guard::kill(service.swap.clone(), pods, victim, state, Duration::from_secs(31), figures).await;
     assert_eq!(fake.calls(), vec!["kill SIGKILL all"]);
     use crate::metrics::MetricsSource;
-    assert_eq!(service.swap_actions().kills, 1);
+    assert_eq!(service.swap_actions().kills, 1, "the metrics count the kill");
     let status = service.registry.find_container(id.as_str()).unwrap().status;
     assert_eq!(
         (status.state, status.exit_code, status.reason.as_str()),

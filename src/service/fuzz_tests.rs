@@ -31,8 +31,11 @@ use crate::monitor::MonitorError;
 use crate::oci::{CreateIo, ExecOutput, Features, OciError, OciRuntime, RuntimeState};
 use crate::sandbox::{NsRequest, Shared};
 
-use super::PodService;
-use super::{Host, ImageService, RuntimeService, StreamingService};
+use super::host::Host;
+use super::image_service::ImageService;
+use super::pod_service::PodService;
+use super::runtime_service::RuntimeService;
+use super::streaming::StreamingService;
 
 const IMAGE: &str = "fuzz.local/busybox:1";
 

@@ -3,7 +3,7 @@ use std::path::PathBuf;
 use crate::error::Error;
 use crate::image::FsUsage;
 
-use super::ImageService;
+use super::image_service::ImageService;
 
 impl ImageService {
     /// Usage of the image filesystem and the directory that identifies it.

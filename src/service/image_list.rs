@@ -1,7 +1,8 @@
 use crate::error::Error;
 use crate::image::ImageLookup;
 
-use super::{ImageService, ImageView};
+use super::image_service::ImageService;
+use super::image_service::ImageView;
 
 impl ImageService {
     /// All images, or the one `filter` names (none when it names nothing stored).

@@ -4,7 +4,7 @@ use crate::error::Error;
 use crate::image::ImageName;
 use crate::model::image::ImageId;
 
-use super::ImageService;
+use super::image_service::ImageService;
 
 impl ImageService {
     /// Pulls `reference` and returns the image id (kubelet's image ref).

@@ -1,7 +1,7 @@
 use crate::error::Error;
 use crate::image::ImageLookup;
 
-use super::ImageService;
+use super::image_service::ImageService;
 
 impl ImageService {
     /// Removes the image with all its tags; succeeds when it is already gone; refused while a

@@ -3,7 +3,8 @@ use serde_json::json;
 use crate::error::Error;
 use crate::image::ImageLookup;
 
-use super::{ImageService, ImageView};
+use super::image_service::ImageService;
+use super::image_service::ImageView;
 
 impl ImageService {
     /// The image `reference` names, `None` when it is not stored (kubelet then pulls).

@@ -11,7 +11,7 @@ use crate::error::Error;
 use crate::model::image::ImageRecord;
 
 use super::layers::MappedLayers;
-use super::PodService;
+use super::pod_service::PodService;
 
 /// Where a container's image volumes are mounted, under its run directory.
 const DIR: &str = "image-volumes";
@@ -123,7 +123,7 @@ fn sub_path(root: &Path, sub: &str) -> Result<PathBuf, String> {
 
 /// Unmounts a container's image volumes, root filesystem and id-mapped layers (removal,
 /// recovery).
-pub(super) fn unmount_container(host: &dyn super::Host, run_dir: &Path) -> std::io::Result<()> {
+pub(super) fn unmount_container(host: &dyn super::host::Host, run_dir: &Path) -> std::io::Result<()> {
     if let Ok(entries) = std::fs::read_dir(run_dir.join(DIR)) {
         for entry in entries.flatten() {
             host.unmount(&entry.path())?;

@@ -10,7 +10,7 @@ use crate::model::image::ImageRecord;
 use crate::model::userns::PodUserns;
 
 use super::objects::Sandbox;
-use super::PodService;
+use super::pod_service::PodService;
 
 /// Where a container's id-mapped layers are mounted, under its run directory.
 const DIR: &str = "idmap";
@@ -55,7 +55,7 @@ impl PodService {
 }
 
 /// Unmounts a container's id-mapped layers.
-pub(super) fn unmount_mapped(host: &dyn super::Host, run_dir: &Path) -> std::io::Result<()> {
+pub(super) fn unmount_mapped(host: &dyn super::host::Host, run_dir: &Path) -> std::io::Result<()> {
     if let Ok(entries) = std::fs::read_dir(run_dir.join(DIR)) {
         for entry in entries.flatten() {
             host.unmount(&entry.path())?;

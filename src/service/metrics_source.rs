@@ -5,7 +5,7 @@ use crate::metrics::{GroupSeries, MetricsSource};
 use crate::model::container::ContainerState;
 
 use super::objects::Sandbox;
-use super::PodService;
+use super::pod_service::PodService;
 
 fn pod_names(sandbox: &Sandbox) -> (String, String) {
     let pod = sandbox.meta.config.metadata.clone().unwrap_or_default();
@@ -26,7 +26,10 @@ impl MetricsSource for PodService {
             let stats = self.cgroups.stats(&c.cgroup(&sandbox));
             let mut series = GroupSeries::container(&name, &pod, &namespace, c.meta.id.as_str(), stats);
             let running = c.status.state == ContainerState::Running;
-            series.thrashing = (running && self.thrash.active()).then(|| self.thrash.is_thrashing(&c.meta.id));
+            series.thrashing = running
+                .then(|| self.swap.thrash_state(&c.meta.id))
+                .flatten()
+                .map(|r| r.state == crate::policy::thrash::ThrashState::Thrashing);
             out.push(series);
         }
         out
@@ -53,13 +56,12 @@ impl MetricsSource for PodService {
     }
 
     fn swap_actions(&self) -> crate::metrics::SwapActions {
-        use std::sync::atomic::Ordering::Relaxed;
-        let g = &self.thrash.counts;
+        let c = self.swap.counts();
         crate::metrics::SwapActions {
-            throttles: g.throttles.load(Relaxed),
-            restores: g.restores.load(Relaxed),
-            kills: g.kills.load(Relaxed),
-            offload_requested_bytes: self.offload.requested.load(Relaxed),
+            throttles: c.throttles,
+            restores: c.restores,
+            kills: c.kills,
+            offload_requested_bytes: c.offload_requested_bytes,
         }
     }
 }

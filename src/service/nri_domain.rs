@@ -1,8 +1,7 @@
 //! swapcri as NRI sees it: pods and containers in NRI's terms, the StopContainer event for
 //! containers that exit on their own, and the updates and evictions plugins ask for.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -15,22 +14,7 @@ use crate::nri::{api, Domain, PluginId};
 
 use super::events::EventKind;
 use super::objects::{Container, Sandbox};
-use super::PodService;
-
-/// Each container's StopContainer event, sent once: by whoever sees the stop first, the
-/// others waiting for it (so RemoveContainer never overtakes it).
-#[derive(Default)]
-pub(crate) struct StopsSent(Mutex<HashMap<ContainerId, Arc<tokio::sync::OnceCell<()>>>>);
-
-impl StopsSent {
-    fn cell(&self, id: &ContainerId) -> Arc<tokio::sync::OnceCell<()>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).entry(id.clone()).or_default().clone()
-    }
-
-    fn forget(&self, id: &ContainerId) {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
-    }
-}
+use super::pod_service::PodService;
 
 /// A pod from its parts (a pod being created has no record yet).
 pub(super) fn nri_pod(

@@ -10,8 +10,8 @@ use crate::sandbox;
 
 use super::image_volumes::unmount_container;
 use super::objects::{Container, Sandbox};
+use super::pod_service::PodService;
 use super::registry::QuarantinedRecord;
-use super::PodService;
 
 /// statfs magic of the nsfs filesystem (a pinned namespace file).
 const NSFS_MAGIC: i64 = 0x6e73_6673;

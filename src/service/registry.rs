@@ -168,8 +168,9 @@ impl Registry {
                 status.finished_at = exit.finished_at.max(status.started_at);
                 status.reason = exit.reason().to_string();
                 status.pid = None;
-                let records = self.container_records.dir(id.as_str());
-                if let Some((reason, message)) = crate::blocking::run(|| super::swap_guard::verdict(&records)) {
+                if let Some((reason, message)) =
+                    crate::blocking::run(|| crate::swap::verdict(&self.container_records, id))
+                {
                     status.reason = reason;
                     status.message = message;
                 }

@@ -1,6 +1,6 @@
 use crate::config::CgroupDriver;
 
-use super::RuntimeService;
+use super::runtime_service::RuntimeService;
 
 impl RuntimeService {
     /// The cgroup driver kubelet must use with this runtime.

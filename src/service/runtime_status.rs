@@ -1,8 +1,8 @@
 use serde_json::json;
 
+use super::pod_service::PodService;
+use super::runtime_service::RuntimeService;
 use super::runtimes::HandlerCapabilities;
-use super::PodService;
-use super::RuntimeService;
 use crate::network::NetworkError;
 
 /// One CRI runtime condition.

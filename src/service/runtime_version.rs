@@ -1,4 +1,4 @@
-use super::RuntimeService;
+use super::runtime_service::RuntimeService;
 
 /// What `Version` answers.
 pub struct VersionInfo {

@@ -1,7 +1,7 @@
 use crate::cri;
 
 use super::objects::{labels_match, Sandbox};
-use super::PodService;
+use super::pod_service::PodService;
 
 impl PodService {
     pub fn list_sandboxes(&self, filter: Option<&cri::PodSandboxFilter>) -> Vec<Sandbox> {

@@ -1,6 +1,6 @@
 use crate::error::Error;
 
-use super::PodService;
+use super::pod_service::PodService;
 
 impl PodService {
     /// Stops the pod if needed, removes its containers, directories, records and the cgroup

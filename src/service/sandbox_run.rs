@@ -11,8 +11,8 @@ use crate::policy::userns;
 use crate::sandbox::{self, NsRequest, UserNsRequest};
 
 use super::objects::now_nanos;
+use super::pod_service::PodService;
 use super::rollback::Rollback;
-use super::PodService;
 
 /// How a sandbox's namespaces were asked for.
 pub(super) struct NsModes {
@@ -74,10 +74,11 @@ impl PodService {
 
         let request = self.ns_request(&id, &config);
         let (req, work, host) = (request.clone(), dir.clone(), self.host.clone());
-        let holder =
-            crate::blocking::spawn(move || super::step("namespaces").in_scope(|| host.create_namespaces(&req, &work)))
-                .await?
-                .map_err(|e| Error::Internal(format!("creating the pod's namespaces: {e}")))?;
+        let holder = crate::blocking::spawn(move || {
+            super::span::step("namespaces").in_scope(|| host.create_namespaces(&req, &work))
+        })
+        .await?
+        .map_err(|e| Error::Internal(format!("creating the pod's namespaces: {e}")))?;
         if let Some(holder) = holder {
             self.adopt_into_monitor_cgroup(vec![holder]);
         }
@@ -92,7 +93,12 @@ impl PodService {
             None
         } else {
             let netns = request.net.clone().unwrap_or_default();
-            Some(self.network.setup(network_request(&id, netns, &config)).instrument(super::step("cni add")).await?)
+            Some(
+                self.network
+                    .setup(network_request(&id, netns, &config))
+                    .instrument(super::span::step("cni add"))
+                    .await?,
+            )
         };
         crate::crash::point("sandbox-after-network");
         let (parent, owns) = self.cgroup_parent_of(&id, &config);
@@ -105,12 +111,12 @@ impl PodService {
         let told = match slice {
             Ok(()) => {
                 let pod = super::nri_domain::nri_pod(&id, &config, &handler, &parent, addresses.as_ref());
-                self.nri.run_pod_sandbox(&pod).instrument(super::step("nri")).await.map_err(Error::from)
+                self.nri.run_pod_sandbox(&pod).instrument(super::span::step("nri")).await.map_err(Error::from)
             }
             Err(e) => Err(e),
         };
         let recorded = told.and_then(|()| {
-            super::step("record")
+            super::span::step("record")
                 .in_scope(|| self.record_sandbox(id.clone(), name, config, handler, dir, holder, addresses, placement))
         });
         drop(gate);
@@ -150,7 +156,7 @@ impl PodService {
                 let (uid, gid) = userns.root();
                 options.extend([format!("uid={uid}"), format!("gid={gid}")]);
             }
-            super::step("shm")
+            super::span::step("shm")
                 .in_scope(|| self.host.mount_tmpfs(&shm, &options))
                 .map_err(Error::io(format!("mounting {}", shm.display())))?;
             let host = self.host.clone();
@@ -163,7 +169,7 @@ impl PodService {
         } else {
             config.hostname.clone()
         };
-        super::step("pod files")
+        super::span::step("pod files")
             .in_scope(|| {
                 sandbox::write_pod_files(&dir, &hostname, config.dns_config.as_ref(), modes.userns.map(|u| u.root()))
             })
@@ -270,7 +276,7 @@ impl PodService {
         let properties = [Property::Description(format!("swapcri pod {id}")), Property::CollectInactiveOrFailed];
         systemd
             .start_transient(slice, &properties)
-            .instrument(super::step("pod slice"))
+            .instrument(super::span::step("pod slice"))
             .await
             .map_err(|e| Error::Internal(format!("creating the pod slice: {e}")))
     }

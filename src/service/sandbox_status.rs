@@ -3,7 +3,7 @@ use serde_json::json;
 use crate::error::Error;
 
 use super::objects::{now_nanos, Container, Sandbox};
-use super::PodService;
+use super::pod_service::PodService;
 
 /// What PodSandboxStatus answers: the sandbox, its containers, the verbose details, and when
 /// the status was read.

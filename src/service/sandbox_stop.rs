@@ -4,7 +4,7 @@ use tracing::Instrument;
 use crate::error::Error;
 use crate::model::sandbox::SandboxState;
 
-use super::PodService;
+use super::pod_service::PodService;
 
 impl PodService {
     /// Kills the pod's containers and releases its namespaces and shm. Idempotent; an
@@ -17,22 +17,27 @@ impl PodService {
         };
         let _guard = self.registry.locks.lock(sandbox.meta.id.as_str()).await;
         for container in self.registry.containers_of(&sandbox.meta.id) {
-            self.stop_container(container.as_str(), Duration::ZERO).instrument(super::step("stop container")).await?;
+            self.stop_container(container.as_str(), Duration::ZERO)
+                .instrument(super::span::step("stop container"))
+                .await?;
         }
         let sandbox = self.registry.find_sandbox(sandbox.meta.id.as_str())?;
         crate::crash::point("sandbox-stop-after-containers");
         // Plugins hear of the stop once, with the containers stopped and the pod still there.
         if sandbox.status.state != SandboxState::NotReady {
-            self.nri.stop_pod_sandbox(&super::nri_domain::nri_sandbox(&sandbox)).instrument(super::step("nri")).await;
+            self.nri
+                .stop_pod_sandbox(&super::nri_domain::nri_sandbox(&sandbox))
+                .instrument(super::span::step("nri"))
+                .await;
         }
         // DEL while the namespace still exists; on failure nothing is released, so the
         // retry kubelet makes repeats it.
-        self.network.teardown(sandbox.meta.id.as_str()).instrument(super::step("cni del")).await?;
+        self.network.teardown(sandbox.meta.id.as_str()).instrument(super::span::step("cni del")).await?;
         let request = self.ns_request(&sandbox.meta.id, &sandbox.meta.config);
         let holder = sandbox.status.holder;
         let (shm, host) = (sandbox.meta.dir.join("shm"), self.host.clone());
         crate::blocking::spawn(move || {
-            super::step("release namespaces").in_scope(|| {
+            super::span::step("release namespaces").in_scope(|| {
                 host.release_namespaces(&request, holder);
                 let _ = host.unmount(&shm);
             })
@@ -43,7 +48,7 @@ impl PodService {
             status.state = SandboxState::NotReady;
             status.holder = None;
             status.addresses = None;
-            super::step("record").in_scope(|| self.registry.save_sandbox_status(&sandbox.meta.id, status))?;
+            super::span::step("record").in_scope(|| self.registry.save_sandbox_status(&sandbox.meta.id, status))?;
             tracing::info!(sandbox = %sandbox.meta.id, "pod sandbox stopped");
         }
         Ok(())

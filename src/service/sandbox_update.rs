@@ -9,7 +9,7 @@ use crate::error::Error;
 use crate::model::sandbox::PodResources;
 
 use super::objects::now_nanos;
-use super::PodService;
+use super::pod_service::PodService;
 
 impl PodService {
     pub async fn update_sandbox_resources(

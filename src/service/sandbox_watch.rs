@@ -9,28 +9,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::unix::AsyncFd;
-use tokio::sync::Notify;
 use tokio::task::JoinSet;
 
 use crate::model::ids::SandboxId;
 use crate::model::sandbox::{ProcessRef, SandboxState};
 
-use super::PodService;
+use super::pod_service::PodService;
 
 /// Where pidfds are missing (kernels before 5.3), how often a holder is looked at instead.
 const POLL: Duration = Duration::from_millis(250);
-
-/// Tells the watcher that a sandbox with a holder was recorded.
-#[derive(Default)]
-pub struct HolderWatch {
-    changed: Notify,
-}
-
-impl HolderWatch {
-    pub fn changed(&self) {
-        self.changed.notify_one();
-    }
-}
 
 impl PodService {
     /// Watches the holders of ready sandboxes for the daemon's life.
@@ -48,7 +35,7 @@ impl PodService {
                 }
             }
             tokio::select! {
-                () = self.holder_watch.changed.notified() => {}
+                () = self.holder_watch.wait() => {}
                 Some(Ok((id, holder))) = exits.join_next() => {
                     watched.remove(&id);
                     self.holder_exited(&id, holder).await;

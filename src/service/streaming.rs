@@ -4,7 +4,7 @@ use crate::streaming::exec::ExecRequest;
 use crate::streaming::{Pending, StreamingServer};
 use std::sync::Arc;
 
-use super::PodService;
+use super::pod_service::PodService;
 
 /// Exec, Attach and PortForward: the request is checked against the pod or container, then
 /// the streaming server issues the single-use URL the client connects to.

@@ -3,13 +3,10 @@
 //! files per call. A container the last walk did not see yet is walked once on demand.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::model::ids::ContainerId;
-
-use super::stats::disk_usage;
-use super::PodService;
 
 /// How often the writable layers are walked again (kubelet asks for stats every 10 s).
 pub const REFRESH: Duration = Duration::from_secs(10);
@@ -35,46 +32,6 @@ impl WritableUsage {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ContainerId, Option<(u64, u64)>>> {
         self.entries.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-impl PodService {
-    /// The writable layer's usage: the last background walk's, else walked now.
-    pub(super) fn writable_usage(&self, id: &ContainerId) -> Option<(u64, u64)> {
-        match self.writable.get(id) {
-            Some(usage) => usage,
-            None => self.walk_writable_layer(id),
-        }
-    }
-
-    /// Walks the writable layer now and keeps the figure for listings.
-    pub(super) fn walk_writable_layer(&self, id: &ContainerId) -> Option<(u64, u64)> {
-        let usage = disk_usage(&self.registry.container_state_dir(id).join("upper"));
-        self.writable.set(id, usage);
-        usage
-    }
-
-    /// Walks every container's writable layer every [`REFRESH`] (runs for the daemon's life).
-    pub async fn refresh_writable_usage(self: Arc<Self>) {
-        let mut tick = tokio::time::interval(REFRESH);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tick.tick().await;
-            let ids: Vec<ContainerId> = self.registry.read().containers.keys().cloned().collect();
-            let service = self.clone();
-            let walked = crate::blocking::spawn(move || {
-                ids.into_iter()
-                    .map(|id| {
-                        let usage = disk_usage(&service.registry.container_state_dir(&id).join("upper"));
-                        (id, usage)
-                    })
-                    .collect::<HashMap<_, _>>()
-            })
-            .await;
-            if let Ok(fresh) = walked {
-                self.writable.replace(fresh);
-            }
-        }
     }
 }
 

@@ -17,6 +17,7 @@ use super::atomic::{read_versioned, replace_versioned, write_versioned, StoreErr
 
 const VERSION: u32 = 1;
 
+#[derive(Debug, Clone)]
 pub struct Records {
     root: PathBuf,
 }
@@ -33,7 +34,7 @@ pub struct Loaded<M, S> {
     pub released: Vec<String>,
 }
 
-const QUARANTINED: &str = "corrupt";
+pub(super) const QUARANTINED: &str = "corrupt";
 const RELEASED: &str = "release";
 const REMOVING: &str = "removing";
 

@@ -1,0 +1,101 @@
+//! The pod service: the owners the RPC files orchestrate (records, runtimes, memory policy,
+//! cgroups, network, images, host, swap supervisor, NRI), each behind an interface of its own.
+
+use std::sync::Arc;
+
+use crate::config::Config;
+use crate::error::Error;
+use crate::image::ImageStore;
+use crate::model::node::NodeFacts;
+
+use super::cgroups::Cgroups;
+use super::host::{Host, NodeHost};
+use super::image_service::ImageUsers;
+use super::memory::MemoryQos;
+use super::registry::Registry;
+use super::runtimes::Runtimes;
+use super::{holder_watch, nri_stops, writable_usage};
+
+/// Pod sandboxes and containers: the RPC files orchestrate these owners, each behind a small
+/// interface of its own.
+pub struct PodService {
+    pub(crate) config: Arc<Config>,
+    pub(crate) node: NodeFacts,
+    /// Records, locks and directories of every pod and container.
+    pub(crate) registry: Registry,
+    /// The OCI runtime handlers.
+    pub(crate) runtimes: Arc<Runtimes>,
+    /// The memory and swap plan: decisions, read-back, pod reservations, counters.
+    pub(crate) memory: MemoryQos,
+    /// cgroup reads: statistics, CPU rates, where a process's cgroup is.
+    pub(crate) cgroups: Cgroups,
+    /// Pod networking (CNI).
+    pub(crate) network: Arc<crate::network::Network>,
+    pub(crate) images: Arc<ImageStore>,
+    /// Writable-layer usage per container, from a background walk.
+    pub(crate) writable: writable_usage::WritableUsage,
+    /// systemd's manager, under the systemd cgroup driver.
+    pub(crate) systemd: Option<Arc<crate::cgroup::systemd::Systemd>>,
+    /// Namespaces, mounts and monitors on the node.
+    pub(crate) host: Arc<dyn Host>,
+    /// Wakes the watcher of PID-namespace holders when a pod with one is recorded.
+    pub(crate) holder_watch: holder_watch::HolderWatch,
+    /// Thrash detection, the guard and the offload (it reaches pods through swap_pods.rs).
+    pub(crate) swap: Arc<crate::swap::Supervisor>,
+    /// NRI plugins and their events.
+    pub(crate) nri: Arc<crate::nri::Nri>,
+    /// Containers whose StopContainer event was sent.
+    pub(crate) nri_stops: nri_stops::StopsSent,
+}
+
+impl PodService {
+    pub fn new(
+        config: Arc<Config>,
+        node: NodeFacts,
+        images: Arc<ImageStore>,
+        runtimes: Arc<Runtimes>,
+    ) -> Result<Self, Error> {
+        let network = Arc::new(crate::network::Network::new(config.network.clone(), config.state_root.join("cni")));
+        let systemd = (config.runtime.cgroup_driver == crate::config::CgroupDriver::Systemd)
+            .then(|| Arc::new(crate::cgroup::systemd::Systemd::default()));
+        let registry = Registry::open(&config.state_root, &config.run_root)?;
+        let swap = crate::swap::Supervisor::new(&config, node.cgroup_v2(), registry.container_records.clone());
+        Ok(PodService {
+            registry,
+            swap: Arc::new(swap),
+            memory: MemoryQos::new(&config, node.clone(), systemd.clone()),
+            nri: crate::nri::Nri::new(config.nri.clone()),
+            systemd,
+            cgroups: Cgroups::new(&config.cgroup_root, node.cgroup_v2()),
+            config,
+            node,
+            images,
+            runtimes,
+            network,
+            writable: Default::default(),
+            host: Arc::new(NodeHost),
+            holder_watch: Default::default(),
+            nri_stops: Default::default(),
+        })
+    }
+
+    /// The network pods join now (its name), or why there is none.
+    pub async fn network_ready(&self) -> Result<String, crate::network::NetworkError> {
+        self.network.ready().await.map(|list| list.name)
+    }
+
+    /// UpdateRuntimeConfig: kubelet's pod CIDR for the CNI plugins' ipRanges.
+    pub fn set_pod_cidr(&self, cidr: &str) -> Result<(), Error> {
+        if !cidr.is_empty() {
+            self.network.set_pod_cidr(cidr)?;
+            tracing::info!(pod_cidr = %cidr, "pod CIDR from kubelet");
+        }
+        Ok(())
+    }
+}
+
+impl ImageUsers for PodService {
+    fn containers_using(&self, image: &crate::model::image::ImageId) -> Vec<String> {
+        self.registry.containers_using(image)
+    }
+}

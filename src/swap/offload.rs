@@ -1,0 +1,87 @@
+//! Cold-memory offload (`[offload]`, policy::offload): every `interval_seconds` each
+//! eligible running container (Burstable, not critical, with a LimitedSwap share, not
+//! pressured or thrashing) is looked at once and, while its own memory pressure and
+//! refaults allow, has a step of its memory reclaimed through `memory.reclaim`. The
+//! reclaim runs on a blocking thread, one container at a time, so the daemon's workers
+//! never wait on it and the node never sees two at once.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::cgroup::control;
+use crate::model::ids::ContainerId;
+use crate::model::memory::QosClass;
+use crate::policy::offload::{Offloader, Sample, Settings, Step};
+use crate::policy::thrash::ThrashState;
+
+use super::board::Counters;
+use super::pods::Pods;
+use super::supervisor::Supervisor;
+
+/// A look at the group's files; None when it has no swap share (NoSwap, or unlimited).
+fn sample(dir: &Path, at_ms: u64) -> Option<Sample> {
+    let f = control::offload_figures(dir)?;
+    Some(Sample {
+        at_ms,
+        some_us: f.some_us,
+        refaults: f.refaults,
+        memory_current: f.memory_current,
+        swap_current: f.swap_current,
+        swap_max: Some(f.swap_max),
+    })
+}
+
+/// Offloads cold memory for the daemon's life (opt-in; cgroup v2 with PSI).
+pub(super) async fn run(sup: Arc<Supervisor>, pods: Arc<dyn Pods>) {
+    let config = &sup.offload_config;
+    if !config.enabled || !sup.cgroup_v2 {
+        return;
+    }
+    if !Path::new("/proc/pressure/memory").exists() {
+        tracing::warn!("[offload] is enabled but the kernel has no pressure stall information (PSI): offload is off");
+        return;
+    }
+    let settings = Settings::of(config);
+    tracing::info!(interval_s = config.interval_seconds, "cold-memory offload on");
+    let clock = Instant::now();
+    let mut offloaders: HashMap<ContainerId, Offloader> = HashMap::new();
+    let mut tick = tokio::time::interval(Duration::from_secs(config.interval_seconds));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let eligible = eligible(&sup, pods.as_ref());
+        offloaders.retain(|id, _| eligible.contains_key(id));
+        sup.offload.retain(|id| eligible.contains_key(id));
+        for (id, dir) in eligible {
+            let at_ms = clock.elapsed().as_millis() as u64;
+            let Some(s) = crate::blocking::run(|| sample(&dir, at_ms)) else { continue };
+            let o = offloaders.entry(id.clone()).or_insert_with(|| Offloader::new(settings));
+            if let Step::Reclaim { bytes } = o.look(s) {
+                Counters::add(&sup.counters.offload_requested, bytes);
+                let d = dir.clone();
+                match crate::blocking::spawn(move || control::reclaim(&d, bytes)).await {
+                    Ok(Ok(())) => tracing::debug!(container = %id, bytes, "offloaded cold memory"),
+                    Ok(Err(e)) => tracing::debug!(container = %id, error = %e, "memory.reclaim refused"),
+                    Err(e) => tracing::warn!(container = %id, error = %e, "offload task failed"),
+                }
+            }
+            sup.offload.set(&id, o);
+        }
+    }
+}
+
+/// Running Burstable, non-critical containers thrash detection finds calm.
+fn eligible(sup: &Supervisor, pods: &dyn Pods) -> HashMap<ContainerId, PathBuf> {
+    let mut running = pods.running();
+    running.retain(|id, _| {
+        let calm = sup.thrash_state(id).is_none_or(|r| r.state == ThrashState::Normal);
+        let burstable = pods
+            .facts(id)
+            .and_then(|f| f.plan)
+            .is_some_and(|p| p.qos_class == QosClass::Burstable && p.critical.is_none());
+        calm && burstable
+    });
+    running
+}
