@@ -12,9 +12,10 @@ use std::path::Path;
 
 use libcgroups::common::CgroupManager;
 use swapcri::cgroup::detail::{read_detail, DetailDirs};
-use swapcri::cgroup::stats::{read_stats, CgroupDirs, CgroupStats};
+use swapcri::cgroup::stats::{read_stats, CgroupDirs};
+use swapcri::model::cgroup_stats::CgroupStats;
 
-fn ours(root: &Path) -> (CgroupStats, swapcri::cgroup::detail::Detail) {
+fn ours(root: &Path) -> (CgroupStats, swapcri::model::cgroup_stats::Detail) {
     let dirs = CgroupDirs::locate("/pod/c1", Some(root), &[]).unwrap();
     let detail = DetailDirs::locate("/pod/c1", Some(root), &[]).unwrap();
     (read_stats(&dirs), read_detail(&detail))

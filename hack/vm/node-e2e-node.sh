@@ -137,6 +137,11 @@ set -- --container-runtime-endpoint $ENDPOINT --image-service-endpoint $ENDPOINT
   --kubelet-flags=--runtime-cgroups=/system.slice/$RUNTIME.service \
   --node-name swapcri-node --report-dir $REPORT
 procs=$(cat $IN/procs 2>/dev/null || echo 1)
+# A progress line on the console every 10 minutes: the specs ginkgo has reported so far.
+(while sleep 600; do
+  echo "E2E-LOG node e2e: $(($(date +%s) - t0)) s, $(grep -o '•' $REPORT/e2e_node.log 2>/dev/null | wc -l) specs done"
+done) &
+progress=$!
 if [ "$procs" -gt 1 ]; then
   # ginkgo's runner: process 1 starts the services and hands the others its bearer token;
   # [Serial] specs run alone after the rest.
@@ -153,6 +158,7 @@ else
     >$REPORT/e2e_node.log 2>&1
 fi
 status=$?
+kill $progress 2>/dev/null
 took=$(($(date +%s) - t0))
 python3 /e2e/summary.py $REPORT/report.json $status $took >$REPORT/summary.txt
 set -- $(grep -m1 '^TOTAL' $REPORT/summary.txt)

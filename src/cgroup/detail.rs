@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use super::files::{keyed, number, read};
 use super::Hierarchy;
+use crate::model::cgroup_stats::{Detail, DeviceIo};
 
 /// Where one cgroup's files are, per controller (all the same directory on cgroup v2).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,52 +44,6 @@ impl DetailDirs {
             blkio: v1("blkio"),
         })
     }
-}
-
-/// Bytes and operations read and written on one block device.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct DeviceIo {
-    pub major: u64,
-    pub minor: u64,
-    pub read_bytes: u64,
-    pub write_bytes: u64,
-    pub reads: u64,
-    pub writes: u64,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Detail {
-    pub cpu_user_ns: Option<u64>,
-    pub cpu_system_ns: Option<u64>,
-    pub cfs_periods: Option<u64>,
-    pub cfs_throttled_periods: Option<u64>,
-    pub cfs_throttled_ns: Option<u64>,
-    /// CFS period in microseconds; quota in microseconds (None when unlimited).
-    pub cpu_period_us: Option<u64>,
-    pub cpu_quota_us: Option<u64>,
-    /// cgroup v1 shares, or v2 weight converted back to shares.
-    pub cpu_shares: Option<u64>,
-    pub memory_cache: Option<u64>,
-    pub memory_mapped_file: Option<u64>,
-    pub memory_kernel: Option<u64>,
-    pub memory_max_usage: Option<u64>,
-    /// Times usage hit the limit (v1 memory.failcnt, v2 memory.events `max`).
-    pub memory_failcnt: Option<u64>,
-    /// Page faults and major faults: of this cgroup and of its whole subtree.
-    pub pgfault: Option<(u64, u64)>,
-    pub pgmajfault: Option<(u64, u64)>,
-    pub oom_kills: Option<u64>,
-    pub processes: Option<u64>,
-    pub threads: Option<u64>,
-    /// pids.max; 0 when unlimited.
-    pub threads_max: Option<u64>,
-    /// Open file descriptors of the cgroup's processes, and how many are sockets.
-    pub file_descriptors: Option<u64>,
-    pub sockets: Option<u64>,
-    pub io: Vec<DeviceIo>,
-    /// cgroup v1 with swap accounting: swap in use (memsw − memory) and the swap limit
-    /// (memsw limit − memory limit; None when either is unlimited).
-    pub v1_swap: Option<(u64, Option<u64>)>,
 }
 
 /// Processes in the cgroup itself (`cgroup.procs`), without the figures `read_detail`

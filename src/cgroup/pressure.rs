@@ -4,31 +4,7 @@
 
 use std::path::Path;
 
-use serde::Serialize;
-
-/// One line of a pressure file. `total_ns` is the kernel's microseconds × 1000.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-pub struct PsiLine {
-    pub total_ns: u64,
-    pub avg10: f64,
-    pub avg60: f64,
-    pub avg300: f64,
-}
-
-/// `some` (at least one task stalled) and `full` (all non-idle tasks stalled).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-pub struct Pressure {
-    pub some: PsiLine,
-    pub full: PsiLine,
-}
-
-/// The three resources' pressure of one cgroup.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-pub struct PressureSet {
-    pub cpu: Option<Pressure>,
-    pub memory: Option<Pressure>,
-    pub io: Option<Pressure>,
-}
+use crate::model::cgroup_stats::{Pressure, PressureSet, PsiLine};
 
 fn line(fields: &str) -> Option<PsiLine> {
     let mut out = PsiLine::default();

@@ -5,13 +5,11 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
-
 use super::files::{keyed, limit, number, read};
-use super::pressure::{self, PressureSet};
+use super::pressure;
 use super::swap::read_swap;
-pub use super::swap::SwapStats;
 use super::Hierarchy;
+use crate::model::cgroup_stats::{CgroupStats, MemoryStats, PressureSet};
 
 /// Where one cgroup's files are.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,35 +30,6 @@ impl CgroupDirs {
         let v1 = |controller: &str| super::v1_dir(hierarchies, controller, rel);
         Some(CgroupDirs { v2: false, memory: v1("memory")?, cpu: v1("cpuacct")? })
     }
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct MemoryStats {
-    pub usage_bytes: u64,
-    /// usage − inactive_file (what kubelet evicts on).
-    pub working_set_bytes: u64,
-    pub rss_bytes: u64,
-    pub page_faults: u64,
-    pub major_page_faults: u64,
-    /// The memory limit, when there is one.
-    pub limit_bytes: Option<u64>,
-}
-
-impl MemoryStats {
-    /// limit − working set, when limited.
-    pub fn available_bytes(&self) -> Option<u64> {
-        self.limit_bytes.map(|l| l.saturating_sub(self.working_set_bytes))
-    }
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct CgroupStats {
-    pub cpu_usage_ns: Option<u64>,
-    pub memory: Option<MemoryStats>,
-    /// None on cgroup v1 or without swap accounting.
-    pub swap: Option<SwapStats>,
-    /// Pressure stall information; all None on cgroup v1 or without PSI.
-    pub pressure: PressureSet,
 }
 
 /// The files and memory.stat keys of one cgroup version.

@@ -8,54 +8,8 @@
 
 use std::path::Path;
 
-use serde::Serialize;
-
 use super::files::{keyed, limit, number, read};
-
-/// The `memory.swap.events` counters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct SwapEvents {
-    pub high: u64,
-    pub max: u64,
-    pub fail: u64,
-}
-
-/// zswap: the compressed pool in front of the swap device.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct ZswapStats {
-    /// Compressed size in the pool (`memory.zswap.current`).
-    pub compressed_bytes: Option<u64>,
-    /// What those pages held before compression (`memory.stat` zswapped).
-    pub original_bytes: u64,
-    /// Pages brought back from and moved into the pool (`zswpin`, `zswpout`).
-    pub pages_in: u64,
-    pub pages_out: u64,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct SwapStats {
-    pub usage_bytes: u64,
-    /// `memory.swap.max`; None when `max`.
-    pub limit_bytes: Option<u64>,
-    /// The most swap the group has held (`memory.swap.peak`, Linux 6.5+).
-    pub peak_bytes: Option<u64>,
-    pub events: Option<SwapEvents>,
-    /// Anonymous pages faulted back in after they were swapped out (`memory.stat`
-    /// `workingset_refault_anon`): the swap-ins a workload waits on.
-    pub anon_refaults: Option<u64>,
-    /// Pages read from and written to the swap device (`pswpin`, `pswpout`, on kernels
-    /// that count them per group).
-    pub pages_in: Option<u64>,
-    pub pages_out: Option<u64>,
-    pub zswap: Option<ZswapStats>,
-}
-
-impl SwapStats {
-    /// limit − usage; None when unlimited.
-    pub fn available_bytes(&self) -> Option<u64> {
-        self.limit_bytes.map(|l| l.saturating_sub(self.usage_bytes))
-    }
-}
+use crate::model::cgroup_stats::{SwapEvents, SwapStats, ZswapStats};
 
 fn events(text: &str) -> SwapEvents {
     let count = |key| keyed(text, key).unwrap_or(0);

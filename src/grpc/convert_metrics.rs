@@ -5,7 +5,7 @@
 
 use crate::cri;
 
-use crate::cgroup::detail::DeviceIo;
+use crate::model::cgroup_stats::DeviceIo;
 use crate::service::{ContainerMetrics, PodMetrics};
 
 /// Every metric's first labels: container name ("" for the pod's own cgroup), pod name and
@@ -177,7 +177,11 @@ fn now_secs() -> u64 {
 }
 
 /// The figures of one cgroup (a container's or the pod's).
-fn cgroup_metrics(out: &mut Out, stats: &crate::cgroup::stats::CgroupStats, detail: &crate::cgroup::detail::Detail) {
+fn cgroup_metrics(
+    out: &mut Out,
+    stats: &crate::model::cgroup_stats::CgroupStats,
+    detail: &crate::model::cgroup_stats::Detail,
+) {
     let mem = stats.memory.as_ref();
     out.put("container_cpu_usage_seconds_total", stats.cpu_usage_ns.map(secs), &[]);
     out.put("container_cpu_user_seconds_total", detail.cpu_user_ns.map(secs), &[]);
@@ -287,8 +291,8 @@ pub fn pod_metrics(p: &PodMetrics) -> cri::PodSandboxMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cgroup::detail::Detail;
-    use crate::cgroup::stats::{CgroupStats, MemoryStats, SwapStats};
+    use crate::model::cgroup_stats::Detail;
+    use crate::model::cgroup_stats::{CgroupStats, MemoryStats, SwapStats};
 
     #[test]
     fn descriptors_are_unique_and_labelled() {

@@ -2,7 +2,7 @@
 
 use crate::cri;
 
-use crate::cgroup::pressure::{Pressure, PsiLine};
+use crate::model::cgroup_stats::{Pressure, PsiLine};
 use crate::network::interfaces::InterfaceCounters;
 use crate::service::{ContainerSample, PodSample, Sample};
 

@@ -10,7 +10,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use crate::cgroup::stats::CgroupStats;
+use crate::model::cgroup_stats::CgroupStats;
 
 /// Label pairs naming one group, in the order they are shown.
 pub type Labels = Vec<(String, String)>;
@@ -213,9 +213,9 @@ impl GroupFamilies {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cgroup::pressure::{Pressure, PsiLine};
-    use crate::cgroup::stats::MemoryStats;
-    use crate::cgroup::swap::{SwapEvents, SwapStats, ZswapStats};
+    use crate::model::cgroup_stats::MemoryStats;
+    use crate::model::cgroup_stats::{Pressure, PsiLine};
+    use crate::model::cgroup_stats::{SwapEvents, SwapStats, ZswapStats};
 
     fn encode(r: &Registry) -> String {
         let mut out = String::new();

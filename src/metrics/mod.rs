@@ -317,8 +317,8 @@ pub async fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cgroup::stats::CgroupStats;
-    use crate::cgroup::swap::SwapStats;
+    use crate::model::cgroup_stats::CgroupStats;
+    use crate::model::cgroup_stats::SwapStats;
 
     struct OneContainer;
 

@@ -2,6 +2,7 @@
 
 pub mod cgroup_files;
 pub mod cgroup_layout;
+pub mod cgroup_stats;
 pub mod container;
 pub mod handler;
 pub mod ids;

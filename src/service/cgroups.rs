@@ -5,9 +5,11 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use crate::cgroup::detail::{read_detail, Detail, DetailDirs};
-use crate::cgroup::stats::{read_stats, CgroupDirs, CgroupStats};
+use crate::cgroup::detail::{read_detail, DetailDirs};
+use crate::cgroup::stats::{read_stats, CgroupDirs};
 use crate::cgroup::Hierarchy;
+use crate::model::cgroup_stats::CgroupStats;
+use crate::model::cgroup_stats::Detail;
 
 use super::samples::Sample;
 

@@ -33,7 +33,7 @@ impl PodService {
         // The pod's lock, taken before any container's (the one order every pod call keeps):
         // a StopPodSandbox or RemovePodSandbox either waits for this create to end and then
         // stops what it made, or has ended and this create sees a pod that is not ready.
-        let _pod = self.registry.locks.lock(sandbox.meta.id.as_str()).await;
+        let _pod = self.registry.lock(sandbox.meta.id.as_str()).await;
         let sandbox = self.registry.find_sandbox(sandbox.meta.id.as_str())?;
         if !sandbox.status.state.can_start_containers() {
             return Err(Error::FailedPrecondition(format!("pod sandbox {} is not ready", sandbox.meta.id)));

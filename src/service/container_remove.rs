@@ -18,7 +18,7 @@ impl PodService {
         };
         self.stop_container(container.meta.id.as_str(), Duration::ZERO).await?;
         let container = self.registry.find_container(container.meta.id.as_str()).unwrap_or(container);
-        let _guard = self.registry.locks.lock(container.meta.id.as_str()).await;
+        let _guard = self.registry.lock(container.meta.id.as_str()).await;
         let cid = container.meta.id.clone();
         let handler =
             self.registry.find_sandbox(container.meta.sandbox_id.as_str()).ok().map(|s| s.meta.runtime_handler.clone());

@@ -9,7 +9,7 @@ use super::pod_service::PodService;
 impl PodService {
     pub async fn start_container(&self, id: &str) -> Result<(), Error> {
         let container = self.registry.find_container(id)?;
-        let _guard = self.registry.locks.lock(container.meta.id.as_str()).await;
+        let _guard = self.registry.lock(container.meta.id.as_str()).await;
         let container = self.registry.find_container(container.meta.id.as_str())?;
         if !container.status.state.can_start() {
             return Err(Error::FailedPrecondition(format!(

@@ -33,7 +33,7 @@ impl PodService {
             Err(Error::NotFound(_)) => return Ok(()),
             Err(e) => return Err(e),
         };
-        let _guard = self.registry.locks.lock(container.meta.id.as_str()).await;
+        let _guard = self.registry.lock(container.meta.id.as_str()).await;
         let container = self.registry.find_container(container.meta.id.as_str())?;
         if !container.status.state.needs_stop() && container.status.state != ContainerState::Created {
             return Ok(());

@@ -38,7 +38,7 @@ impl PodService {
 
     async fn update_resources(&self, id: &str, asker: Asker<'_>) -> Result<(), Error> {
         let container = self.registry.find_container(id)?;
-        let _guard = self.registry.locks.lock(container.meta.id.as_str()).await;
+        let _guard = self.registry.lock(container.meta.id.as_str()).await;
         let container = self.registry.find_container(container.meta.id.as_str())?;
         if !container.status.state.needs_stop() && container.status.state != ContainerState::Created {
             return Err(Error::FailedPrecondition(format!("container {} is not running", container.meta.id)));

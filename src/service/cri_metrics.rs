@@ -2,8 +2,8 @@
 //! interfaces; per running container, its cgroup's figures and its writable layer. Reading
 //! this leaves the CPU rate samples of the stats calls alone.
 
-use crate::cgroup::detail::Detail;
-use crate::cgroup::stats::CgroupStats;
+use crate::model::cgroup_stats::CgroupStats;
+use crate::model::cgroup_stats::Detail;
 use crate::model::container::ContainerState;
 use crate::network::interfaces::{self, InterfaceCounters};
 

@@ -8,7 +8,7 @@ use super::pod_service::PodService;
 impl PodService {
     /// A subscription to lifecycle events.
     pub fn subscribe_events(&self) -> broadcast::Receiver<Event> {
-        self.registry.events.subscribe()
+        self.registry.subscribe_events()
     }
 
     /// Picks up exits the monitors recorded, while anyone listens for events (runs for the
@@ -18,7 +18,7 @@ impl PodService {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
-            if !self.registry.events.wanted() {
+            if !self.registry.events_wanted() {
                 continue;
             }
             let live: Vec<_> = self

@@ -446,7 +446,7 @@ async fn removal_deletes_from_the_runtime_only_what_the_monitor_did_not() {
 #[tokio::test]
 async fn recovery_leaves_a_container_whose_record_is_unreadable_as_it_is_until_released() {
     let f = fixture(ContainerState::Running, "SIGTERM", "", false);
-    let records = &f.service.registry.container_records;
+    let records = f.service.registry.container_records();
     // One container record that no longer parses, with a run directory of its own.
     let lost = ContainerId::generate();
     std::fs::create_dir_all(records.dir(lost.as_str())).unwrap();

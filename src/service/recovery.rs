@@ -51,7 +51,7 @@ impl PodService {
     }
 
     fn recover_records(&self) -> Result<(), Error> {
-        let sandboxes = self.registry.sandbox_records.load::<SandboxMeta, SandboxStatus>()?;
+        let sandboxes = self.registry.sandbox_records().load::<SandboxMeta, SandboxStatus>()?;
         let mut quarantined = Vec::new();
         for (id, why) in sandboxes.quarantined {
             tracing::error!(sandbox = %id, %why, "unreadable sandbox record kept aside as {id}.corrupt: the pod and its containers are left as they are and not listed; `swapcri quarantine` adopts or releases it");
@@ -61,7 +61,7 @@ impl PodService {
         for id in &sandboxes.incomplete {
             tracing::info!(sandbox = %id, "cleaning up a sandbox whose creation did not finish");
             cleanup_sandbox_dir(&self.config.run_root.join("sandboxes").join(id));
-            self.registry.sandbox_records.remove(id)?;
+            self.registry.sandbox_records().remove(id)?;
         }
         for (meta, status) in sandboxes.complete {
             let status = self.settle_sandbox(&meta, status)?;
@@ -71,7 +71,7 @@ impl PodService {
                 .insert(meta.id.clone(), Sandbox { meta: std::sync::Arc::new(meta), status });
         }
 
-        let containers = self.registry.container_records.load::<ContainerMeta, ContainerStatus>()?;
+        let containers = self.registry.container_records().load::<ContainerMeta, ContainerStatus>()?;
         for (id, why) in containers.quarantined {
             tracing::error!(container = %id, %why, "unreadable container record kept aside as {id}.corrupt: the container is left as it is and not listed; `swapcri quarantine` adopts or releases it");
             quarantined.push(QuarantinedRecord { kind: "container", id, why });
@@ -79,12 +79,12 @@ impl PodService {
         for id in &containers.released {
             tracing::info!(container = %id, "stopping and removing a quarantined container, as the operator asked");
             self.discard_container(id);
-            self.registry.container_records.forget_released(id)?;
+            self.registry.container_records().forget_released(id)?;
         }
         for id in &containers.incomplete {
             tracing::info!(container = %id, "cleaning up a container whose creation did not finish");
             self.discard_container(id);
-            self.registry.container_records.remove(id)?;
+            self.registry.container_records().remove(id)?;
         }
         let mut ids = Vec::new();
         for (meta, status) in containers.complete {
@@ -92,7 +92,7 @@ impl PodService {
             if released_pods.iter().any(|p| p == pod) {
                 // The operator released its pod: it goes with it.
                 self.discard_container(meta.id.as_str());
-                self.registry.container_records.remove(meta.id.as_str())?;
+                self.registry.container_records().remove(meta.id.as_str())?;
             } else if quarantined.iter().any(|q| q.kind == "sandbox" && q.id == pod) {
                 // Left with its pod; listed again once the pod is adopted.
                 let why = format!("its pod's record ({pod}) is quarantined");
@@ -112,7 +112,7 @@ impl PodService {
         for id in &released_pods {
             tracing::info!(sandbox = %id, "releasing what a quarantined pod held, as the operator asked");
             self.discard_sandbox(id);
-            self.registry.sandbox_records.forget_released(id)?;
+            self.registry.sandbox_records().forget_released(id)?;
         }
         for id in &ids {
             self.registry.refresh(id);
@@ -150,7 +150,7 @@ impl PodService {
         status.state = SandboxState::NotReady;
         status.holder = None;
         status.reason = Some(reason.to_string());
-        self.registry.sandbox_records.write_status(meta.id.as_str(), &status)?;
+        self.registry.sandbox_records().write_status(meta.id.as_str(), &status)?;
         Ok(status)
     }
 

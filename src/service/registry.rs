@@ -73,12 +73,12 @@ impl ObjectLocks {
 }
 
 pub struct Registry {
-    pub(super) sandbox_records: Records,
-    pub(super) container_records: Records,
+    sandbox_records: Records,
+    container_records: Records,
     state: RwLock<State>,
-    pub(super) locks: ObjectLocks,
+    locks: ObjectLocks,
     run_root: PathBuf,
-    pub(super) events: Events,
+    events: Events,
 }
 
 impl Registry {
@@ -93,6 +93,31 @@ impl Registry {
             run_root: run_root.to_path_buf(),
             events: Events::default(),
         })
+    }
+
+    /// The sandbox records on disk (recovery loads and sweeps them).
+    pub(super) fn sandbox_records(&self) -> &Records {
+        &self.sandbox_records
+    }
+
+    /// The container records on disk (recovery; the swap guard keeps its own beside them).
+    pub(super) fn container_records(&self) -> &Records {
+        &self.container_records
+    }
+
+    /// Holds one object (or name) against concurrent calls until the guard drops.
+    pub(super) async fn lock(&self, id: &str) -> ObjectGuard {
+        self.locks.lock(id).await
+    }
+
+    /// A subscription to lifecycle events.
+    pub(super) fn subscribe_events(&self) -> tokio::sync::broadcast::Receiver<super::events::Event> {
+        self.events.subscribe()
+    }
+
+    /// Whether anyone listens for events.
+    pub(super) fn events_wanted(&self) -> bool {
+        self.events.wanted()
     }
 
     pub(super) fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {

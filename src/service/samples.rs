@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::cgroup::stats::CgroupStats;
+use crate::model::cgroup_stats::CgroupStats;
 
 use super::objects::{Container, Sandbox};
 

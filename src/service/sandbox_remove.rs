@@ -12,7 +12,7 @@ impl PodService {
             Err(e) => return Err(e),
         };
         self.stop_sandbox(sandbox.meta.id.as_str()).await?;
-        let _guard = self.registry.locks.lock(sandbox.meta.id.as_str()).await;
+        let _guard = self.registry.lock(sandbox.meta.id.as_str()).await;
         for container in self.registry.containers_of(&sandbox.meta.id) {
             self.remove_container(container.as_str()).await?;
         }

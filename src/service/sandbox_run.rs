@@ -55,7 +55,7 @@ impl PodService {
 
     pub async fn run_sandbox(&self, config: cri::PodSandboxConfig, runtime_handler: &str) -> Result<SandboxId, Error> {
         let (name, handler, modes) = self.check_run_request(&config, runtime_handler)?;
-        let _guard = self.registry.locks.lock(&format!("sandbox-name/{name}")).await;
+        let _guard = self.registry.lock(&format!("sandbox-name/{name}")).await;
         if let Some(existing) = self.registry.read().sandboxes.values().find(|s| s.meta.name == name) {
             if existing.status.state == SandboxState::Ready {
                 return Ok(existing.meta.id.clone());

@@ -15,7 +15,7 @@ impl PodService {
             Err(Error::NotFound(_)) => return Ok(()),
             Err(e) => return Err(e),
         };
-        let _guard = self.registry.locks.lock(sandbox.meta.id.as_str()).await;
+        let _guard = self.registry.lock(sandbox.meta.id.as_str()).await;
         for container in self.registry.containers_of(&sandbox.meta.id) {
             self.stop_container(container.as_str(), Duration::ZERO)
                 .instrument(super::span::step("stop container"))

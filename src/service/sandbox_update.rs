@@ -19,7 +19,7 @@ impl PodService {
         resources: Option<cri::LinuxContainerResources>,
     ) -> Result<(), Error> {
         let sandbox = self.registry.find_sandbox(id)?;
-        let _guard = self.registry.locks.lock(sandbox.meta.id.as_str()).await;
+        let _guard = self.registry.lock(sandbox.meta.id.as_str()).await;
         let sandbox = self.registry.find_sandbox(sandbox.meta.id.as_str())?;
         if self.nri.enabled() {
             let pod = super::nri_domain::nri_sandbox(&sandbox);

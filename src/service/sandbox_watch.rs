@@ -57,7 +57,7 @@ impl PodService {
     /// A ready pod's holder is gone: unless the pod was stopped meanwhile (which kills the
     /// holder on purpose), the pod is NotReady and its containers are stopped.
     async fn holder_exited(&self, id: &SandboxId, holder: ProcessRef) {
-        let _guard = self.registry.locks.lock(id.as_str()).await;
+        let _guard = self.registry.lock(id.as_str()).await;
         let Ok(sandbox) = self.registry.find_sandbox(id.as_str()) else { return };
         if sandbox.status.state != SandboxState::Ready || sandbox.status.holder != Some(holder) {
             return;

@@ -3,8 +3,8 @@
 
 use crate::cri;
 
-use crate::cgroup::stats::CgroupStats;
 use crate::error::Error;
+use crate::model::cgroup_stats::CgroupStats;
 use crate::model::container::ContainerState;
 
 use super::objects::{labels_match, now_nanos, Container, Sandbox};
