@@ -19,6 +19,7 @@ pub mod node;
 pub mod nri;
 pub mod oci;
 pub mod policy;
+pub mod process_tree;
 pub mod sandbox;
 pub mod service;
 pub mod service_manager;

@@ -1,5 +1,6 @@
 use std::path::PathBuf;
 
+use crate::model::error_kind::{Classify, ErrorKind};
 use crate::model::image::Digest;
 use crate::store::StoreError;
 
@@ -43,5 +44,29 @@ impl ImageError {
     pub fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> ImageError {
         let path = path.into();
         move |source| ImageError::Io { path, source }
+    }
+}
+
+impl Classify for ImageError {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            ImageError::InvalidReference { .. } => ErrorKind::InvalidArgument,
+            ImageError::NotFound(_) => ErrorKind::NotFound,
+            ImageError::Unauthorized { .. } => ErrorKind::Unauthenticated,
+            ImageError::Registry { .. } | ImageError::LayerVanished(_) => ErrorKind::Unavailable,
+            ImageError::DigestMismatch { .. } => ErrorKind::DataLoss,
+            ImageError::Stalled { .. } => ErrorKind::DeadlineExceeded,
+            ImageError::TooLarge { .. } => ErrorKind::ResourceExhausted,
+            ImageError::Unsupported { .. } | ImageError::InUse { .. } => ErrorKind::FailedPrecondition,
+            ImageError::Unpack { source, .. } => match source {
+                s if s.is_corruption() => ErrorKind::DataLoss,
+                UnpackError::Escape { .. } => ErrorKind::FailedPrecondition,
+                UnpackError::TooLarge(_) => ErrorKind::ResourceExhausted,
+                _ => ErrorKind::Internal,
+            },
+            ImageError::Io { .. } | ImageError::Download { .. } | ImageError::Store(_) | ImageError::Task(_) => {
+                ErrorKind::Internal
+            }
+        }
     }
 }

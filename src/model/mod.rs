@@ -4,6 +4,7 @@ pub mod cgroup_files;
 pub mod cgroup_layout;
 pub mod cgroup_stats;
 pub mod container;
+pub mod error_kind;
 pub mod handler;
 pub mod ids;
 pub mod image;

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
+use crate::model::error_kind::{Classify, ErrorKind};
 use crate::model::sandbox::ProcessRef;
 
 use super::handoff::MonitorReport;
@@ -78,5 +79,11 @@ pub async fn reopen_log(ctl_socket: &Path) -> Result<(), MonitorError> {
     match reply.trim() {
         "ok" => Ok(()),
         other => Err(err(other.to_string())),
+    }
+}
+
+impl Classify for MonitorError {
+    fn kind(&self) -> ErrorKind {
+        ErrorKind::Internal
     }
 }

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use crate::config::NetworkConfig;
+use crate::model::error_kind::{Classify, ErrorKind};
 pub use crate::model::sandbox::PodAddresses;
 use conf::NetworkList;
 use invoke::{Call, PluginError};
@@ -386,6 +387,17 @@ fn plugin_config(
         _ => {}
     }
     Value::Object(config)
+}
+
+impl Classify for NetworkError {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            NetworkError::NotReady(_) => ErrorKind::FailedPrecondition,
+            NetworkError::InvalidCidr(_) => ErrorKind::InvalidArgument,
+            NetworkError::Plugin(PluginError::Timeout { .. }) => ErrorKind::DeadlineExceeded,
+            NetworkError::Plugin(_) | NetworkError::State { .. } => ErrorKind::Internal,
+        }
+    }
 }
 
 #[cfg(test)]

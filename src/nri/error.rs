@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::model::error_kind::{Classify, ErrorKind};
+
 #[derive(Debug, thiserror::Error)]
 pub enum NriError {
     #[error("NRI plugin {plugin} failed {event}: {message}")]
@@ -16,4 +18,17 @@ pub enum NriError {
     Refused { plugin: String, field: String, reason: String },
     #[error("NRI plugin {plugin} adjusts {field}, which swapcri does not apply")]
     Unsupported { plugin: String, field: String },
+}
+
+impl Classify for NriError {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            NriError::Timeout { .. } => ErrorKind::DeadlineExceeded,
+            NriError::Lost { .. } => ErrorKind::Unavailable,
+            NriError::Plugin { .. }
+            | NriError::Conflict { .. }
+            | NriError::Refused { .. }
+            | NriError::Unsupported { .. } => ErrorKind::FailedPrecondition,
+        }
+    }
 }

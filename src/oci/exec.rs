@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-use super::process_tree::kill_tree;
 use super::runtime::{ExecOutput, OciError, OciRuntime, PID_FILE};
+use crate::process_tree::kill_tree;
 
 /// How long the runtime's exec process gets to reap a process killed at a timeout.
 const REAP_GRACE: Duration = Duration::from_secs(2);
@@ -86,7 +86,7 @@ async fn started_process(
 ) -> Option<crate::model::sandbox::ProcessRef> {
     let deadline = tokio::time::Instant::now() + SETUP_GRACE;
     loop {
-        if let Some(process) = super::process_tree::named_by(pid_file) {
+        if let Some(process) = crate::process_tree::named_by(pid_file) {
             return Some(process);
         }
         if !matches!(child.try_wait(), Ok(None)) || tokio::time::Instant::now() >= deadline {

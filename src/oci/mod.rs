@@ -7,7 +7,6 @@ mod exec;
 #[cfg(test)]
 pub mod fake;
 mod features;
-mod process_tree;
 mod runtime;
 
 use std::sync::Arc;
@@ -16,7 +15,6 @@ use crate::model::handler::HandlerSpec;
 
 pub use cli::CliRuntime;
 pub use features::Features;
-pub use process_tree::{descendants, kill_tree, named_by};
 pub use runtime::{exit_code, CreateIo, ExecOutput, OciError, OciRuntime, RuntimeState};
 
 /// The runtime for a handler.

@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use serde::Deserialize;
 
 use super::features::Features;
+use crate::model::error_kind::{Classify, ErrorKind};
 
 /// The file the runtime writes the pid of a created container or exec process to, in
 /// the work directory it was given.
@@ -125,5 +126,14 @@ pub trait OciRuntime: Send + Sync {
 impl std::fmt::Debug for dyn OciRuntime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "OciRuntime({})", self.name())
+    }
+}
+
+impl Classify for OciError {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            OciError::Timeout(_) => ErrorKind::DeadlineExceeded,
+            _ => ErrorKind::Internal,
+        }
     }
 }

@@ -19,10 +19,21 @@ pub mod userns;
 
 pub use crate::model::node::NodeFacts;
 
+use crate::model::error_kind::{Classify, ErrorKind};
+
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
     #[error("{0}")]
     Invalid(String),
     #[error("{0}")]
     Unsupported(String),
+}
+
+impl Classify for PolicyError {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            PolicyError::Invalid(_) => ErrorKind::InvalidArgument,
+            PolicyError::Unsupported(_) => ErrorKind::FailedPrecondition,
+        }
+    }
 }

@@ -128,7 +128,7 @@ impl PodService {
                     .find(|(field, _)| field.ends_with(refusal.field.as_str()))
                     .map(|(_, p)| p.clone())
                     .unwrap_or_else(|| "a plugin".into());
-                Error::Nri(crate::nri::NriError::Refused { plugin, field: refusal.field, reason: refusal.reason })
+                Error::from(crate::nri::NriError::Refused { plugin, field: refusal.field, reason: refusal.reason })
             },
         )
     }

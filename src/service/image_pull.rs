@@ -10,6 +10,6 @@ impl ImageService {
     /// Pulls `reference` and returns the image id (kubelet's image ref).
     pub async fn pull(&self, reference: &str, auth: RegistryAuth) -> Result<ImageId, Error> {
         let name = ImageName::parse(reference)?;
-        self.puller.pull(name, auth).await.map_err(Error::Pull)
+        self.puller.pull(name, auth).await.map_err(Error::from)
     }
 }

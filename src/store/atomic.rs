@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::model::error_kind::{Classify, ErrorKind};
+
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("cannot write {path}: {source}")]
@@ -78,6 +80,13 @@ pub fn read_versioned<T: DeserializeOwned>(path: &Path, version: u32) -> Result<
         tracing::debug!(path = %path.display(), found = envelope.version, current = version, "read a document of another version");
     }
     Ok(Some(envelope.data))
+}
+
+/// A state file that cannot be written or read is the node's trouble, not the caller's.
+impl Classify for StoreError {
+    fn kind(&self) -> ErrorKind {
+        ErrorKind::Internal
+    }
 }
 
 #[cfg(test)]

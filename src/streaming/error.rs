@@ -1,5 +1,7 @@
 //! What can end a streaming session or refuse a streaming request.
 
+use crate::model::error_kind::{Classify, ErrorKind};
+
 #[derive(Debug, thiserror::Error)]
 pub enum StreamError {
     /// A system call on the session's behalf failed.
@@ -26,5 +28,16 @@ impl StreamError {
 
     pub fn sys(what: &'static str) -> impl FnOnce(nix::errno::Errno) -> StreamError {
         move |source| StreamError::Sys { what, source }
+    }
+}
+
+impl Classify for StreamError {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            StreamError::Protocol(_) => ErrorKind::InvalidArgument,
+            StreamError::Unreachable(_) => ErrorKind::Unavailable,
+            StreamError::Runtime(e) => e.kind(),
+            StreamError::Io { .. } | StreamError::Sys { .. } => ErrorKind::Internal,
+        }
     }
 }

@@ -133,9 +133,9 @@ async fn wait_or_kill(
 ) -> Result<std::process::ExitStatus, StreamError> {
     let kill_command = || {
         // The process the pid file names, never one that took its pid after it ended.
-        let process = crate::oci::named_by(&dir.join("pid"));
+        let process = crate::process_tree::named_by(&dir.join("pid"));
         if let Some(process) = process {
-            crate::oci::kill_tree(process);
+            crate::process_tree::kill_tree(process);
         }
         process.is_some()
     };

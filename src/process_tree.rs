@@ -1,6 +1,6 @@
-//! Descendants of a process, from /proc, to kill what an exec left behind. Every process
-//! is held by its pid and start time, so one that ended meanwhile is never mistaken for the
-//! process that took its pid.
+//! Processes on the node, from /proc: a process's descendants, a pid file's process, killing a
+//! tree (what an exec left behind). Every process is held by its pid and start time, so one
+//! that ended meanwhile is never mistaken for the process that took its pid.
 
 use std::collections::HashMap;
 use std::path::Path;
