@@ -88,7 +88,7 @@ pub fn with_rates(mut rows: Vec<Row>, before: &HashMap<String, u64>, elapsed: Du
 
 /// Bytes for people, without a space so a cell stays one word.
 fn bytes(v: Option<u64>) -> String {
-    v.map_or_else(|| "-".into(), |v| crate::doctor::human(v).replace(' ', ""))
+    v.map_or_else(|| "-".into(), |v| crate::model::bytes::human(v).replace(' ', ""))
 }
 
 fn number(v: Option<f64>, decimals: usize) -> String {

@@ -5,7 +5,8 @@ use crate::model::node::KernelVersion;
 use crate::node::block::{backing_of_name, name_of, swap_devices, Backing, Roots, SwapDevice};
 use crate::node::memory::meminfo_bytes;
 
-use super::check::{human, Check, Inputs, Status};
+use super::check::{Check, Inputs, Status};
+use crate::model::bytes::human;
 
 fn check(name: &'static str, status: Status, found: impl Into<String>, advice: impl Into<String>) -> Check {
     Check { name, status, found: found.into(), advice: advice.into() }

@@ -6,7 +6,8 @@ mod checks;
 #[cfg(test)]
 mod tests;
 
-pub use check::{human, Check, Inputs, Status};
+pub use crate::model::bytes::human;
+pub use check::{Check, Inputs, Status};
 pub use checks::run_checks;
 
 /// kubelet's `evictionHard: memory.available` from a KubeletConfiguration (YAML), in bytes;

@@ -1,5 +1,6 @@
 //! Identifiers, records and state machines shared across layers.
 
+pub mod bytes;
 pub mod cgroup_files;
 pub mod cgroup_layout;
 pub mod cgroup_stats;

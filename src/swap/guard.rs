@@ -210,7 +210,7 @@ pub(crate) async fn kill(
         figures.full_percent,
         figures.swapins_per_second,
         victim.priority,
-        crate::doctor::human(victim.beyond_request),
+        crate::model::bytes::human(victim.beyond_request),
     );
     let verdict = Verdict { message: message.clone() };
     if let Err(e) = crate::blocking::run(|| sup.records.write_beside(id.as_str(), VERDICT_RECORD, VERSION, &verdict)) {
