@@ -9,6 +9,9 @@ files and `mod tests` blocks): a test may reach anywhere. Parents and children c
 any other pair: a mod.rs that re-exports a child's item while the child uses one of the
 mod.rs's own items is a loop. Strongly connected components of more than one file are
 printed, with their edges, and fail the check.
+
+It also fails on an import that points up the layers docs/architecture.md lists (LAYERS
+below): a file may import its own layer and those beneath it.
   hack/check-module-cycles.py [SRC]      (default: src)
 """
 import os
@@ -17,6 +20,35 @@ import sys
 
 PATH = re.compile(r"(?<![\w:])(crate|super|self|[a-z_][a-z0-9_]*)((?:::[A-Za-z_][A-Za-z0-9_]*)+)")
 GROUP = re.compile(r"(?<![\w:])(crate|super|self|[a-z_][a-z0-9_]*)((?:::[A-Za-z_][A-Za-z0-9_]*)*)::\{([^}]*)\}", re.S)
+
+
+# docs/architecture.md's layers, by top-level module; the crate root (lib.rs: the module list
+# and SELF_EXE) may be named from anywhere.
+LAYERS = {
+    "cri": 0, "blocking": 0, "crash": 0,
+    "model": 1, "store": 1, "error": 1,
+    "config": 2,
+    "policy": 3,
+    "cgroup": 4, "node": 4, "oci": 4, "process_tree": 4, "image": 4, "network": 4, "monitor": 4,
+    "sandbox": 4, "streaming": 4, "nri": 4, "metrics": 4, "swap": 4,
+    "service": 5,
+    "grpc": 6, "daemon": 6, "client": 6, "doctor": 6, "service_manager": 6,
+}
+
+
+def upward(graph):
+    """Imports from a file into a layer above its own."""
+    out = []
+    for here, tos in graph.items():
+        for to in tos:
+            if not here or not to:
+                continue
+            a, b = LAYERS.get(here[0]), LAYERS.get(to[0])
+            if a is None or b is None:
+                out.append((here, to, "a top-level module no layer lists"))
+            elif b > a:
+                out.append((here, to, f"layer {a} imports layer {b}"))
+    return sorted(out)
 
 
 def modules(src):
@@ -134,9 +166,12 @@ def main():
         print(f"loop of {len(loop)} files:")
         for m in loop:
             print(f"  {name(m)} -> {', '.join(sorted(name(t) for t in graph[m] if t in members))}")
+    ups = upward(graph)
+    for here, to, why in ups:
+        print(f"upward import: {name(here)} -> {name(to)} ({why})")
     count = sum(len(v) for v in graph.values())
-    print(f"{len(mods)} files, {count} imports, {len(loops)} loop(s)")
-    return 1 if loops else 0
+    print(f"{len(mods)} files, {count} imports, {len(loops)} loop(s), {len(ups)} upward import(s)")
+    return 1 if loops or ups else 0
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ export RUST_BACKTRACE=${RUST_BACKTRACE:-0}
 echo "==> the repository refers to nothing outside it (hack/check-self-contained.py)"
 status=0
 hack/check-self-contained.py || status=1
-echo "==> no two modules import each other (hack/check-module-cycles.py)"
+echo "==> no import loop, no import up the layers (hack/check-module-cycles.py)"
 hack/check-module-cycles.py || status=1
 # runc 1.4.3 beside Debian's runc, for the runtime handler tests (built once from hack/runc,
 # cached).
