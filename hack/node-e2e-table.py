@@ -2,7 +2,8 @@
 """Tabulates node e2e runs (hack/node-e2e.sh's reports) for docs/testing.md: one row per spec
 group (the suite's top-level describe, without its labels), one column per run, each cell
 `passed/failed/skipped` of the specs that ran there, and a last row for the Summary API swap
-check. Also names every spec one run passed that another one, run on the same set, failed.
+check. The shards of one form (`<form>-shardKofN`) make one column, which says how many of
+them ran. Also names every spec one run passed that another one, run on the same set, failed.
     node-e2e-table.py [DIR]    DIR default /var/tmp/swapcri-node-e2e (one <runtime>-<driver>-<form>/report each)"""
 import collections
 import json
@@ -45,11 +46,23 @@ def swap_check(report_dir):
 
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else "/var/tmp/swapcri-node-e2e"
-    runs = {}
+    runs, shards = {}, {}
     for name in sorted(os.listdir(root)):
         report = os.path.join(root, name, "report", "report.json")
-        if os.path.exists(report):
-            runs[name] = (load(report), swap_check(os.path.join(root, name, "report")))
+        if not os.path.exists(report):
+            continue
+        specs, check = load(report), swap_check(os.path.join(root, name, "report"))
+        m = re.fullmatch(r"(.*)-shard(\d+)of(\d+)(-cri-stats-off)?", name)
+        if not m:
+            runs[name] = (specs, check)
+            continue
+        column = m.group(1) + (m.group(4) or "")
+        seen, merged, checks, total = shards.setdefault(column, (set(), {}, [], m.group(3)))
+        seen.add(m.group(2))
+        merged.update(specs)
+        checks.append(check)
+    for column, (seen, merged, checks, total) in shards.items():
+        runs[f"{column} ({len(seen)} of {total} shards)"] = (merged, " ".join(checks))
     if not runs:
         sys.exit(f"no reports under {root}")
     groups = sorted({group for specs, _ in runs.values() for group, _ in specs.values()})
