@@ -9,18 +9,11 @@ use crate::model::cgroup_files::{
     CPU_WEIGHT, IO_WEIGHT, MEMORY_CURRENT, MEMORY_PRESSURE, MEMORY_RECLAIM, MEMORY_STAT, MEMORY_SWAP_CURRENT,
     MEMORY_SWAP_HIGH, MEMORY_SWAP_MAX,
 };
+use crate::policy::guard::Current;
 
 /// The knobs a throttle lowers, as the files hold them now (None: the file is absent).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Knobs {
-    pub swap_current: Option<u64>,
-    pub swap_high: Option<String>,
-    pub io_weight: Option<String>,
-    pub cpu_weight: Option<String>,
-}
-
-pub fn knobs(dir: &Path) -> Knobs {
-    Knobs {
+pub fn knobs(dir: &Path) -> Current {
+    Current {
         swap_current: files::number(dir, MEMORY_SWAP_CURRENT),
         swap_high: files::read(dir, MEMORY_SWAP_HIGH),
         io_weight: files::read(dir, IO_WEIGHT),

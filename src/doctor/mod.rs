@@ -6,7 +6,6 @@ mod checks;
 #[cfg(test)]
 mod tests;
 
-pub use crate::model::bytes::human;
 pub use check::{Check, Inputs, Status};
 pub use checks::run_checks;
 

@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use super::*;
+use crate::model::bytes::human;
 use crate::node::block::fixture::{block, partition, stacked};
 
 fn write(root: &Path, path: &str, text: &str) {

@@ -56,12 +56,6 @@ impl MetricsSource for PodService {
     }
 
     fn swap_actions(&self) -> crate::metrics::SwapActions {
-        let c = self.swap.counts();
-        crate::metrics::SwapActions {
-            throttles: c.throttles,
-            restores: c.restores,
-            kills: c.kills,
-            offload_requested_bytes: c.offload_requested_bytes,
-        }
+        self.swap.counts()
     }
 }

@@ -53,26 +53,22 @@ impl PodService {
         }
     }
 
-    pub async fn run_sandbox(&self, config: cri::PodSandboxConfig, runtime_handler: &str) -> Result<SandboxId, Error> {
-        let (name, handler, modes) = self.check_run_request(&config, runtime_handler)?;
-        let _guard = self.registry.lock(&format!("sandbox-name/{name}")).await;
-        if let Some(existing) = self.registry.read().sandboxes.values().find(|s| s.meta.name == name) {
-            if existing.status.state == SandboxState::Ready {
-                return Ok(existing.meta.id.clone());
-            }
-            return Err(Error::AlreadyExists(format!("sandbox name {name:?} is taken by {}", existing.meta.id)));
-        }
-        let id = SandboxId::generate();
-        let dir = self.registry.sandbox_run_dir(&id);
-        let mut rollback = Rollback::new();
+    /// The pod's run directory and namespaces (pinned, with a PID-namespace holder when the
+    /// pod shares one), each undone by `rollback` when a later step fails.
+    async fn create_namespaces(
+        &self,
+        id: &SandboxId,
+        config: &cri::PodSandboxConfig,
+        rollback: &mut Rollback,
+    ) -> Result<(std::path::PathBuf, NsRequest, Option<crate::model::sandbox::ProcessRef>), Error> {
+        let dir = self.registry.sandbox_run_dir(id);
         crate::blocking::run(|| crate::store::private::create_dir_all(&dir.join("ns")))
             .map_err(Error::io(dir.display()))?;
         let cleanup_dir = dir.clone();
         rollback.push("remove run directory", move || {
             let _ = std::fs::remove_dir_all(cleanup_dir);
         });
-
-        let request = self.ns_request(&id, &config);
+        let request = self.ns_request(id, config);
         let (req, work, host) = (request.clone(), dir.clone(), self.host.clone());
         let holder = crate::blocking::spawn(move || {
             super::span::step("namespaces").in_scope(|| host.create_namespaces(&req, &work))
@@ -85,7 +81,21 @@ impl PodService {
         let (released, host) = (request.clone(), self.host.clone());
         rollback.push("release namespaces", move || host.release_namespaces(&released, holder));
         crate::crash::point("sandbox-after-namespaces");
+        Ok((dir, request, holder))
+    }
 
+    pub async fn run_sandbox(&self, config: cri::PodSandboxConfig, runtime_handler: &str) -> Result<SandboxId, Error> {
+        let (name, handler, modes) = self.check_run_request(&config, runtime_handler)?;
+        let _guard = self.registry.lock(&format!("sandbox-name/{name}")).await;
+        if let Some(existing) = self.registry.read().sandboxes.values().find(|s| s.meta.name == name) {
+            if existing.status.state == SandboxState::Ready {
+                return Ok(existing.meta.id.clone());
+            }
+            return Err(Error::AlreadyExists(format!("sandbox name {name:?} is taken by {}", existing.meta.id)));
+        }
+        let id = SandboxId::generate();
+        let mut rollback = Rollback::new();
+        let (dir, request, holder) = self.create_namespaces(&id, &config, &mut rollback).await?;
         crate::blocking::run(|| self.prepare_pod_dir(&dir, &config, &modes, &mut rollback))?;
 
         // Networking last: its failure path and a crash after it are covered by its own record.

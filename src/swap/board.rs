@@ -8,6 +8,7 @@ use std::sync::Mutex;
 
 use serde::Serialize;
 
+use crate::metrics::SwapActions;
 use crate::model::ids::ContainerId;
 use crate::policy::offload::Offloader;
 use crate::policy::thrash::{Figures, ThrashState};
@@ -33,16 +34,6 @@ pub struct GuardReport {
     /// observe, exempt, throttled or killed.
     pub action: &'static str,
     pub detail: String,
-}
-
-/// The supervisor's actions so far, for the metrics.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SwapCounts {
-    pub throttles: u64,
-    pub restores: u64,
-    pub kills: u64,
-    /// Bytes asked of `memory.reclaim` in all.
-    pub offload_requested_bytes: u64,
 }
 
 /// The states thrash detection found; containers never seen pressed are not on it.
@@ -121,8 +112,8 @@ impl Counters {
         counter.fetch_add(n, Ordering::Relaxed);
     }
 
-    pub(super) fn snapshot(&self) -> SwapCounts {
-        SwapCounts {
+    pub(super) fn snapshot(&self) -> SwapActions {
+        SwapActions {
             throttles: self.throttles.load(Ordering::Relaxed),
             restores: self.restores.load(Ordering::Relaxed),
             kills: self.kills.load(Ordering::Relaxed),

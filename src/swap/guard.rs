@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::cgroup::control;
 use crate::config::GuardMode;
 use crate::model::ids::ContainerId;
-use crate::policy::guard::{self, Candidate, Current, ThrottleTargets, Write};
+use crate::policy::guard::{self, Candidate, ThrottleTargets, Write};
 use crate::policy::thrash::{Figures, ThrashState};
 use crate::store::{Beside, Records, StoreError};
 
@@ -60,11 +60,6 @@ pub fn verdict(records: &Records, id: &ContainerId) -> Option<(String, String)> 
             None
         }
     }
-}
-
-fn current(dir: &Path) -> Current {
-    let k = control::knobs(dir);
-    Current { swap_current: k.swap_current, swap_high: k.swap_high, io_weight: k.io_weight, cpu_weight: k.cpu_weight }
 }
 
 /// Puts back what the guard wrote, where the files still hold it; the files that were.
@@ -145,7 +140,7 @@ pub(crate) fn engage(
 
 /// Records, then writes, the throttle's values; the writes that took.
 fn throttle(sup: &Supervisor, id: &ContainerId, dir: &Path) -> Result<Vec<Write>, StoreError> {
-    let writes = guard::throttle(&current(dir), ThrottleTargets::of(&sup.guard_config));
+    let writes = guard::throttle(&control::knobs(dir), ThrottleTargets::of(&sup.guard_config));
     // Recorded first: a daemon that dies between the two still knows what to put back.
     sup.records.write_beside(id.as_str(), THROTTLE_RECORD, VERSION, &writes)?;
     let mut done = Vec::new();

@@ -19,7 +19,7 @@ mod thrash;
 
 use std::sync::Arc;
 
-pub use board::{GuardReport, SwapCounts, ThrashReport};
+pub use board::{GuardReport, ThrashReport};
 pub use guard::{verdict, REASON};
 pub use pods::{ContainerFacts, Pods};
 pub use supervisor::Supervisor;

@@ -6,7 +6,7 @@ use crate::model::ids::ContainerId;
 use crate::policy::offload::Offloader;
 use crate::store::Records;
 
-use super::board::{Counters, OffloadBoard, SwapCounts, ThrashBoard, ThrashReport};
+use super::board::{Counters, OffloadBoard, ThrashBoard, ThrashReport};
 
 pub struct Supervisor {
     pub(super) thrash_config: ThrashConfig,
@@ -46,7 +46,7 @@ impl Supervisor {
         self.offload.report(id)
     }
 
-    pub fn counts(&self) -> SwapCounts {
+    pub fn counts(&self) -> crate::metrics::SwapActions {
         self.counters.snapshot()
     }
 }
