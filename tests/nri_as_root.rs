@@ -73,15 +73,21 @@ fn example_plugin() -> PathBuf {
     path
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_pre_installed_plugin_sets_swap_and_memory_high_through_the_swap_policy() {
-    require_root();
+/// A daemon with the example plugin pre-installed and connected, and the busybox image.
+async fn with_example_plugin() -> (tempfile::TempDir, Daemon) {
     let nri = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(nri.path().join("plugins")).unwrap();
     std::fs::copy(example_plugin(), nri.path().join("plugins/10-swap-limiter")).unwrap();
     let daemon = Daemon::start(&nri_config(nri.path(), 2000, ""));
     import_busybox(&daemon);
     wait_for_log(&daemon, "NRI plugin connected plugin=10-swap-limiter").await;
+    (nri, daemon)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pre_installed_plugin_sets_swap_and_memory_high_through_the_swap_policy() {
+    require_root();
+    let (_nri, daemon) = with_example_plugin().await;
     let v2 = common::node::probe().cgroup_v2;
 
     let logs = daemon.dir.path().join("logs");
@@ -142,6 +148,70 @@ async fn a_pre_installed_plugin_sets_swap_and_memory_high_through_the_swap_polic
     // "lowered", and "raised" where it was only noted (cgroup v1).
     let expected = if v2 { 1 } else { 2 };
     assert_eq!(containers.len(), expected, "refused creates leave nothing: {containers:?}");
+}
+
+/// The kernel file a started container's cgroup holds.
+async fn kernel_file(daemon: &Daemon, id: &str, file: &str) -> String {
+    let info = verbose_info(daemon, id).await;
+    let cgroup = info["cgroup"].as_str().expect("the container's cgroup").trim_start_matches('/').to_string();
+    std::fs::read_to_string(std::path::Path::new("/sys/fs/cgroup").join(cgroup).join(file)).unwrap().trim().to_string()
+}
+
+/// What the kernel holds when the plugin lowers swap, and that what the policy refuses
+/// (more swap than kubelet's share, swap for a Guaranteed or a critical pod) never reaches
+/// it. Only a cgroup v2 node with swap writes swap: elsewhere there is nothing to read.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_kernel_holds_only_what_the_swap_policy_lets_a_plugin_set() {
+    require_root();
+    if !common::node::probe().swap_limits_apply() {
+        eprintln!("no swap limits on this node (cgroup v1, no swap or no swap accounting): nothing to read");
+        return;
+    }
+    let (_nri, daemon) = with_example_plugin().await;
+    let logs = daemon.dir.path().join("logs");
+    let pod_config = sandbox_config("nri-kernel", &logs);
+    let pod = run_sandbox(&daemon, pod_config.clone()).await;
+    // kubelet's share for this container, as the kernel holds it without a plugin.
+    let plain = start(&daemon, &pod, &pod_config, burstable("plain", &[])).await;
+    let share: u64 = kernel_file(&daemon, &plain, "memory.swap.max").await.parse().expect("a LimitedSwap share");
+    assert!(share > MI, "share {share}");
+    // Lowered: half the share, page-rounded, and none at all.
+    let half = share / 2;
+    let lowered =
+        start(&daemon, &pod, &pod_config, burstable("half", &[("nri.swapcri.io/swap-max", half.to_string())])).await;
+    assert_eq!(kernel_file(&daemon, &lowered, "memory.swap.max").await, (half / 4096 * 4096).to_string());
+    let none = start(&daemon, &pod, &pod_config, burstable("none", &[("nri.swapcri.io/swap-max", "0".into())])).await;
+    assert_eq!(kernel_file(&daemon, &none, "memory.swap.max").await, "0");
+    // Raised past the share: refused, and nothing for the kernel to hold.
+    let err = create(
+        &daemon,
+        &pod,
+        &pod_config,
+        burstable("raised", &[("nri.swapcri.io/swap-max", (share * 2).to_string())]),
+    )
+    .await
+    .unwrap_err();
+    assert!(err.message().contains("above the swap policy"), "{}", err.message());
+    // Guaranteed: no swap of its own, and none the plugin could give it.
+    let mut guaranteed = burstable("guaranteed", &[("swapcri.io/qos-class", "Guaranteed".into())]);
+    guaranteed.annotations.remove("swapcri.io/memory-request");
+    let g = start(&daemon, &pod, &pod_config, guaranteed.clone()).await;
+    assert_eq!(kernel_file(&daemon, &g, "memory.swap.max").await, "0");
+    guaranteed.metadata.as_mut().unwrap().name = "guaranteed-asks".into();
+    guaranteed.annotations.insert("nri.swapcri.io/swap-max".into(), MI.to_string());
+    let err = create(&daemon, &pod, &pod_config, guaranteed).await.unwrap_err();
+    assert!(err.message().contains("a Guaranteed pod"), "{}", err.message());
+    // A critical pod: no swap, and none the plugin could give it.
+    let mut critical_config = sandbox_config("nri-kernel-critical", &logs);
+    critical_config.annotations.insert("swapcri.io/critical".into(), "true".into());
+    let critical = run_sandbox(&daemon, critical_config.clone()).await;
+    let c = start(&daemon, &critical, &critical_config, burstable("critical", &[])).await;
+    assert_eq!(kernel_file(&daemon, &c, "memory.swap.max").await, "0");
+    let asks = burstable("critical-asks", &[("nri.swapcri.io/swap-max", MI.to_string())]);
+    let err = create(&daemon, &critical, &critical_config, asks).await.unwrap_err();
+    assert!(err.message().contains("critical pod"), "{}", err.message());
+    let (_, containers) = listed(&daemon).await;
+    assert_eq!(containers.len(), 5, "refused creates leave nothing: {containers:?}");
 }
 
 /// A plugin for the failure tests: CreateContainer hangs, or drops the connection.

@@ -17,9 +17,9 @@ def first_line(text):
 
 def main():
     report, status, wall = sys.argv[1:4]
-    print(f"critest exit={status} wall={wall}s")
+    print(f"suite exit={status} wall={wall}s")
     if not os.path.exists(report):
-        print(f"TOTAL 0  PASSED 0  FAILED 1  SKIPPED 0  (no report: critest exit {status})")
+        print(f"TOTAL 0  PASSED 0  FAILED 1  SKIPPED 0  (no report: suite exit {status})")
         return
     counts = collections.Counter()
     failed, skipped = [], []

@@ -4,6 +4,12 @@
 # and turns its E2E-RESULT lines into pass/fail.
 #   hack/vm/e2e.sh [--kernel 6.1|6.12|all]      (default: all)
 #   hack/vm/e2e.sh --node systemd               (a systemd-booted node: hack/vm/systemd-node.sh)
+#   hack/vm/e2e.sh --only offload               (only hack/vm/offload.sh's scenarios, no itests)
+#   hack/vm/e2e.sh --only itests                (only the integration tests, SWAPCRI_VM_ITESTS)
+#   hack/vm/e2e.sh --only guard-disk            (the guard on a node that swaps to its own disk:
+#                                               hack/vm/guard-disk.sh; a few minutes per kernel)
+#   SWAPCRI_VM_OFFLOAD_SECONDS=300              how long the offload watches its hot container
+#                                               (default 60; 300 is the long form)
 # 6.1 is bookworm's linux-image-amd64, 6.12 bookworm-backports'. Downloaded packages are cached
 # in $SWAPCRI_VM_CACHE (default /var/cache/swapcri-vm), keyed by package version.
 set -euo pipefail
@@ -11,12 +17,17 @@ cd "$(dirname "$0")/../.."
 source hack/lib.sh
 
 kernels="6.1 6.12"
+only=""
 # Integration test binaries (tests/*.rs) also run inside the VM; NAME=FILTER runs only the
 # tests of NAME whose names contain FILTER (TCG is slow: the rest of it runs on the host).
 ITESTS=${SWAPCRI_VM_ITESTS:-memory_plan_as_root oom_watch_as_root metrics_as_root stats_as_root top_as_root pod_lifecycle_as_root pod_namespace_loss_as_root userns_as_root nri_as_root cgroup_libcgroups cri_features_as_root=cri_metrics}
 while [ $# -gt 0 ]; do
   case $1 in
     --kernel) kernels=$2; [ "$kernels" = all ] && kernels="6.1 6.12"; shift 2 ;;
+    --only)
+      only=$2
+      case $only in offload | guard-disk) ITESTS="" ;; itests) ;; *) echo "--only offload|guard-disk|itests" >&2; exit 2 ;; esac
+      shift 2 ;;
     --node)
       case $2 in
         systemd) shift 2; exec hack/vm/systemd-node.sh "$@" ;;
@@ -66,7 +77,14 @@ copy_with_libs /usr/lib/cni/loopback /usr/lib/cni/loopback
 echo '{"cniVersion": "1.0.0", "name": "lo-only", "plugins": [{"type": "loopback"}]}' >"$base/etc/cni/net.d/99-loopback.conflist"
 cp hack/vm/init.sh "$base/init"
 chmod +x "$base/init"
-cp hack/vm/scenarios.sh hack/vm/helpers.sh "$base/e2e/"
+cp hack/vm/scenarios.sh hack/vm/helpers.sh hack/vm/offload.sh hack/vm/guard-disk.sh "$base/e2e/"
+# mkfs.ext4 for the disk-backed node (--only guard-disk).
+copy_with_libs /sbin/mke2fs /sbin/mke2fs
+ln -s mke2fs "$base/sbin/mkfs.ext4"
+[ -z "$only" ] || echo "$only" >"$base/e2e/only"
+offload_seconds=${SWAPCRI_VM_OFFLOAD_SECONDS:-60}
+case $offload_seconds in [1-9][0-9] | [1-9][0-9][0-9] | [1-9][0-9][0-9][0-9]) ;; *) echo "SWAPCRI_VM_OFFLOAD_SECONDS=60..9999" >&2; exit 2 ;; esac
+echo "$offload_seconds" >"$base/e2e/offload-seconds"
 # memtouch: hot, cold and one-off memory for the swap-safety scenarios.
 gcc -static -O2 -Wall -o "$work/memtouch" hack/vm/src/memtouch.c
 EXTRA_BINS="$work/memtouch" hack/build-busybox-image.sh "$work/busybox" localhost/busybox:latest >/dev/null
@@ -74,28 +92,30 @@ cp "$work/busybox.tar" "$base/images/busybox.tar"
 
 # The root integration tests run in the VM too: a cgroup v2 node with swap. They start the
 # daemon at the path cargo compiled into them; the release build stands in there.
-log "building the integration tests for the VM: $ITESTS"
-tests=$(cargo test --locked --no-run --message-format=json $(printf -- '--test %s ' $(printf '%s\n' $ITESTS | sed 's/=.*//')) 2>/dev/null |
-  python3 -c 'import json, sys
+if [ -n "$ITESTS" ]; then
+  log "building the integration tests for the VM: $ITESTS"
+  tests=$(cargo test --locked --no-run --message-format=json $(printf -- '--test %s ' $(printf '%s\n' $ITESTS | sed 's/=.*//')) 2>/dev/null |
+    python3 -c 'import json, sys
 for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
         print(m["executable"])')
-mkdir -p "$base/e2e/itests" "$base$PWD/target/debug"
-for t in $tests; do
-  name=$(basename "$t" | sed 's/-[0-9a-f]*$//')
-  strip -o "$base/e2e/itests/$name" "$t"
-  copy_libs "$t"
-done
-for item in $ITESTS; do
-  case $item in *=*) echo "${item#*=}" >"$base/e2e/itests/${item%%=*}.filter" ;; esac
-done
-cp target/release/swapcri "$base$PWD/target/debug/swapcri"
-# The NRI test starts the example plugin from beside the daemon's binary.
-cargo build --locked --example nri_swap_limiter 2>/dev/null
-mkdir -p "$base$PWD/target/debug/examples"
-strip -o "$base$PWD/target/debug/examples/nri_swap_limiter" target/debug/examples/nri_swap_limiter
-cp hack/vm/itests.sh "$base/e2e/itests.sh"
+  mkdir -p "$base/e2e/itests" "$base$PWD/target/debug"
+  for t in $tests; do
+    name=$(basename "$t" | sed 's/-[0-9a-f]*$//')
+    strip -o "$base/e2e/itests/$name" "$t"
+    copy_libs "$t"
+  done
+  for item in $ITESTS; do
+    case $item in *=*) echo "${item#*=}" >"$base/e2e/itests/${item%%=*}.filter" ;; esac
+  done
+  cp target/release/swapcri "$base$PWD/target/debug/swapcri"
+  # The NRI test starts the example plugin from beside the daemon's binary.
+  cargo build --locked --example nri_swap_limiter 2>/dev/null
+  mkdir -p "$base$PWD/target/debug/examples"
+  strip -o "$base$PWD/target/debug/examples/nri_swap_limiter" target/debug/examples/nri_swap_limiter
+  cp hack/vm/itests.sh "$base/e2e/itests.sh"
+fi
 
 # boot_vm K: runs kernel K's VM to the end; its console in $work/console-K.log.
 boot_vm() {
@@ -103,12 +123,16 @@ boot_vm() {
   started=$(date +%s)
   # One TCG thread for both vCPUs: with multi-threaded TCG the 6.12 kernel sometimes oopses
   # at boot while patching its own code (int3 in sched_clock_cpu).
-  timeout 1200 qemu-system-x86_64 -accel tcg,thread=single -m 2048 -smp 2 -nographic -no-reboot \
+  # The disk-backed node's disk (--only guard-disk) is throttled as a cloud volume is (400
+  # IOPS, 40 MB/s) and syncs for real, so swapping and the neighbour's fsyncs contend on it.
+  local disk=() limit=1200
+  [ "$only" != guard-disk ] || limit=2400 disk=(-drive "file=$work/disk-$k.img,if=virtio,format=raw,cache=none,throttling.iops-total=400,throttling.bps-total=41943040")
+  timeout $limit qemu-system-x86_64 -accel tcg,thread=single -m 2048 -smp 2 -nographic -no-reboot \
     -kernel "${kdirs[$k]}/boot/vmlinuz-${releases[$k]}" -initrd "$work/initrd-$k.gz" \
-    -drive "file=$work/swap-$k.img,if=virtio,format=raw,cache=unsafe" \
+    -drive "file=$work/swap-$k.img,if=virtio,format=raw,cache=unsafe" "${disk[@]}" \
     -append "console=ttyS0 rdinit=/init panic=-1 quiet systemd.unified_cgroup_hierarchy=1" \
     </dev/null >"$work/console-$k.log" 2>&1 || log "qemu ($k) exited with $?"
-  rm -f "$work/swap-$k.img"
+  rm -f "$work/swap-$k.img" "$work/disk-$k.img"
   echo $(($(date +%s) - started)) >"$work/took-$k"
 }
 
@@ -123,11 +147,12 @@ for k in $kernels; do
   releases[$k]=$release kdirs[$k]=$kdir
   root=$work/root-$k
   cp -a "$base" "$root"
-  add_modules "$root"
+  add_modules "$root" virtio_pci virtio_blk zram overlay crc32c_generic ext4
   (cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) >"$work/initrd-$k.gz"
   rm -rf "$root"
   # The second swap area: a virtio disk, so the io protection has a real disk to work on.
   truncate -s 256M "$work/swap-$k.img"
+  [ "$only" != guard-disk ] || truncate -s 2G "$work/disk-$k.img"
   booted+=("$k")
 done
 # Each VM is one emulation thread: they run side by side, a host core each.

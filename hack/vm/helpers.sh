@@ -59,3 +59,26 @@ mirror_up() {
     sleep 1
   done
 }
+
+# The swap-safety scenarios' containers and what they ask of the daemon (C, GLIMITS).
+# gctr NAME PARENT "MEMTOUCH ARGS" [runp flags…]: a kubelet-style container with GLIMITS,
+# running memtouch.
+gctr() {
+  n=$1 parent=$2 args=$3
+  shift 3
+  p=$($C client runp "$n" --cgroup-parent "$parent" "$@")
+  c=$($C client create "$p" app localhost/busybox:latest $GLIMITS -- memtouch $args)
+  $C client start "$c" >/dev/null && echo "$c"
+}
+remove_all() { for p in $($C client pods | grep '"id"' | cut -d'"' -f4); do $C client rmp "$p" >/dev/null; done; }
+gstate() { $C client inspect --verbose "$1" | tr -d ' \n' | grep -o '"state":"[a-z]*"' | head -n 1 | cut -d'"' -f4; }
+gaction() { $C client inspect --verbose "$1" | tr -d ' \n' | grep -o '"guard":{"action":"[a-z]*"' | cut -d'"' -f6; }
+# wait_for SECONDS COMMAND…: seconds until COMMAND succeeds (empty: it never did).
+wait_for() {
+  lim=$1 t=$(date +%s)
+  shift
+  while [ $(($(date +%s) - t)) -lt "$lim" ]; do
+    "$@" && { echo $(($(date +%s) - t)); return; }
+    sleep 1
+  done
+}

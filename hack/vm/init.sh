@@ -26,9 +26,21 @@ for m in $(cat /modules/order); do insmod "/modules/$m" 2>/dev/null || echo "E2E
 echo "+memory +io +cpu +pids" > /sys/fs/cgroup/cgroup.subtree_control
 i=0
 while [ ! -b /dev/vda ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
-echo 768M > /sys/block/zram0/disksize
-mkswap /dev/zram0 >/dev/null && swapon /dev/zram0
-mkswap /dev/vda >/dev/null && swapon /dev/vda || echo "E2E-LOG no swap on /dev/vda"
+if [ "$(cat /e2e/only 2>/dev/null)" = guard-disk ]; then
+  # A node that swaps to its own disk: the daemon's state, the pods' logs and a swap file
+  # share one ext4 disk (/dev/vdb); no zram.
+  i=0
+  while [ ! -b /dev/vdb ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+  mkfs.ext4 -q /dev/vdb && mkdir -p /node && mount /dev/vdb /node || echo "E2E-LOG no ext4 on /dev/vdb"
+  mkdir -p /node/swapcri /node/pods
+  mount --bind /node/swapcri /var/lib/swapcri && mount --bind /node/pods /var/log/pods
+  dd if=/dev/zero of=/node/swapfile bs=1M count=1024 2>/dev/null && chmod 0600 /node/swapfile
+  mkswap /node/swapfile >/dev/null && swapon /node/swapfile || echo "E2E-LOG no swap file on /dev/vdb: $(df /node | tail -n 1)"
+else
+  echo 768M > /sys/block/zram0/disksize
+  mkswap /dev/zram0 >/dev/null && swapon /dev/zram0
+  mkswap /dev/vda >/dev/null && swapon /dev/vda || echo "E2E-LOG no swap on /dev/vda"
+fi
 echo "E2E-LOG kernel $(uname -r), $(grep -E 'MemTotal|SwapTotal' /proc/meminfo | tr -s ' ' | tr '\n' ' ')"
 sh /e2e/scenarios.sh
 [ -x /e2e/itests.sh ] && sh /e2e/itests.sh

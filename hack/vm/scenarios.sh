@@ -89,6 +89,16 @@ MEM=$(meminfo MemTotal)
 SWAP=$(meminfo SwapTotal)
 VDA=$(cat /sys/block/vda/dev 2>/dev/null)
 note "MemTotal $MEM SwapTotal $SWAP vda $VDA page $PAGE"
+# hack/vm/e2e.sh --only NAME: just the scenarios of /e2e/NAME.sh (none for the itests).
+if [ -f /e2e/only ]; then
+  [ "$(cat /e2e/only)" = itests ] && exit 0
+  write_config follow-kubelet follow-kubelet
+  daemon_start
+  $C image import /images/busybox.tar >/dev/null || result image-import FAIL "swapcri image import"
+  daemon_stop
+  . "/e2e/$(cat /e2e/only).sh"
+  exit 0
+fi
 
 # ---- Phase A: LimitedSwap, "min" reservations, system protection -------------------------
 write_config LimitedSwap min system
@@ -354,15 +364,6 @@ if [ -f /proc/pressure/memory ]; then
     write_config follow-kubelet follow-kubelet
     printf '[guard]\naction = "%s"\nkill_after_seconds = 10\nkill_interval_seconds = 60\n' "$1" >>$CONF
   }
-  gctr() { # gctr NAME PARENT "MEMTOUCH ARGS" [runp flags…]: a kubelet-style container
-    n=$1 parent=$2 args=$3
-    shift 3
-    p=$($C client runp "$n" --cgroup-parent "$parent" "$@")
-    c=$($C client create "$p" app localhost/busybox:latest $GLIMITS -- memtouch $args)
-    $C client start "$c" >/dev/null && echo "$c"
-  }
-  gstate() { $C client inspect --verbose "$1" | tr -d ' \n' | grep -o '"state":"[a-z]*"' | head -n 1 | cut -d'"' -f4; }
-  gaction() { $C client inspect --verbose "$1" | tr -d ' \n' | grep -o '"guard":{"action":"[a-z]*"' | cut -d'"' -f6; }
   psi_us() { value "$1" memory.pressure | awk '$1 == "some" { sub("total=", "", $5); print $5 }'; }
   knobs() { echo "swap.high=$(value "$1" memory.swap.high) io=$(value "$1" io.weight 2>/dev/null | head -n 1 | tr ' ' :) cpu=$(value "$1" cpu.weight)"; }
   # span ID SECONDS: the neighbour over the next SECONDS: "psi=P% probe=MEDIAN/MAX ms".
@@ -374,15 +375,6 @@ if [ -f /proc/pressure/memory ]; then
       sort -n | awk '{ v[NR] = $1 } END { if (NR) printf "%d/%d", v[int((NR + 1) / 2)] / 1000, v[NR] / 1000; else printf "-" }')
     echo "psi=$(((p1 - p0) / ((b - a) * 10000)))% probe=${lat}ms"
   }
-  # wait_for SECONDS COMMAND…: seconds until COMMAND succeeds (empty: it never did).
-  wait_for() {
-    lim=$1 t=$(date +%s)
-    shift
-    while [ $(($(date +%s) - t)) -lt "$lim" ]; do
-      "$@" && { echo $(($(date +%s) - t)); return; }
-      sleep 1
-    done
-  }
   is_thrashing() { [ "$(gstate "$1")" = thrashing ]; }
   # counted ACTION: the daemon's swapcri_swap_guard_actions_total for ACTION.
   counted() { wget -q -O - http://127.0.0.1:9117/metrics | grep "^swapcri_swap_guard_actions_total{action=\"$1\"}" | awk '{ print $2 }'; }
@@ -390,7 +382,6 @@ if [ -f /proc/pressure/memory ]; then
   is_restored() { [ "$(value "$1" memory.swap.high)" = max ] && [ -z "$(gaction "$1")" ]; }
   is_exited() { $C client inspect "$1" | tr -d ' \n' | grep -q '"state":2'; }
   reason_of() { $C client inspect "$1" | tr -d ' \n' | grep -o '"reason":"[A-Za-z]*"' | cut -d'"' -f4; }
-  remove_all() { for p in $($C client pods | grep '"id"' | cut -d'"' -f4); do $C client rmp "$p" >/dev/null; done; }
 
   for ACTION in observe throttle kill; do
     guard_config $ACTION
@@ -462,41 +453,7 @@ if [ -f /proc/pressure/memory ]; then
 else
   result swap-guard FAIL "no /proc/pressure/memory: the kernel runs without PSI"
 fi
-# ---- Phase G: cold-memory offload --------------------------------------------------------
-# Two Burstable containers with a LimitedSwap share and room in memory: one writes 100 MiB
-# once and idles, the other keeps 64 MiB hot. With [offload] on, the idle one's memory goes
-# to swap step by step while its own memory pressure stays near zero; the hot one keeps all
-# of its working set.
-if [ -f /proc/pressure/memory ] && [ -f /sys/fs/cgroup/kubepods/memory.reclaim ]; then
-  write_config follow-kubelet follow-kubelet
-  printf '[offload]\nenabled = true\n' >>$CONF
-  daemon_start
-  GLIMITS="--memory-limit $((512 * MI)) --unified memory.swap.max=$((256 * MI))"
-  IDLE=$(gctr idle /kubepods/burstable/podidle "100 cold")
-  START=$(date +%s)
-  WARM=$(gctr warm /kubepods/burstable/podwarm "64 hot")
-  avg10() { value "$1" memory.pressure | awk '$1 == "some" { sub("avg10=", "", $2); print $2 }'; }
-  anon() { value "$1" memory.stat | awk '$1 == "anon" { print $2 }'; }
-  I0=0 PSI_MAX=0 TRACE=""
-  while [ $(($(date +%s) - START)) -lt 60 ]; do
-    sleep 5
-    P=$(avg10 "$IDLE")
-    PSI_MAX=$(echo "$P $PSI_MAX" | awk '{ print ($1 > $2) ? $1 : $2 }')
-    TRACE="$TRACE $(($(date +%s) - START))s:$(($(value "$IDLE" memory.swap.current) / MI))MiB"
-  done
-  I1=$(value "$IDLE" memory.swap.current) W_SWAP=$(value "$WARM" memory.swap.current) W_ANON=$(anon "$WARM")
-  W_RF=$(value "$WARM" memory.stat | awk '$1 == "workingset_refault_anon" { print $2 }')
-  W_PSI=$(avg10 "$WARM")
-  REQ=$(wget -q -O - http://127.0.0.1:9117/metrics | grep '^swapcri_offload_reclaim_requested_bytes_total' | awk '{ print $2 }')
-  check offload-idle '[ $((I1 - I0)) -ge $((20 * MI)) ] && echo "$PSI_MAX" | awk "{ exit !(\$1 < 1) }" && [ "${REQ:-0}" -gt 0 ]' \
-    "idle container: $(((I1 - I0) / MI)) MiB of 100 moved to swap within 60 s of its start (in swap at:$TRACE), its memory PSI some avg10 at most $PSI_MAX%; $REQ bytes asked of memory.reclaim in all"
-  check offload-hot-kept '[ "$W_ANON" -ge $((64 * MI)) ]' \
-    "hot container: $((W_ANON / MI)) MiB anonymous memory resident, $W_SWAP bytes in swap, $W_RF pages refaulted, PSI some avg10 $W_PSI%; $($C client inspect --verbose "$WARM" | tr -d ' \n' | grep -o '"offload":{[^}]*}')"
-  remove_all
-  daemon_stop
-  note "phase G done"
-else
-  result cold-memory-offload FAIL "no /proc/pressure/memory or memory.reclaim on this kernel"
-fi
+# ---- Phase G: cold-memory offload (offload.sh) ------------------------------------------
+. /e2e/offload.sh
 [ -n "$FAILED" ] && dump_log
 true

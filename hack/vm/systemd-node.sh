@@ -89,7 +89,9 @@ install -D -m 0644 "$next" "$root/e2e/pkg/next.deb"
 install -m 0755 /var/cache/swapcri-tools/crictl "$root/usr/local/bin/crictl"
 install -m 0644 contrib/crictl.yaml "$root/etc/crictl.yaml"
 install -m 0755 hack/vm/package-scenarios.sh "$root/e2e/package-scenarios.sh"
-hack/build-busybox-image.sh "$work/busybox" localhost/busybox:latest >/dev/null
+# memtouch: the swap guard's thrasher.
+gcc -static -O2 -Wall -o "$work/memtouch" hack/vm/src/memtouch.c
+EXTRA_BINS="$work/memtouch" hack/build-busybox-image.sh "$work/busybox" localhost/busybox:latest >/dev/null
 install -D -m 0644 "$work/busybox.tar" "$root/images/busybox.tar"
 install -D -m 0755 hack/vm/systemd-scenarios.sh "$root/e2e/systemd-scenarios.sh"
 critest_runs=${SWAPCRI_VM_CRITEST:-0}

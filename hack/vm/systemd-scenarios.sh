@@ -211,10 +211,6 @@ oom_checks() {
   $C client rmp "$P" >/dev/null
 }
 
-remove_all() {
-  for p in $($C client pods | grep '"id"' | cut -d'"' -f4); do $C client rmp "$p" >/dev/null; done
-}
-
 MEM=$(meminfo MemTotal)
 SWAP=$(meminfo SwapTotal)
 VDB=$(cat /sys/block/vdb/dev 2>/dev/null)
@@ -332,6 +328,40 @@ check systemd-removal-leaves-nothing '[ "$SLICES" = 0 ] && [ -z "$(ls /sys/fs/cg
 SWAPCRI_DOCTOR=$(swapcri --config $CONF doctor 2>&1)
 check doctor-systemd 'echo "$SWAPCRI_DOCTOR" | grep -q "ok\] cgroup driver" && echo "$SWAPCRI_DOCTOR" | grep -q "ok\] system io protection"' \
   "$(echo "$SWAPCRI_DOCTOR" | grep -E "cgroup driver|system io" | tr -s ' ' | tr '\n' ';')"
+
+# ---- the swap guard under the systemd driver: a throttle holds across a daemon-reload -------
+# systemd owns a scope's cpu.weight and io.weight (CPUWeight, IOWeight) and writes them again
+# at every daemon-reload. The throttle sets them as the container scope's runtime
+# properties, so a reload in the middle keeps it; putting back goes the same way. Its io.max
+# cap on the swap disk is written directly (systemd writes io.max only for devices a unit
+# names), and must survive the reload too.
+write_config systemd follow-kubelet follow-kubelet
+printf '[guard]\naction = "throttle"\n' >>$CONF
+daemon_restart guard
+weights() { echo "cpu=$(value "$1" cpu.weight) io=$(value "$1" io.weight 2>/dev/null | head -n 1 | tr ' ' :) io.max=[$(value "$1" io.max 2>/dev/null | tr ' \n' ':,')]"; }
+properties() { systemctl show -p CPUWeight -p IOWeight "$(basename "$(cg "$1")")" | tr '\n' ' '; }
+is_throttled() { [ "$(gaction "$1")" = throttled ]; }
+is_released() { [ -z "$(gaction "$1")" ] && [ "$(gstate "$1")" = normal ]; }
+PT=$(kubelet_pod systemd burstable thr)
+TH=$($C client create "$PT" app localhost/busybox:latest --memory-limit $((512 * MI)) \
+  --unified memory.high=$((64 * MI)) --unified memory.swap.max=$((256 * MI)) -- memtouch 96 hot 60)
+# Read before it starts: it thrashes within a second or two of its start.
+W0=$(weights "$TH")
+$C client start "$TH" >/dev/null
+ACT=$(wait_for 120 is_throttled "$TH")
+W1=$(weights "$TH") P1=$(properties "$TH")
+systemctl daemon-reload
+sleep 2
+W2=$(weights "$TH")
+check guard-throttle-survives-reload '[ -n "$ACT" ] && [ "$W1" != "$W0" ] && [ "$W2" = "$W1" ]' \
+  "throttled ${ACT:-never} s after its start: $W0 -> $W1 ($P1), after daemon-reload $W2"
+REL=$(wait_for 180 is_released "$TH")
+systemctl daemon-reload
+sleep 2
+W3=$(weights "$TH")
+check guard-restore-survives-reload '[ -n "$REL" ] && [ "$W3" = "$W0" ]' \
+  "put back ${REL:-never} s after the throttle: $W3 after a daemon-reload (before the throttle $W0; $(properties "$TH"))"
+$C client rmp "$PT" >/dev/null
 
 # ---- the same kubelet checks with the cgroupfs driver on this node -------------------------
 write_config cgroupfs follow-kubelet follow-kubelet

@@ -5,9 +5,10 @@
 use std::path::Path;
 
 use super::files;
+use super::systemd::Property;
 use crate::model::cgroup_files::{
-    CPU_WEIGHT, IO_WEIGHT, MEMORY_CURRENT, MEMORY_PRESSURE, MEMORY_RECLAIM, MEMORY_STAT, MEMORY_SWAP_CURRENT,
-    MEMORY_SWAP_HIGH, MEMORY_SWAP_MAX,
+    CGROUP_PROCS, CPU_WEIGHT, IO_MAX, IO_WEIGHT, MEMORY_CURRENT, MEMORY_PRESSURE, MEMORY_RECLAIM, MEMORY_STAT,
+    MEMORY_SWAP_CURRENT, MEMORY_SWAP_HIGH, MEMORY_SWAP_MAX,
 };
 use crate::policy::guard::Current;
 
@@ -18,12 +19,13 @@ pub fn knobs(dir: &Path) -> Current {
         swap_high: files::read(dir, MEMORY_SWAP_HIGH),
         io_weight: files::read(dir, IO_WEIGHT),
         cpu_weight: files::read(dir, CPU_WEIGHT),
+        io_max: files::read(dir, IO_MAX),
     }
 }
 
 /// Whether `file` is one of the knobs a throttle may write.
 fn is_knob(file: &str) -> bool {
-    [MEMORY_SWAP_HIGH, IO_WEIGHT, CPU_WEIGHT].contains(&file)
+    [MEMORY_SWAP_HIGH, IO_WEIGHT, CPU_WEIGHT, IO_MAX].contains(&file)
 }
 
 /// A knob's text now; None for a missing file or a name that is no knob.
@@ -37,6 +39,22 @@ pub fn write_knob(dir: &Path, file: &str, value: &str) -> std::io::Result<()> {
         return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{file} is not a throttle knob")));
     }
     std::fs::write(dir.join(file), value)
+}
+
+/// The systemd unit and property that set a knob of `dir` where systemd owns the file: a
+/// scope's directory is named after its unit, and systemd writes `cpu.weight` (CPUWeight)
+/// and `io.weight` (IOWeight) from the unit's properties again at every daemon-reload. None
+/// for a file systemd has no property for (`memory.swap.high`), a group that is no unit's,
+/// or a value that is no weight.
+pub fn knob_property(dir: &Path, file: &str, value: &str) -> Option<(String, Property)> {
+    let unit = dir.file_name()?.to_str().filter(|n| n.ends_with(".scope"))?;
+    let weight = |v: &str| v.trim().parse::<u64>().ok().filter(|w| (1..=10_000).contains(w));
+    let property = match file {
+        CPU_WEIGHT => Property::CpuWeight(weight(value)?),
+        IO_WEIGHT => Property::IoWeight(weight(value.trim().strip_prefix("default ")?)?),
+        _ => return None,
+    };
+    Some((unit.to_string(), property))
 }
 
 /// Memory and swap in use, bytes (0 for what cannot be read).
@@ -54,6 +72,8 @@ pub struct OffloadFigures {
     /// Refaulted pages, anonymous and file.
     pub refaults: u64,
     pub memory_current: u64,
+    /// Anonymous memory (`memory.stat` anon).
+    pub anon: u64,
     pub swap_current: u64,
     pub swap_max: u64,
 }
@@ -67,9 +87,34 @@ pub fn offload_figures(dir: &Path) -> Option<OffloadFigures> {
         some_us,
         refaults,
         memory_current: files::number(dir, MEMORY_CURRENT)?,
+        anon: files::keyed(&stat, "anon")?,
         swap_current: files::number(dir, MEMORY_SWAP_CURRENT)?,
         swap_max,
     })
+}
+
+/// The processes in the group and the groups below it, at most `limit` (None past it, or
+/// when the group is gone): a container that nests groups of its own is still seen whole.
+pub fn processes(dir: &Path, limit: usize) -> Option<Vec<i32>> {
+    let mut pids = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for line in files::read(&d, CGROUP_PROCS)?.lines() {
+            pids.push(line.trim().parse().ok()?);
+        }
+        if pids.len() > limit {
+            return None;
+        }
+        for entry in std::fs::read_dir(&d).ok()?.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                dirs.push(entry.path());
+            }
+        }
+        if dirs.len() > limit {
+            return None;
+        }
+    }
+    Some(pids)
 }
 
 /// Asks the kernel to reclaim `bytes` from the group. EAGAIN (less could be taken) is not
@@ -102,7 +147,7 @@ mod tests {
         }
         write(MEMORY_SWAP_MAX, "268435456\n");
         let f = offload_figures(dir.path()).unwrap();
-        assert_eq!((f.some_us, f.refaults, f.memory_current, f.swap_max), (7000, 7, 100 << 20, 256 << 20));
+        assert_eq!((f.some_us, f.refaults, f.memory_current, f.anon, f.swap_max), (7000, 7, 100 << 20, 1, 256 << 20));
         assert_eq!(memory_and_swap(dir.path()), (100 << 20) + 4096);
         // Knobs: read and written by name; other files are refused.
         write(CPU_WEIGHT, "100\n");
@@ -116,5 +161,44 @@ mod tests {
         write(MEMORY_RECLAIM, "");
         assert!(reclaim(dir.path(), 4096).is_ok());
         assert!(reclaim(&dir.path().join("gone"), 4096).is_err());
+    }
+
+    #[test]
+    fn knobs_systemd_owns_go_through_the_scopes_properties() {
+        let scope = Path::new("/sys/fs/cgroup/kubepods.slice/swapcri-abc.scope");
+        let cases = [
+            (scope, CPU_WEIGHT, "10", Some(Property::CpuWeight(10))),
+            (scope, CPU_WEIGHT, "100\n", Some(Property::CpuWeight(100))),
+            (scope, IO_WEIGHT, "default 10", Some(Property::IoWeight(10))),
+            (scope, IO_WEIGHT, "default 0", None),
+            (scope, IO_WEIGHT, "8:0 10", None),
+            (scope, CPU_WEIGHT, "20000", None),
+            (scope, MEMORY_SWAP_HIGH, "4096", None),
+            (Path::new("/sys/fs/cgroup/kubepods/burstable/pod1/abc"), CPU_WEIGHT, "10", None),
+        ];
+        for (dir, file, value, want) in cases {
+            let got = knob_property(dir, file, value);
+            assert_eq!(got.as_ref().map(|(_, p)| p), want.as_ref(), "{file}={value} in {}", dir.display());
+            if let Some((unit, _)) = got {
+                assert_eq!(unit, "swapcri-abc.scope");
+            }
+        }
+    }
+
+    #[test]
+    fn processes_of_a_group_and_the_groups_below_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(root.join(CGROUP_PROCS), "10\n11\n").unwrap();
+        std::fs::create_dir_all(root.join("inner/deeper")).unwrap();
+        std::fs::write(root.join("inner").join(CGROUP_PROCS), "").unwrap();
+        std::fs::write(root.join("inner/deeper").join(CGROUP_PROCS), "12\n").unwrap();
+        let mut pids = processes(root, 8).unwrap();
+        pids.sort();
+        assert_eq!(pids, [10, 11, 12]);
+        assert_eq!(processes(root, 2), None, "past the limit");
+        assert_eq!(processes(&root.join("gone"), 8), None);
+        std::fs::write(root.join(CGROUP_PROCS), "10\nx\n").unwrap();
+        assert_eq!(processes(root, 8), None, "a line that is no pid");
     }
 }

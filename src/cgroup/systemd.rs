@@ -49,6 +49,10 @@ pub enum Property {
     Pids(Vec<u32>),
     /// Collect the unit once inactive or failed, so a failed scope leaves no trace.
     CollectInactiveOrFailed,
+    /// `cpu.weight` (1–10000).
+    CpuWeight(u64),
+    /// `io.weight`'s default (1–10000).
+    IoWeight(u64),
 }
 
 impl Property {
@@ -60,6 +64,8 @@ impl Property {
             Property::Slice(s) => ("Slice", Variant::from(s.as_str())),
             Property::Pids(p) => ("PIDs", Variant::from(p.clone())),
             Property::CollectInactiveOrFailed => ("CollectMode", Variant::from("inactive-or-failed")),
+            Property::CpuWeight(w) => ("CPUWeight", Variant::from(*w)),
+            Property::IoWeight(w) => ("IOWeight", Variant::from(*w)),
         }
     }
 }
@@ -143,6 +149,8 @@ mod tests {
             (Property::Slice("a.slice".into()), "Slice", "s"),
             (Property::Pids(vec![1, 2]), "PIDs", "au"),
             (Property::CollectInactiveOrFailed, "CollectMode", "s"),
+            (Property::CpuWeight(10), "CPUWeight", "t"),
+            (Property::IoWeight(10), "IOWeight", "t"),
         ];
         for (property, name, signature) in cases {
             let (n, v) = property.pair();

@@ -37,6 +37,9 @@ pub struct GuardConfig {
     pub throttle_io_weight: u64,
     /// `cpu.weight` of a throttled container.
     pub throttle_cpu_weight: u64,
+    /// `io.max` read and write IOPS of a throttled container on each disk under the node's
+    /// swap (0: no cap).
+    pub throttle_swap_iops: u64,
     /// With `kill`: how long a throttled container may stay thrashing or pressured.
     pub kill_after_seconds: u64,
     /// With `kill`: the pause after a kill before the next victim is chosen, so that the
@@ -50,6 +53,7 @@ impl Default for GuardConfig {
             action: GuardMode::Observe,
             throttle_io_weight: 10,
             throttle_cpu_weight: 10,
+            throttle_swap_iops: 100,
             kill_after_seconds: 30,
             kill_interval_seconds: 10,
         }
@@ -61,6 +65,7 @@ impl GuardConfig {
     pub fn check(&self) -> Result<(), Invalid> {
         within("guard.throttle_io_weight", self.throttle_io_weight, 1..=10_000)?;
         within("guard.throttle_cpu_weight", self.throttle_cpu_weight, 1..=10_000)?;
+        within("guard.throttle_swap_iops", self.throttle_swap_iops, 0..=1_000_000)?;
         within("guard.kill_after_seconds", self.kill_after_seconds, 1..=3600)?;
         within("guard.kill_interval_seconds", self.kill_interval_seconds, 0..=3600)
     }

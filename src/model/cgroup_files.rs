@@ -10,4 +10,6 @@ pub const MEMORY_PRESSURE: &str = "memory.pressure";
 pub const MEMORY_STAT: &str = "memory.stat";
 pub const MEMORY_RECLAIM: &str = "memory.reclaim";
 pub const IO_WEIGHT: &str = "io.weight";
+pub const IO_MAX: &str = "io.max";
 pub const CPU_WEIGHT: &str = "cpu.weight";
+pub const CGROUP_PROCS: &str = "cgroup.procs";

@@ -182,6 +182,20 @@ pub fn swap_devices(roots: &Roots) -> Vec<SwapDevice> {
         .collect()
 }
 
+/// The whole disks ("MAJ:MIN") under the active swap areas, each once.
+pub fn swap_disks(roots: &Roots) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for swap in swap_devices(roots) {
+        if let Backing::Disks { disks, .. } = swap.backing {
+            out.extend(disks.into_iter().map(|d| d.dev));
+        }
+    }
+    out.dedup();
+    out.sort();
+    out.dedup();
+    out
+}
+
 #[cfg(test)]
 pub mod fixture {
     //! A small sysfs: vda (partitions vda1, vda2), sdb under dm-0 (dm-crypt) under md0... as

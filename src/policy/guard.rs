@@ -4,13 +4,15 @@
 //! A throttle only ever lowers: `memory.swap.high` down to the swap the container already
 //! uses (its swap may not grow further without the kernel slowing its allocations), and its
 //! `io.weight` / `cpu.weight` down to the configured weights (its swap-ins and reclaim yield
-//! to its neighbours). A value already at or below the target is left as it is, so nothing
-//! kubelet set is ever raised.
+//! to its neighbours), and its `io.max` read and write IOPS on each disk under the node's swap
+//! down to the configured cap (its swap traffic cannot take the disk from its neighbours,
+//! whatever the io controller weighs). A value already at or below the target is left as it
+//! is, so nothing kubelet set is ever raised.
 
 use serde::{Deserialize, Serialize};
 
 use crate::config::GuardConfig;
-use crate::model::cgroup_files::{CPU_WEIGHT, IO_WEIGHT, MEMORY_SWAP_HIGH};
+use crate::model::cgroup_files::{CPU_WEIGHT, IO_MAX, IO_WEIGHT, MEMORY_SWAP_HIGH};
 use crate::model::memory::{MemoryPlan, QosClass};
 
 /// The pod annotation a priority is read from (kubelet sends none through the CRI).
@@ -47,11 +49,17 @@ pub struct ThrottleTargets {
     pub io_weight: u64,
     /// `cpu.weight` while throttled (1–10000).
     pub cpu_weight: u64,
+    /// `io.max` riops and wiops on each swap disk while throttled (0: none).
+    pub swap_iops: u64,
 }
 
 impl ThrottleTargets {
     pub fn of(config: &GuardConfig) -> Self {
-        ThrottleTargets { io_weight: config.throttle_io_weight, cpu_weight: config.throttle_cpu_weight }
+        ThrottleTargets {
+            io_weight: config.throttle_io_weight,
+            cpu_weight: config.throttle_cpu_weight,
+            swap_iops: config.throttle_swap_iops,
+        }
     }
 }
 
@@ -62,6 +70,7 @@ pub struct Current {
     pub swap_high: Option<String>,
     pub io_weight: Option<String>,
     pub cpu_weight: Option<String>,
+    pub io_max: Option<String>,
 }
 
 /// One file the guard changed: what it held before and what the guard wrote.
@@ -77,8 +86,16 @@ fn io_default(text: &str) -> Option<u64> {
     text.lines().find_map(|l| l.trim().strip_prefix("default ")).and_then(|v| v.trim().parse().ok())
 }
 
-/// The writes that throttle a thrasher, lowering only.
-pub fn throttle(current: &Current, targets: ThrottleTargets) -> Vec<Write> {
+/// A device's `riops` and `wiops` in an `io.max` text (None: "max", or no line for it).
+fn iops(text: &str, dev: &str) -> (Option<u64>, Option<u64>) {
+    let Some(line) = text.lines().find(|l| l.split_whitespace().next() == Some(dev)) else { return (None, None) };
+    let key = |k: &str| line.split_whitespace().find_map(|w| w.strip_prefix(k)).and_then(|v| v.parse().ok());
+    (key("riops="), key("wiops="))
+}
+
+/// The writes that throttle a thrasher, lowering only; `swap_disks` are the disks under the
+/// node's swap ("MAJ:MIN").
+pub fn throttle(current: &Current, targets: ThrottleTargets, swap_disks: &[String]) -> Vec<Write> {
     let mut out = Vec::new();
     let mut lower = |file: &str, before: &str, now: Option<u64>, target: u64, written: String| {
         // "max" and anything unreadable count as above any target.
@@ -104,12 +121,27 @@ pub fn throttle(current: &Current, targets: ThrottleTargets) -> Vec<Write> {
         let target = targets.cpu_weight;
         lower(CPU_WEIGHT, cpu, cpu.trim().parse().ok(), target, target.to_string());
     }
+    if let (Some(io_max), true) = (&current.io_max, targets.swap_iops > 0) {
+        let target = targets.swap_iops;
+        for dev in swap_disks {
+            let (r, w) = iops(io_max, dev);
+            let show = |v: Option<u64>| v.map_or("max".to_string(), |v| v.to_string());
+            // The higher of the two (unlimited counts as above anything) decides.
+            let now = r.zip(w).map(|(r, w)| r.max(w));
+            let before = format!("{dev} riops={} wiops={}", show(r), show(w));
+            lower(IO_MAX, &before, now, target, format!("{dev} riops={target} wiops={target}"));
+        }
+    }
     out
 }
 
 /// Whether the file still holds what the guard wrote: only then is it put back (a value
 /// kubelet or anyone else wrote since is theirs to keep).
 pub fn still_ours(write: &Write, now: &str) -> bool {
+    if write.file == IO_MAX {
+        let dev = write.written.split_whitespace().next().unwrap_or_default();
+        return iops(now, dev) != (None, None) && iops(now, dev) == iops(&write.written, dev);
+    }
     if write.file == IO_WEIGHT {
         return io_default(now).is_some() && io_default(now) == io_default(&write.written);
     }
@@ -145,7 +177,7 @@ pub fn victim<K: Ord>(candidates: &[Candidate<K>]) -> Option<&Candidate<K>> {
 mod tests {
     use super::*;
 
-    const T: ThrottleTargets = ThrottleTargets { io_weight: 10, cpu_weight: 10 };
+    const T: ThrottleTargets = ThrottleTargets { io_weight: 10, cpu_weight: 10, swap_iops: 100 };
 
     fn plan(qos: QosClass, critical: Option<&str>) -> MemoryPlan {
         MemoryPlan::of_class(qos, critical)
@@ -182,7 +214,13 @@ mod tests {
 
     fn current(swap: u64, high: &str, io: &str, cpu: &str) -> Current {
         let file = |v: &str| (!v.is_empty()).then(|| v.to_string());
-        Current { swap_current: Some(swap), swap_high: file(high), io_weight: file(io), cpu_weight: file(cpu) }
+        Current {
+            swap_current: Some(swap),
+            swap_high: file(high),
+            io_weight: file(io),
+            cpu_weight: file(cpu),
+            io_max: None,
+        }
     }
 
     fn w(file: &str, before: &str, written: &str) -> Write {
@@ -213,8 +251,34 @@ mod tests {
             ),
         ];
         for (now, want) in table {
-            assert_eq!(throttle(&now, T), want, "{now:?}");
+            assert_eq!(throttle(&now, T, &[]), want, "{now:?}");
         }
+    }
+
+    #[test]
+    fn swap_disks_get_an_iops_cap_never_above_one_set_before() {
+        let with_io_max = |text: &str| Current { io_max: Some(text.into()), ..Current::default() };
+        let disks = ["254:16".to_string(), "8:0".to_string()];
+        let table = [
+            // No line: unlimited on both.
+            (
+                "",
+                vec![
+                    w("io.max", "254:16 riops=max wiops=max", "254:16 riops=100 wiops=100"),
+                    w("io.max", "8:0 riops=max wiops=max", "8:0 riops=100 wiops=100"),
+                ],
+            ),
+            // A cap already at or below the target stays; one above it, or half unlimited, is lowered.
+            (
+                "254:16 rbps=max wbps=max riops=50 wiops=80\n8:0 rbps=1000 wbps=max riops=500 wiops=max\n",
+                vec![w("io.max", "8:0 riops=500 wiops=max", "8:0 riops=100 wiops=100")],
+            ),
+        ];
+        for (text, want) in table {
+            assert_eq!(throttle(&with_io_max(text), T, &disks), want, "{text:?}");
+        }
+        assert_eq!(throttle(&with_io_max(""), ThrottleTargets { swap_iops: 0, ..T }, &disks), vec![], "0: no cap");
+        assert_eq!(throttle(&Current::default(), T, &disks), vec![], "no io.max file: no io controller here");
     }
 
     #[test]
@@ -227,6 +291,21 @@ mod tests {
             (w("io.weight", "default 100", "default 10"), "default 50\n", false),
             (w("cpu.weight", "100", "10"), "10\n", true),
             (w("cpu.weight", "100", "10"), "39\n", false),
+            (
+                w("io.max", "8:0 riops=max wiops=max", "8:0 riops=100 wiops=100"),
+                "8:0 rbps=max wbps=max riops=100 wiops=100\n",
+                true,
+            ),
+            (
+                w("io.max", "8:0 riops=max wiops=max", "8:0 riops=100 wiops=100"),
+                "8:0 rbps=max wbps=max riops=20 wiops=100\n",
+                false,
+            ),
+            (
+                w("io.max", "8:0 riops=max wiops=max", "8:0 riops=100 wiops=100"),
+                "254:16 rbps=max wbps=max riops=100 wiops=100\n",
+                false,
+            ),
         ];
         for (write, now, want) in table {
             assert_eq!(still_ours(&write, now), want, "{write:?} {now:?}");

@@ -4,7 +4,11 @@
 //! taken do not come back (refaults); its step grows while that holds and falls back to the
 //! smallest at the first sign of either, after which the container is left alone for a
 //! doubling number of looks. It never reclaims past the container's swap share
-//! (`memory.swap.max`): what does not fit there would only be written for nothing.
+//! (`memory.swap.max`): what does not fit there would only be written for nothing. Nor does
+//! it ask for more than the anonymous memory the container's processes left untouched over
+//! each of the last two spans between looks (the kernel's accessed bits): a container that
+//! touched all of it in either is not probed at all, so a hot working set, or one that was
+//! only kept off a CPU for a moment, loses nothing to it.
 
 use serde::Serialize;
 
@@ -63,6 +67,8 @@ pub struct Sample {
     pub swap_current: u64,
     /// `memory.swap.max` in bytes (None: "max").
     pub swap_max: Option<u64>,
+    /// Anonymous bytes the kernel saw no access to since the last look (None: unknown).
+    pub idle_anon: Option<u64>,
 }
 
 /// What to do at this look.
@@ -84,6 +90,8 @@ pub enum Why {
     Refaults,
     BackingOff,
     SwapShareFull,
+    /// Every anonymous page was touched since the last look: all of it is working set.
+    WorkingSet,
 }
 
 /// One container's offload, fed a sample per look.
@@ -99,13 +107,24 @@ pub struct Offloader {
     growth: u32,
     backoff: u32,
     skip: u32,
+    #[serde(skip)]
+    last_idle: Option<u64>,
     /// What the last look decided.
     pub decision: Option<Step>,
 }
 
 impl Offloader {
     pub fn new(settings: Settings) -> Offloader {
-        Offloader { settings, last: None, requested: 0, growth: 1, backoff: 0, skip: 0, decision: None }
+        Offloader {
+            settings,
+            last: None,
+            requested: 0,
+            growth: 1,
+            backoff: 0,
+            skip: 0,
+            last_idle: None,
+            decision: None,
+        }
     }
 
     pub fn look(&mut self, s: Sample) -> Step {
@@ -128,6 +147,9 @@ impl Offloader {
     fn decide(&mut self, s: Sample) -> Step {
         let cfg = self.settings;
         let wait = |why| Step::Wait { why };
+        // Idle over this span and the one before it.
+        let before = std::mem::replace(&mut self.last_idle, s.idle_anon);
+        let idle = s.idle_anon.zip(before).map(|(a, b)| a.min(b));
         let Some(prev) = self.last_sample(s) else { return wait(Why::Measuring) };
         let span_us = (s.at_ms - prev.at_ms) as f64 * 1000.0;
         let pressure = (s.some_us - prev.some_us) as f64 * 100.0 / span_us;
@@ -154,11 +176,15 @@ impl Offloader {
         if self.last_step() > 0 {
             self.backoff /= 2;
         }
+        let Some(idle) = idle else { return wait(Why::Measuring) };
+        if idle < MIN_STEP {
+            return wait(Why::WorkingSet);
+        }
         let headroom = s.swap_max.map_or(u64::MAX, |max| max.saturating_sub(s.swap_current + SWAP_MARGIN));
         let step = s.memory_current as f64 * cfg.step_percent / 100.0 * self.growth as f64;
         // Slower as the pressure nears the target.
         let step = (step * (1.0 - pressure / cfg.psi_some_percent)) as u64 / PAGE * PAGE;
-        let step = step.max(MIN_STEP).min(headroom);
+        let step = step.max(MIN_STEP).min(headroom).min(idle / PAGE * PAGE);
         if step < MIN_STEP {
             return wait(Why::SwapShareFull);
         }
@@ -190,6 +216,7 @@ mod tests {
             memory_current: current,
             swap_current: swap,
             swap_max: Some(256 * MIB),
+            idle_anon: Some(current),
         }
     }
 
@@ -226,6 +253,29 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_touched_working_set_is_never_probed_and_the_part_idle_over_two_spans_is_the_most_asked() {
+        let mut o = Offloader::new(Settings::default());
+        let with_idle = |n, idle| Sample { idle_anon: idle, ..at(n, 0, 0, 64 * MIB, 0) };
+        o.look(with_idle(0, None));
+        assert_eq!(o.look(with_idle(1, Some(MIB / 8))), Step::Wait { why: Why::Measuring }, "one span only");
+        for n in 2..=20 {
+            assert_eq!(o.look(with_idle(n, Some(MIB / 8))), Step::Wait { why: Why::WorkingSet }, "look {n}");
+        }
+        assert_eq!(o.requested, 0);
+        assert_eq!(o.look(with_idle(21, None)), Step::Wait { why: Why::Measuring }, "accessed bits unknown");
+        assert_eq!(o.look(with_idle(22, Some(32 * MIB))), Step::Wait { why: Why::Measuring }, "one span only");
+        // 2 % of 64 MiB would be 1.28 MiB; only 512 KiB (and a bit) went untouched in this span.
+        assert_eq!(o.look(with_idle(23, Some(MIB / 2 + 100))), Step::Reclaim { bytes: MIB / 2 });
+        // Idle now, but not over the span before: the smaller of the two.
+        assert_eq!(o.look(with_idle(24, Some(32 * MIB))), Step::Reclaim { bytes: MIB / 2 });
+        // Idle over both: 8 % (growth 4) of 64 MiB, whole pages.
+        assert_eq!(o.look(with_idle(25, Some(32 * MIB))), Step::Reclaim { bytes: 5_365_760 }, "1,310 pages");
+        // Touched in this span: nothing, whatever the span before said.
+        assert_eq!(o.look(with_idle(26, Some(0))), Step::Wait { why: Why::WorkingSet });
+    }
+
+    /// Pages touched less often than the looks come look idle; the refaults tell.
     #[test]
     fn a_hot_working_set_is_probed_ever_more_rarely() {
         let mut o = Offloader::new(Settings::default());

@@ -59,7 +59,12 @@ impl PodService {
         let systemd = (config.runtime.cgroup_driver == crate::config::CgroupDriver::Systemd)
             .then(|| Arc::new(crate::cgroup::systemd::Systemd::default()));
         let registry = Registry::open(&config.state_root, &config.run_root)?;
-        let swap = crate::swap::Supervisor::new(&config, node.cgroup_v2(), registry.container_records().clone());
+        let swap = crate::swap::Supervisor::new(
+            &config,
+            node.cgroup_v2(),
+            registry.container_records().clone(),
+            systemd.clone(),
+        );
         Ok(PodService {
             registry,
             swap: Arc::new(swap),

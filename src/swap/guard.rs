@@ -62,15 +62,24 @@ pub fn verdict(records: &Records, id: &ContainerId) -> Option<(String, String)> 
     }
 }
 
+/// Writes a knob: through the scope's unit property where systemd owns the file (so a
+/// daemon-reload keeps it; runtime only, gone at the next boot), to the file otherwise.
+async fn set_knob(sup: &Supervisor, dir: &Path, file: &str, value: &str) -> Result<(), String> {
+    if let (Some(systemd), Some((unit, property))) = (&sup.systemd, control::knob_property(dir, file, value)) {
+        return systemd.set_properties(&unit, &[property]).await.map_err(|e| e.to_string());
+    }
+    crate::blocking::run(|| control::write_knob(dir, file, value)).map_err(|e| e.to_string())
+}
+
 /// Puts back what the guard wrote, where the files still hold it; the files that were.
-fn restore(dir: &Path, writes: &[Write]) -> Vec<String> {
+async fn restore(sup: &Supervisor, dir: &Path, writes: &[Write]) -> Vec<String> {
     let mut restored = Vec::new();
     for w in writes {
-        let Some(now) = control::read_knob(dir, &w.file) else { continue };
+        let Some(now) = crate::blocking::run(|| control::read_knob(dir, &w.file)) else { continue };
         if !guard::still_ours(w, &now) {
             continue;
         }
-        match control::write_knob(dir, &w.file, &w.before) {
+        match set_knob(sup, dir, &w.file, &w.before).await {
             Ok(()) => restored.push(format!("{}={}", w.file, w.before)),
             Err(e) => {
                 tracing::warn!(dir = %dir.display(), file = %w.file, error = %e, "swap guard could not put back a value")
@@ -85,32 +94,31 @@ fn describe(writes: &[Write]) -> String {
 }
 
 /// Puts back the throttles an earlier daemon left on running containers.
-pub(crate) fn restore_left_over(sup: &Supervisor, running: &HashMap<ContainerId, PathBuf>) {
-    crate::blocking::run(|| {
-        for (id, dir) in running {
-            let writes = match sup.records.read_beside::<Vec<Write>>(id.as_str(), THROTTLE_RECORD) {
-                Ok(Beside::Read(writes)) => writes,
-                Ok(Beside::Absent) => continue,
-                Ok(Beside::SetAside(aside, why)) => {
-                    // Another version's or a torn record: kept for the operator, not obeyed.
-                    tracing::warn!(container = %id, aside = %aside.display(), why = %why, "unreadable swap guard record set aside");
-                    continue;
-                }
-                Err(e) => {
-                    tracing::warn!(container = %id, error = %e, "cannot read a swap guard record");
-                    continue;
-                }
-            };
-            let restored = restore(dir, &writes);
-            tracing::info!(container = %id, restored = restored.join(", "), "swap guard put back a throttle left by an earlier run");
-            let _ = sup.records.remove_beside(id.as_str(), THROTTLE_RECORD);
-        }
-    })
+pub(crate) async fn restore_left_over(sup: &Supervisor, running: &HashMap<ContainerId, PathBuf>) {
+    for (id, dir) in running {
+        let record = crate::blocking::run(|| sup.records.read_beside::<Vec<Write>>(id.as_str(), THROTTLE_RECORD));
+        let writes = match record {
+            Ok(Beside::Read(writes)) => writes,
+            Ok(Beside::Absent) => continue,
+            Ok(Beside::SetAside(aside, why)) => {
+                // Another version's or a torn record: kept for the operator, not obeyed.
+                tracing::warn!(container = %id, aside = %aside.display(), why = %why, "unreadable swap guard record set aside");
+                continue;
+            }
+            Err(e) => {
+                tracing::warn!(container = %id, error = %e, "cannot read a swap guard record");
+                continue;
+            }
+        };
+        let restored = restore(sup, dir, &writes).await;
+        tracing::info!(container = %id, restored = restored.join(", "), "swap guard put back a throttle left by an earlier run");
+        let _ = crate::blocking::run(|| sup.records.remove_beside(id.as_str(), THROTTLE_RECORD));
+    }
 }
 
 /// The container started thrashing: throttle it, unless the guard only observes or the
 /// container is exempt. Returns the throttle now in force.
-pub(crate) fn engage(
+pub(crate) async fn engage(
     sup: &Supervisor,
     pods: &dyn Pods,
     id: &ContainerId,
@@ -125,7 +133,7 @@ pub(crate) fn engage(
         tracing::info!(container = %id, why = %why, "swap guard leaves a thrashing container alone");
         return (GuardReport { action: "exempt", detail: why }, None);
     }
-    let done = match crate::blocking::run(|| throttle(sup, id, dir)) {
+    let done = match throttle(sup, id, dir).await {
         Ok(done) => done,
         Err(e) => {
             tracing::warn!(container = %id, error = %e, "swap guard cannot record a throttle: not throttling");
@@ -139,13 +147,18 @@ pub(crate) fn engage(
 }
 
 /// Records, then writes, the throttle's values; the writes that took.
-fn throttle(sup: &Supervisor, id: &ContainerId, dir: &Path) -> Result<Vec<Write>, StoreError> {
-    let writes = guard::throttle(&control::knobs(dir), ThrottleTargets::of(&sup.guard_config));
-    // Recorded first: a daemon that dies between the two still knows what to put back.
-    sup.records.write_beside(id.as_str(), THROTTLE_RECORD, VERSION, &writes)?;
+async fn throttle(sup: &Supervisor, id: &ContainerId, dir: &Path) -> Result<Vec<Write>, StoreError> {
+    let targets = ThrottleTargets::of(&sup.guard_config);
+    let writes = crate::blocking::run(|| -> Result<_, StoreError> {
+        let disks = crate::node::block::swap_disks(&crate::node::block::Roots::host());
+        let writes = guard::throttle(&control::knobs(dir), targets, &disks);
+        // Recorded first: a daemon that dies between the two still knows what to put back.
+        sup.records.write_beside(id.as_str(), THROTTLE_RECORD, VERSION, &writes)?;
+        Ok(writes)
+    })?;
     let mut done = Vec::new();
     for w in writes {
-        match control::write_knob(dir, &w.file, &w.written) {
+        match set_knob(sup, dir, &w.file, &w.written).await {
             Ok(()) => done.push(w),
             Err(e) => tracing::warn!(container = %id, file = %w.file, error = %e, "swap guard could not write"),
         }
@@ -154,12 +167,9 @@ fn throttle(sup: &Supervisor, id: &ContainerId, dir: &Path) -> Result<Vec<Write>
 }
 
 /// The thrash ended (or the container stopped): put back what the throttle changed.
-pub(crate) fn release(sup: &Supervisor, id: &ContainerId, dir: &Path, throttle: Throttled) {
-    let restored = crate::blocking::run(|| {
-        let restored = restore(dir, &throttle.writes);
-        let _ = sup.records.remove_beside(id.as_str(), THROTTLE_RECORD);
-        restored
-    });
+pub(crate) async fn release(sup: &Supervisor, id: &ContainerId, dir: &Path, throttle: Throttled) {
+    let restored = restore(sup, dir, &throttle.writes).await;
+    let _ = crate::blocking::run(|| sup.records.remove_beside(id.as_str(), THROTTLE_RECORD));
     Counters::add(&sup.counters.restores, 1);
     let held_s = throttle.at.elapsed().as_secs();
     tracing::info!(container = %id, restored = restored.join(", "), held_s, "swap guard put back a throttle");

@@ -3,7 +3,9 @@
 //! pressured or thrashing) is looked at once and, while its own memory pressure and
 //! refaults allow, has a step of its memory reclaimed through `memory.reclaim`. The
 //! reclaim runs on a blocking thread, one container at a time, so the daemon's workers
-//! never wait on it and the node never sees two at once.
+//! never wait on it and the node never sees two at once. After each look the accessed bits
+//! of the container's pages are cleared, so the next one learns what was touched between
+//! the two (the working set the offload must leave alone).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -15,14 +17,25 @@ use crate::model::ids::ContainerId;
 use crate::model::memory::QosClass;
 use crate::policy::offload::{Offloader, Sample, Settings, Step};
 use crate::policy::thrash::ThrashState;
+use crate::process_tree;
 
 use super::board::Counters;
 use super::pods::Pods;
 use super::supervisor::Supervisor;
 
-/// A look at the group's files; None when it has no swap share (NoSwap, or unlimited).
-fn sample(dir: &Path, at_ms: u64) -> Option<Sample> {
+/// The most processes a container may have for its accessed pages to be counted; past it
+/// the offload leaves the container alone.
+const MAX_PROCESSES: usize = 1024;
+
+/// A look at the group's files, and at its processes' accessed pages when `span_complete`
+/// (their bits were cleared a whole interval ago); None when it has no swap share (NoSwap,
+/// or unlimited).
+fn sample(dir: &Path, at_ms: u64, span_complete: bool) -> Option<Sample> {
     let f = control::offload_figures(dir)?;
+    // A process gone meanwhile touches nothing more; its memory went with it.
+    let touched = |pids: Vec<i32>| pids.into_iter().filter_map(process_tree::referenced).sum::<u64>();
+    let processes = || control::processes(dir, MAX_PROCESSES);
+    let idle_anon = span_complete.then(processes).flatten().map(|pids| f.anon.saturating_sub(touched(pids)));
     Some(Sample {
         at_ms,
         some_us: f.some_us,
@@ -30,7 +43,15 @@ fn sample(dir: &Path, at_ms: u64) -> Option<Sample> {
         memory_current: f.memory_current,
         swap_current: f.swap_current,
         swap_max: Some(f.swap_max),
+        idle_anon,
     })
+}
+
+/// Starts the next span of accessed bits.
+fn clear_accessed(dir: &Path) {
+    for pid in control::processes(dir, MAX_PROCESSES).unwrap_or_default() {
+        process_tree::clear_referenced(pid);
+    }
 }
 
 /// Offloads cold memory for the daemon's life (opt-in; cgroup v2 with PSI).
@@ -47,16 +68,28 @@ pub(super) async fn run(sup: Arc<Supervisor>, pods: Arc<dyn Pods>) {
     tracing::info!(interval_s = config.interval_seconds, "cold-memory offload on");
     let clock = Instant::now();
     let mut offloaders: HashMap<ContainerId, Offloader> = HashMap::new();
-    let mut tick = tokio::time::interval(Duration::from_secs(config.interval_seconds));
+    // When each container's accessed bits were last cleared: a span much shorter than the
+    // interval (a look hurried after one a slow reclaim delayed) would take pages touched
+    // less often than that for idle ones, so it is not read, and runs on to the next look.
+    let mut cleared: HashMap<ContainerId, Instant> = HashMap::new();
+    let interval = Duration::from_secs(config.interval_seconds);
+    let shortest_span = interval * 4 / 5;
+    let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
         let eligible = eligible(&sup, pods.as_ref());
         offloaders.retain(|id, _| eligible.contains_key(id));
+        cleared.retain(|id, _| eligible.contains_key(id));
         sup.offload.retain(|id| eligible.contains_key(id));
+        // The same order at every look, so that each container's span is one interval.
+        let mut eligible: Vec<(ContainerId, PathBuf)> = eligible.into_iter().collect();
+        eligible.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
         for (id, dir) in eligible {
             let at_ms = clock.elapsed().as_millis() as u64;
-            let Some(s) = crate::blocking::run(|| sample(&dir, at_ms)) else { continue };
+            let span = cleared.get(&id).map(Instant::elapsed);
+            let complete = span.is_some_and(|s| s >= shortest_span);
+            let Some(s) = crate::blocking::run(|| sample(&dir, at_ms, complete)) else { continue };
             let o = offloaders.entry(id.clone()).or_insert_with(|| Offloader::new(settings));
             if let Step::Reclaim { bytes } = o.look(s) {
                 Counters::add(&sup.counters.offload_requested, bytes);
@@ -66,6 +99,10 @@ pub(super) async fn run(sup: Arc<Supervisor>, pods: Arc<dyn Pods>) {
                     Ok(Err(e)) => tracing::debug!(container = %id, error = %e, "memory.reclaim refused"),
                     Err(e) => tracing::warn!(container = %id, error = %e, "offload task failed"),
                 }
+            }
+            if complete || span.is_none() {
+                crate::blocking::run(|| clear_accessed(&dir));
+                cleared.insert(id.clone(), Instant::now());
             }
             sup.offload.set(&id, o);
         }

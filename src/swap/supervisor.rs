@@ -1,6 +1,9 @@
 //! The supervisor's settings, boards and counters, and what the rest of the runtime may ask
 //! of it.
 
+use std::sync::Arc;
+
+use crate::cgroup::systemd::Systemd;
 use crate::config::{Config, GuardConfig, OffloadConfig, ThrashConfig};
 use crate::model::ids::ContainerId;
 use crate::policy::offload::Offloader;
@@ -16,19 +19,23 @@ pub struct Supervisor {
     pub(super) cgroup_v2: bool,
     /// The containers' records, beside which the guard keeps its own.
     pub(super) records: Records,
+    /// systemd's manager, under the systemd cgroup driver: a throttle sets the weights it
+    /// owns through the container scope's properties.
+    pub(super) systemd: Option<Arc<Systemd>>,
     pub(super) thrash: ThrashBoard,
     pub(super) offload: OffloadBoard,
     pub(super) counters: Counters,
 }
 
 impl Supervisor {
-    pub fn new(config: &Config, cgroup_v2: bool, container_records: Records) -> Self {
+    pub fn new(config: &Config, cgroup_v2: bool, container_records: Records, systemd: Option<Arc<Systemd>>) -> Self {
         Supervisor {
             thrash_config: config.thrash.clone(),
             guard_config: config.guard.clone(),
             offload_config: config.offload.clone(),
             cgroup_v2,
             records: container_records,
+            systemd,
             thrash: ThrashBoard::default(),
             offload: OffloadBoard::default(),
             counters: Counters::default(),

@@ -60,11 +60,11 @@ fn supervisor(state: &Path, mode: GuardMode, id: &ContainerId) -> Supervisor {
     config.guard.action = mode;
     let records = Records::open(&state.join("containers")).unwrap();
     std::fs::create_dir(records.dir(id.as_str())).unwrap();
-    Supervisor::new(&config, true, records)
+    Supervisor::new(&config, true, records, None)
 }
 
-#[test]
-fn the_guard_lowers_only_and_puts_back_what_is_still_its_own() {
+#[tokio::test]
+async fn the_guard_lowers_only_and_puts_back_what_is_still_its_own() {
     let state = tempfile::tempdir().unwrap();
     let id = ContainerId::generate();
     let sup = supervisor(state.path(), GuardMode::Throttle, &id);
@@ -74,48 +74,48 @@ fn the_guard_lowers_only_and_puts_back_what_is_still_its_own() {
     let record = state.path().join("containers").join(id.as_str()).join("guard.json");
 
     // Without a memory plan, and as Guaranteed, the container is left alone.
-    assert_eq!(guard::engage(&sup, &pods, &id, cg.path()).0.action, "exempt");
+    assert_eq!(guard::engage(&sup, &pods, &id, cg.path()).await.0.action, "exempt");
     *pods.plan.lock().unwrap() = Some(MemoryPlan::of_class(QosClass::Guaranteed, None));
-    assert_eq!(guard::engage(&sup, &pods, &id, cg.path()).0.action, "exempt");
+    assert_eq!(guard::engage(&sup, &pods, &id, cg.path()).await.0.action, "exempt");
     assert_eq!(files(cg.path()), untouched);
 
     *pods.plan.lock().unwrap() = Some(MemoryPlan::of_class(QosClass::Burstable, None));
-    let (report, throttle) = guard::engage(&sup, &pods, &id, cg.path());
+    let (report, throttle) = guard::engage(&sup, &pods, &id, cg.path()).await;
     assert_eq!(report.action, "throttled", "{report:?}");
     assert_eq!(files(cg.path()), ["12288", "default 10", "10"]);
     let written: serde_json::Value = serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
     assert_eq!(written["version"], 1, "recorded, versioned, before it was written: {written}");
     // kubelet resizes the container meanwhile: its cpu.weight is kept.
     std::fs::write(cg.path().join(CPU_WEIGHT), "39\n").unwrap();
-    guard::release(&sup, &id, cg.path(), throttle.unwrap());
+    guard::release(&sup, &id, cg.path(), throttle.unwrap()).await;
     assert_eq!(files(cg.path()), ["max", "default 100", "39\n"]);
     assert!(!record.exists());
 
     // A daemon that stopped while a throttle held puts it back at its next start.
-    let (_, throttle) = guard::engage(&sup, &pods, &id, cg.path());
+    let (_, throttle) = guard::engage(&sup, &pods, &id, cg.path()).await;
     assert!(throttle.is_some());
     let running = HashMap::from([(id.clone(), cg.path().to_path_buf())]);
-    guard::restore_left_over(&sup, &running);
+    guard::restore_left_over(&sup, &running).await;
     assert_eq!(files(cg.path()), ["max", "default 100", "39"]);
     assert!(!record.exists());
     // So does one an earlier build recorded (a bare list of writes).
     std::fs::write(cg.path().join(CPU_WEIGHT), "10\n").unwrap();
     std::fs::write(&record, br#"[{"file":"cpu.weight","before":"100","written":"10"}]"#).unwrap();
-    guard::restore_left_over(&sup, &running);
+    guard::restore_left_over(&sup, &running).await;
     assert_eq!(files(cg.path())[2], "100");
     assert!(!record.exists());
     // An unreadable record (torn) is set aside as every record is, and changes nothing.
     std::fs::write(cg.path().join(CPU_WEIGHT), "10\n").unwrap();
     std::fs::write(&record, b"{not json").unwrap();
-    guard::restore_left_over(&sup, &running);
+    guard::restore_left_over(&sup, &running).await;
     assert!(!record.exists() && record.with_file_name("guard.json.corrupt").exists());
     assert_eq!(files(cg.path()), ["max", "default 100", "10\n"]);
     let counted = sup.counts();
     assert_eq!((counted.throttles, counted.restores, counted.kills), (2, 1, 0), "each action is counted");
 }
 
-#[test]
-fn observing_changes_nothing() {
+#[tokio::test]
+async fn observing_changes_nothing() {
     let state = tempfile::tempdir().unwrap();
     let id = ContainerId::generate();
     let sup = supervisor(state.path(), GuardMode::Observe, &id);
@@ -123,7 +123,7 @@ fn observing_changes_nothing() {
     *pods.plan.lock().unwrap() = Some(MemoryPlan::of_class(QosClass::Burstable, None));
     let cg = thrasher_cgroup();
     let before = files(cg.path());
-    let (report, throttle) = guard::engage(&sup, &pods, &id, cg.path());
+    let (report, throttle) = guard::engage(&sup, &pods, &id, cg.path()).await;
     assert_eq!((report.action, throttle.is_none()), ("observe", true));
     assert_eq!(files(cg.path()), before);
     assert!(!state.path().join("containers").join(id.as_str()).join("guard.json").exists());

@@ -69,7 +69,7 @@ pub(super) async fn watch(sup: Arc<Supervisor>, pods: Arc<dyn Pods>) {
         return;
     }
     // Whatever the settings now, a throttle an earlier run left is put back.
-    guard::restore_left_over(&sup, &pods.running());
+    guard::restore_left_over(&sup, &pods.running()).await;
     if !sup.thrash_config.enabled {
         return;
     }
@@ -92,16 +92,14 @@ pub(super) async fn watch(sup: Arc<Supervisor>, pods: Arc<dyn Pods>) {
         tokio::select! {
             _ = tick.tick() => {
                 let running = pods.running();
-                watched.retain(|id, w| {
-                    let keep = running.contains_key(id);
-                    if !keep {
-                        w.trigger.abort();
-                        if let Some(t) = w.throttle.take() {
-                            guard::release(&sup, id, &w.dir, t);
-                        }
+                let gone: Vec<ContainerId> = watched.keys().filter(|id| !running.contains_key(*id)).cloned().collect();
+                for id in gone {
+                    let Some(mut w) = watched.remove(&id) else { continue };
+                    w.trigger.abort();
+                    if let Some(t) = w.throttle.take() {
+                        guard::release(&sup, &id, &w.dir, t).await;
                     }
-                    keep
-                });
+                }
                 sup.thrash.retain(|id| running.contains_key(id));
                 for (id, dir) in running {
                     if watched.contains_key(&id) {
@@ -116,7 +114,7 @@ pub(super) async fn watch(sup: Arc<Supervisor>, pods: Arc<dyn Pods>) {
                         Err(e) => tracing::debug!(container = %id, error = %e, "no memory pressure trigger"),
                     }
                 }
-                sample(&sup, pods.as_ref(), &mut watched, clock, hold);
+                sample(&sup, pods.as_ref(), &mut watched, clock, hold).await;
                 if sup.guard_config.action == GuardMode::Kill {
                     kill_step(&sup, &pods, &watched, &mut pace);
                 }
@@ -137,7 +135,7 @@ pub(super) async fn watch(sup: Arc<Supervisor>, pods: Arc<dyn Pods>) {
 }
 
 /// Reads the containers being sampled and records what changed.
-fn sample(
+async fn sample(
     sup: &Supervisor,
     pods: &dyn Pods,
     watched: &mut HashMap<ContainerId, Watched>,
@@ -166,7 +164,7 @@ fn sample(
                 log_change(pods, id, &c);
                 let since = chrono::Utc::now().timestamp();
                 sup.thrash.set(id, ThrashReport { state: c.to, since, figures: c.figures, guard: None });
-                on_change(sup, pods, id, w, &c);
+                on_change(sup, pods, id, w, &c).await;
             }
             None => sup.thrash.update_figures(id, w.detector.figures()),
         }
@@ -176,16 +174,16 @@ fn sample(
 /// Throttles a container that starts thrashing, and puts back what was changed once it
 /// is normal again: a throttled container that only eases to pressured is still stalling,
 /// and releasing it then would let it thrash again at once.
-fn on_change(sup: &Supervisor, pods: &dyn Pods, id: &ContainerId, w: &mut Watched, c: &Change) {
+async fn on_change(sup: &Supervisor, pods: &dyn Pods, id: &ContainerId, w: &mut Watched, c: &Change) {
     match (c.to, w.throttle.take()) {
-        (ThrashState::Normal, Some(t)) => guard::release(sup, id, &w.dir, t),
+        (ThrashState::Normal, Some(t)) => guard::release(sup, id, &w.dir, t).await,
         (state, Some(t)) => {
             let detail = format!("{}, throttled for {} s", state.as_str(), t.at.elapsed().as_secs());
             w.throttle = Some(t);
             sup.thrash.set_guard(id, Some(GuardReport { action: "throttled", detail }));
         }
         (ThrashState::Thrashing, None) => {
-            let (report, throttle) = guard::engage(sup, pods, id, &w.dir);
+            let (report, throttle) = guard::engage(sup, pods, id, &w.dir).await;
             w.throttle = throttle;
             sup.thrash.set_guard(id, Some(report));
         }

@@ -1,4 +1,4 @@
-/* memtouch MIB hot|cold|once|probe [SECONDS]: allocates MIB MiB of anonymous memory and
+/* memtouch MIB hot|cold|once|probe|disk [SECONDS]: allocates MIB MiB of anonymous memory and
  * writes every page.
  * hot:   then touches every page again, round after round (a working set that must stay
  *        resident: past the memory limit it thrashes); with SECONDS, only that long (the
@@ -8,8 +8,12 @@
  * once:  then exits;
  * probe: a latency probe: every 200 ms touches every page and prints
  *        "probe <epoch ms> <us>", the time from when the round was due to when it was done
- *        (waiting for a CPU and for pages brought back from swap both count).
+ *        (waiting for a CPU and for pages brought back from swap both count);
+ * disk:  the probe of a service that also reads and syncs files: each round also rewrites
+ *        64 KiB of ./memtouch.log and fsyncs it, and reads 64 KiB of ./memtouch.dat (16 MiB,
+ *        written at the start) after dropping it from the page cache, so the disk is read.
  * It prints "ready" once every page was written. Used by the VM e2e scenarios. */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,13 +41,41 @@ static void hot(unsigned char *mem, size_t size, long page, long long until) {
   }
 }
 
-static void probe(unsigned char *mem, size_t size, long page) {
+/* One round of file work for the disk probe: a synced write and an uncached read. */
+static void file_round(int log, int dat, unsigned char round) {
+  static unsigned char buf[65536];
+  memset(buf, round, sizeof buf);
+  if (pwrite(log, buf, sizeof buf, 0) != (ssize_t)sizeof buf || fsync(log) != 0) perror("memtouch.log");
+  off_t at = (off_t)(round % 256) * sizeof buf;
+  posix_fadvise(dat, at, sizeof buf, POSIX_FADV_DONTNEED);
+  if (pread(dat, buf, sizeof buf, at) != (ssize_t)sizeof buf) perror("memtouch.dat");
+}
+
+static int disk_files(int *log, int *dat) {
+  static unsigned char buf[65536];
+  *log = open("memtouch.log", O_RDWR | O_CREAT | O_TRUNC, 0600);
+  *dat = open("memtouch.dat", O_RDWR | O_CREAT | O_TRUNC, 0600);
+  if (*log < 0 || *dat < 0) return -1;
+  for (int i = 0; i < 256; i++) {
+    memset(buf, i, sizeof buf);
+    if (write(*dat, buf, sizeof buf) != (ssize_t)sizeof buf) return -1;
+  }
+  return fsync(*dat);
+}
+
+static void probe(unsigned char *mem, size_t size, long page, int disk) {
+  int log = -1, dat = -1;
+  if (disk && disk_files(&log, &dat) != 0) {
+    perror("memtouch disk files");
+    exit(1);
+  }
   long long due = ns(CLOCK_MONOTONIC);
   for (unsigned char round = 1;; round++) {
     due += 200000000LL;
     struct timespec at = {due / 1000000000LL, due % 1000000000LL};
     clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &at, NULL);
     touch(mem, size, page, round);
+    if (disk) file_round(log, dat, round);
     long long late = ns(CLOCK_MONOTONIC) - due;
     printf("probe %lld %lld\n", ns(CLOCK_REALTIME) / 1000000LL, late / 1000LL);
     fflush(stdout);
@@ -52,7 +84,7 @@ static void probe(unsigned char *mem, size_t size, long page) {
 
 int main(int argc, char **argv) {
   if (argc < 3 || argc > 4) {
-    fprintf(stderr, "usage: memtouch MIB hot|cold|once|probe [SECONDS]\n");
+    fprintf(stderr, "usage: memtouch MIB hot|cold|once|probe|disk [SECONDS]\n");
     return 2;
   }
   size_t size = (size_t)atol(argv[1]) << 20;
@@ -68,7 +100,8 @@ int main(int argc, char **argv) {
   }
   printf("ready\n");
   fflush(stdout);
-  if (strcmp(argv[2], "probe") == 0) probe(mem, size, page);
+  if (strcmp(argv[2], "probe") == 0) probe(mem, size, page, 0);
+  if (strcmp(argv[2], "disk") == 0) probe(mem, size, page, 1);
   if (strcmp(argv[2], "hot") == 0) {
     hot(mem, size, page, argc == 4 ? ns(CLOCK_MONOTONIC) + atoll(argv[3]) * 1000000000LL : 0);
     printf("idle\n");
