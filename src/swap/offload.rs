@@ -32,10 +32,12 @@ const MAX_PROCESSES: usize = 1024;
 /// or unlimited).
 fn sample(dir: &Path, at_ms: u64, span_complete: bool) -> Option<Sample> {
     let f = control::offload_figures(dir)?;
-    // A process gone meanwhile touches nothing more; its memory went with it.
-    let touched = |pids: Vec<i32>| pids.into_iter().filter_map(process_tree::referenced).sum::<u64>();
+    // A process whose figure cannot be read counts as unknown, not as having touched nothing:
+    // the look then takes nothing.
+    let touched = |pids: Vec<i32>| pids.into_iter().map(process_tree::referenced).sum::<Option<u64>>();
     let processes = || control::processes(dir, MAX_PROCESSES);
-    let idle_anon = span_complete.then(processes).flatten().map(|pids| f.anon.saturating_sub(touched(pids)));
+    let idle_anon =
+        span_complete.then(processes).flatten().and_then(touched).map(|touched| f.anon.saturating_sub(touched));
     Some(Sample {
         at_ms,
         some_us: f.some_us,
@@ -91,7 +93,10 @@ pub(super) async fn run(sup: Arc<Supervisor>, pods: Arc<dyn Pods>) {
             let complete = span.is_some_and(|s| s >= shortest_span);
             let Some(s) = crate::blocking::run(|| sample(&dir, at_ms, complete)) else { continue };
             let o = offloaders.entry(id.clone()).or_insert_with(|| Offloader::new(settings));
-            if let Step::Reclaim { bytes } = o.look(s) {
+            let step = o.look(s);
+            let span_ms = span.map(|d| d.as_millis() as u64);
+            tracing::debug!(container = %id, idle_anon = ?s.idle_anon, span_ms = ?span_ms, step = ?step, "offload look");
+            if let Step::Reclaim { bytes } = step {
                 Counters::add(&sup.counters.offload_requested, bytes);
                 let d = dir.clone();
                 match crate::blocking::spawn(move || control::reclaim(&d, bytes)).await {
