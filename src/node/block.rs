@@ -190,7 +190,6 @@ pub fn swap_disks(roots: &Roots) -> Vec<String> {
             out.extend(disks.into_iter().map(|d| d.dev));
         }
     }
-    out.dedup();
     out.sort();
     out.dedup();
     out

@@ -140,7 +140,8 @@ pub fn throttle(current: &Current, targets: ThrottleTargets, swap_disks: &[Strin
 pub fn still_ours(write: &Write, now: &str) -> bool {
     if write.file == IO_MAX {
         let dev = write.written.split_whitespace().next().unwrap_or_default();
-        return iops(now, dev) != (None, None) && iops(now, dev) == iops(&write.written, dev);
+        // What the guard writes is two numbers, never "max": equal means both are still there.
+        return iops(now, dev) == iops(&write.written, dev);
     }
     if write.file == IO_WEIGHT {
         return io_default(now).is_some() && io_default(now) == io_default(&write.written);

@@ -27,17 +27,15 @@ use super::supervisor::Supervisor;
 /// the offload leaves the container alone.
 const MAX_PROCESSES: usize = 1024;
 
-/// A look at the group's files, and at its processes' accessed pages when `span_complete`
-/// (their bits were cleared a whole interval ago); None when it has no swap share (NoSwap,
-/// or unlimited).
-fn sample(dir: &Path, at_ms: u64, span_complete: bool) -> Option<Sample> {
+/// A look at the group's files, and at the accessed pages of `processes` (the group's, or
+/// None when they were not counted: a span too short, too many of them); None when it has
+/// no swap share (NoSwap, or unlimited).
+fn sample(dir: &Path, at_ms: u64, processes: Option<&[i32]>) -> Option<Sample> {
     let f = control::offload_figures(dir)?;
     // A process whose figure cannot be read counts as unknown, not as having touched nothing:
     // the look then takes nothing.
-    let touched = |pids: Vec<i32>| pids.into_iter().map(process_tree::referenced).sum::<Option<u64>>();
-    let processes = || control::processes(dir, MAX_PROCESSES);
-    let idle_anon =
-        span_complete.then(processes).flatten().and_then(touched).map(|touched| f.anon.saturating_sub(touched));
+    let touched = |pids: &[i32]| pids.iter().map(|pid| process_tree::referenced(*pid)).sum::<Option<u64>>();
+    let idle_anon = processes.and_then(touched).map(|touched| f.anon.saturating_sub(touched));
     Some(Sample {
         at_ms,
         some_us: f.some_us,
@@ -50,9 +48,9 @@ fn sample(dir: &Path, at_ms: u64, span_complete: bool) -> Option<Sample> {
 }
 
 /// Starts the next span of accessed bits.
-fn clear_accessed(dir: &Path) {
-    for pid in control::processes(dir, MAX_PROCESSES).unwrap_or_default() {
-        process_tree::clear_referenced(pid);
+fn clear_accessed(pids: &[i32]) {
+    for pid in pids {
+        process_tree::clear_referenced(*pid);
     }
 }
 
@@ -91,7 +89,13 @@ pub(super) async fn run(sup: Arc<Supervisor>, pods: Arc<dyn Pods>) {
             let at_ms = clock.elapsed().as_millis() as u64;
             let span = cleared.get(&id).map(Instant::elapsed);
             let complete = span.is_some_and(|s| s >= shortest_span);
-            let Some(s) = crate::blocking::run(|| sample(&dir, at_ms, complete)) else { continue };
+            // Read once a look: the same processes are counted, then cleared.
+            let (pids, s) = crate::blocking::run(|| {
+                let pids = control::processes(&dir, MAX_PROCESSES);
+                let s = sample(&dir, at_ms, pids.as_deref().filter(|_| complete));
+                (pids, s)
+            });
+            let Some(s) = s else { continue };
             let o = offloaders.entry(id.clone()).or_insert_with(|| Offloader::new(settings));
             let step = o.look(s);
             let span_ms = span.map(|d| d.as_millis() as u64);
@@ -106,7 +110,7 @@ pub(super) async fn run(sup: Arc<Supervisor>, pods: Arc<dyn Pods>) {
                 }
             }
             if complete || span.is_none() {
-                crate::blocking::run(|| clear_accessed(&dir));
+                crate::blocking::run(|| clear_accessed(pids.as_deref().unwrap_or_default()));
                 cleared.insert(id.clone(), Instant::now());
             }
             sup.offload.set(&id, o);
