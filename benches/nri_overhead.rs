@@ -49,12 +49,14 @@ impl Handler for Counting {
 fn config(nri: Option<&std::path::Path>, port: u16) -> String {
     let mut c =
         format!("[runtime.handlers.runc]\nbinary = \"{}\"\n[metrics]\naddress = \"127.0.0.1:{port}\"\n", runc());
-    if let Some(dir) = nri {
-        c.push_str(&format!(
+    match nri {
+        Some(dir) => c.push_str(&format!(
             "[nri]\nenable = true\nsocket_path = \"{}/nri.sock\"\nplugin_path = \"{}/none\"\n",
             dir.display(),
             dir.display()
-        ));
+        )),
+        // NRI is on by default: off must be said.
+        None => c.push_str("[nri]\nenable = false\n"),
     }
     c
 }

@@ -59,13 +59,13 @@ async fn cri_start(daemon: &Daemon, tag: &str, host_network: bool) -> (Duration,
 }
 
 /// A daemon whose pods join a bridge network (bridge + host-local + portmap).
-fn bridge_daemon(bridge: &str, work: &std::path::Path) -> Daemon {
+fn bridge_daemon(bridge: &str, work: &std::path::Path, subnet: &str) -> Daemon {
     let dir = work;
     let conflist = serde_json::json!({
         "cniVersion": "1.0.0", "name": "bench",
         "plugins": [
             {"type": "bridge", "bridge": bridge, "isGateway": true,
-             "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.89.0.0/16"}]], "dataDir": dir.join("ipam")}},
+             "ipam": {"type": "host-local", "ranges": [[{"subnet": subnet}]], "dataDir": dir.join("ipam")}},
             {"type": "portmap", "capabilities": {"portMappings": true}}
         ]
     });
@@ -83,7 +83,8 @@ async fn main() {
     let bridge_name = format!("scbench{}", std::process::id() % 10_000);
     let bridged = {
         let work = tempfile::tempdir().unwrap();
-        let bridge_daemon = bridge_daemon(&bridge_name, work.path());
+        let subnet = common::subnet::free_subnet();
+        let bridge_daemon = bridge_daemon(&bridge_name, work.path(), &subnet.cidr());
         import_busybox(&bridge_daemon);
         cri_start(&bridge_daemon, "br", false).await
     };

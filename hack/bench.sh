@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
 # Benchmarks that print figures (need root).
 #  1. The CRI benchmark (critest -benchmark, hack/critest/bench.sh) against a
-#     swapcri daemon started here and, when containerd is installed, against a private
-#     containerd with the same registry mirrors, CNI plugins and runc, in the same run; then
+#     swapcri daemon started here and against each peer of RUNTIMES, one at a time, each a
+#     private daemon from an empty root with the same registry mirrors, CNI plugins and runc:
+#     containerd (Debian's, when installed) and containerd2 (containerd 2.4.2 and its runc
+#     shim, built by hack/tools.sh from hack/containerd's pinned module); then
 #     "pod + container from scratch" SCRATCH_SAMPLES times against each (critest's own spec
 #     takes one sample), the daemons' RSS idle, after the run and after IDLE seconds idle, and
-#     a side-by-side table of medians with the ratio swapcri / containerd.
+#     a side-by-side table of medians with swapcri's ratio to the best peer.
 #  2. The cargo benches: start latency against a bare `runc run`, ListContainerStats, how
 #     soon a pod whose PID-namespace holder is killed is reported NotReady, and what NRI
 #     costs a pod and container cycle (off, on without plugins, one plugin on every event).
 #   sudo hack/bench.sh [OUTDIR]          (default /tmp/swapcri-bench)
 # Environment: RUNC (default /usr/sbin/runc), PODS CONTAINERS IMAGES PARALLEL (the kit's
 # counts: 100 60 60 1), SCRATCH_SAMPLES (20), IDLE (60), RSS_RUNS (3: benchmark runs
-# against one daemon, RSS after each and IDLE seconds of rest), RUNTIMES ("swapcri containerd";
-# the table compares what OUTDIR holds), CRI_BENCH=0 or CARGO_BENCHES=0 to skip a part.
+# against one daemon, RSS after each and IDLE seconds of rest), RUNTIMES ("swapcri containerd
+# containerd2"; the table compares what OUTDIR holds), CRI_BENCH=0 or CARGO_BENCHES=0 to skip a part.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source hack/lib.sh
@@ -29,6 +31,14 @@ RSS_RUNS=${RSS_RUNS:-3}
 SC_WORK=/run/swapcri-bench
 CD_WORK=/run/swapcri-bench-containerd
 CD_ROOT=/var/lib/swapcri-bench-containerd
+CD2_WORK=/run/swapcri-bench-containerd2
+CD2_ROOT=/var/lib/swapcri-bench-containerd2
+# Each daemon's pod bridge on a subnet free on this machine; the bridges an earlier run left,
+# with the addresses they had, go first.
+for bridge in swapcri-crit0 ctrd-bench0 ctrd2-bench0; do ip link del "$bridge" 2>/dev/null || true; done
+SC_SUBNET=$(free_subnet)
+CD_SUBNET=$(free_subnet "$SC_SUBNET")
+CD2_SUBNET=$(free_subnet "$SC_SUBNET" "$CD_SUBNET")
 
 rss_of() { # PID -> "VmRSS kB"
   awk '/^VmRSS:/{print $2}' "/proc/$1/status" 2>/dev/null || echo 0
@@ -49,32 +59,40 @@ release_mounts() { # DIR: what a killed daemon may leave mounted under DIR
 cleanup() {
   stop_pid "$SC_WORK/pid"
   stop_pid "$CD_WORK/pid"
+  stop_pid "$CD2_WORK/pid"
   # Shims of pods a failed run left behind (containerd leaves them running by design).
   pkill -f "containerd-shim-runc-v2 .*-address $CD_WORK/" 2>/dev/null || true
-  release_mounts "$SC_WORK"
-  release_mounts "$CD_WORK"
-  release_mounts "$CD_ROOT"
+  pkill -f "containerd-shim-runc-v2 .*-address $CD2_WORK/" 2>/dev/null || true
+  for d in "$SC_WORK" "$CD_WORK" "$CD_ROOT" "$CD2_WORK" "$CD2_ROOT"; do release_mounts "$d"; done
 }
 trap cleanup EXIT
 
+# launch NAME WORKDIR SOCKET COMMAND…: starts a daemon in the background (its log in
+# $OUT/NAME.log, its pid in WORKDIR/pid) and waits up to 10 s for its socket.
+launch() {
+  local name=$1 work=$2 socket=$3
+  shift 3
+  "$@" >"$OUT/$name.log" 2>&1 &
+  echo $! >"$work/pid"
+  for _ in $(seq 100); do [ -S "$socket" ] && return 0; sleep 0.1; done
+  tail -20 "$OUT/$name.log"
+  return 1
+}
+
 start_swapcri() {
   rm -rf "$SC_WORK" && mkdir -p "$SC_WORK"
-  write_cri_test_config "$SC_WORK" "$RUNC"
-  target/release/swapcri --config "$SC_WORK/config.toml" >"$OUT/swapcri.log" 2>&1 &
-  echo $! >"$SC_WORK/pid"
-  for _ in $(seq 100); do [ -S "$SC_WORK/swapcri.sock" ] && return 0; sleep 0.1; done
-  tail -20 "$OUT/swapcri.log"
-  return 1
+  write_cri_test_config "$SC_WORK" "$RUNC" "$SC_SUBNET"
+  launch swapcri "$SC_WORK" "$SC_WORK/swapcri.sock" target/release/swapcri --config "$SC_WORK/config.toml"
 }
 
 # A containerd of its own: own root, state and socket; the suite's registries mirrored to
 # the local registry; the same CNI plugins with a bridge of its own; the same runc.
 start_containerd() {
   rm -rf "$CD_WORK" "$CD_ROOT" && mkdir -p "$CD_WORK/cni" "$CD_ROOT"
-  write_bridge_conflist "$CD_WORK/cni/10-bench.conflist" containerd-bench ctrd-bench0 10.90.0.0/16
+  write_bridge_conflist "$CD_WORK/cni/10-bench.conflist" containerd-bench ctrd-bench0 "$CD_SUBNET"
   local cri='plugins."io.containerd.grpc.v1.cri"' mirrors=""
-  for r in registry.k8s.io gcr.io k8s.gcr.io docker.io registry-1.docker.io quay.io public.ecr.aws 127.0.0.1:5000; do
-    mirrors+="[$cri.registry.mirrors.\"$r\"]"$'\n'"endpoint = [\"http://127.0.0.1:5000\"]"$'\n'
+  for r in $MIRRORED_REGISTRIES "$REGISTRY_ADDR"; do
+    mirrors+="[$cri.registry.mirrors.\"$r\"]"$'\n'"endpoint = [\"http://$REGISTRY_ADDR\"]"$'\n'
   done
   cat >"$CD_WORK/config.toml" <<CONF
 version = 2
@@ -85,7 +103,7 @@ address = "$CD_WORK/containerd.sock"
 [ttrpc]
 address = "$CD_WORK/containerd.sock.ttrpc"
 [$cri]
-sandbox_image = "127.0.0.1:5000/pause:3.10"
+sandbox_image = "$REGISTRY_ADDR/pause:3.10"
 # As swapcri does: without CAP_SYS_RESOURCE nothing may lower oom_score_adj.
 restrict_oom_score_adj = $(capsh --has-p=cap_sys_resource 2>/dev/null && echo false || echo true)
 [$cri.cni]
@@ -97,19 +115,64 @@ runtime_type = "io.containerd.runc.v2"
 BinaryName = "$RUNC"
 $mirrors
 CONF
-  containerd --config "$CD_WORK/config.toml" >"$OUT/containerd.log" 2>&1 &
-  echo $! >"$CD_WORK/pid"
-  for _ in $(seq 100); do [ -S "$CD_WORK/containerd.sock" ] && return 0; sleep 0.1; done
-  tail -20 "$OUT/containerd.log"
-  return 1
+  launch containerd "$CD_WORK" "$CD_WORK/containerd.sock" containerd --config "$CD_WORK/config.toml"
+}
+
+# containerd 2.x of its own, as start_containerd (configuration version 3: mirrors as
+# hosts.toml files, NRI on as by default, on a socket of its own).
+start_containerd2() {
+  rm -rf "$CD2_WORK" "$CD2_ROOT" && mkdir -p "$CD2_WORK/cni" "$CD2_WORK/bin" "$CD2_ROOT"
+  local tool
+  for tool in containerd containerd-shim-runc-v2; do
+    ln -s "$(hack/tools.sh /var/cache/swapcri-tools $tool | tail -n 1)" "$CD2_WORK/bin/$tool"
+  done
+  write_bridge_conflist "$CD2_WORK/cni/10-bench.conflist" containerd2-bench ctrd2-bench0 "$CD2_SUBNET"
+  for r in $MIRRORED_REGISTRIES "$REGISTRY_ADDR"; do
+    mkdir -p "$CD2_WORK/certs.d/$r"
+    printf '[host."http://%s"]\n  capabilities = ["pull", "resolve"]\n' "$REGISTRY_ADDR" >"$CD2_WORK/certs.d/$r/hosts.toml"
+  done
+  local images="plugins.'io.containerd.cri.v1.images'" runtime="plugins.'io.containerd.cri.v1.runtime'"
+  cat >"$CD2_WORK/config.toml" <<CONF
+version = 3
+root = "$CD2_ROOT"
+state = "$CD2_WORK/state"
+[grpc]
+address = "$CD2_WORK/containerd.sock"
+[ttrpc]
+address = "$CD2_WORK/containerd.sock.ttrpc"
+[plugins.'io.containerd.internal.v1.opt']
+path = "$CD2_ROOT/opt"
+[plugins.'io.containerd.nri.v1.nri']
+socket_path = "$CD2_WORK/nri.sock"
+plugin_path = "$CD2_WORK/nri-plugins"
+plugin_config_path = "$CD2_WORK/nri-conf"
+[$images]
+snapshotter = "overlayfs"
+[$images.pinned_images]
+sandbox = "$REGISTRY_ADDR/pause:3.10"
+[$images.registry]
+config_path = "$CD2_WORK/certs.d"
+[$runtime]
+# As swapcri does: without CAP_SYS_RESOURCE nothing may lower oom_score_adj.
+restrict_oom_score_adj = $(capsh --has-p=cap_sys_resource 2>/dev/null && echo false || echo true)
+[$runtime.cni]
+bin_dirs = ["/usr/lib/cni"]
+conf_dir = "$CD2_WORK/cni"
+[$runtime.containerd.runtimes.runc]
+runtime_type = "io.containerd.runc.v2"
+[$runtime.containerd.runtimes.runc.options]
+BinaryName = "$RUNC"
+CONF
+  PATH=$CD2_WORK/bin:$PATH launch containerd2 "$CD2_WORK" "$CD2_WORK/containerd.sock" "$CD2_WORK/bin/containerd" \
+    --config "$CD2_WORK/config.toml"
 }
 
 # A 5-layer image of 50 MB (random, so incompressible) in the local registry, for the pull
 # of a real-sized image; built once.
-LAYERED=127.0.0.1:5000/swapcri-bench/layers:5x10m
 build_layered_image() {
+  LAYERED=$REGISTRY_ADDR/swapcri-bench/layers:5x10m
   if curl -sf -o /dev/null -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
-    http://127.0.0.1:5000/v2/swapcri-bench/layers/manifests/5x10m; then
+    "http://$REGISTRY_ADDR/v2/swapcri-bench/layers/manifests/5x10m"; then
     return 0
   fi
   local work
@@ -189,7 +252,7 @@ if [ "${CRI_BENCH:-1}" = 1 ]; then
   cargo build --release --locked --quiet
   echo "==> runc: $("$RUNC" --version | head -1)"
 
-  for runtime in ${RUNTIMES:-swapcri containerd}; do
+  for runtime in ${RUNTIMES:-swapcri containerd containerd2}; do
     case $runtime in
       swapcri)
         start_swapcri
@@ -208,11 +271,17 @@ if [ "${CRI_BENCH:-1}" = 1 ]; then
         bench_one containerd "unix://$CD_WORK/containerd.sock" "$(cat "$CD_WORK/pid")"
         stop_pid "$CD_WORK/pid"
         ;;
-      *) echo "unknown runtime '$runtime' (swapcri or containerd)" >&2; exit 1 ;;
+      containerd2)
+        start_containerd2
+        sleep 5
+        bench_one containerd2 "unix://$CD2_WORK/containerd.sock" "$(cat "$CD2_WORK/pid")"
+        stop_pid "$CD2_WORK/pid"
+        ;;
+      *) echo "unknown runtime '$runtime' (swapcri, containerd or containerd2)" >&2; exit 1 ;;
     esac
   done
   runtimes=(swapcri)
-  [ -d "$OUT/containerd" ] && runtimes+=(containerd)
+  for peer in containerd containerd2; do [ -d "$OUT/$peer" ] && runtimes+=("$peer"); done
   python3 hack/bench_table.py "$OUT" "${runtimes[@]}" | tee "$OUT/table.txt"
 fi
 

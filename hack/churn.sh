@@ -52,10 +52,11 @@ hack/build-busybox-image.sh "$dir/pod-image" churn/busybox:1 >/dev/null
 pulled=127.0.0.1:$port/churn-pulled:1
 
 mkdir -p "$dir/cni" "$dir/logs"
+subnet=$(free_subnet)
 cat >"$dir/cni/10-churn.conflist" <<CNI
 { "cniVersion": "1.0.0", "name": "churn",
   "plugins": [ { "type": "bridge", "bridge": "$bridge", "isGateway": true, "ipMasq": false,
-    "ipam": { "type": "host-local", "dataDir": "$dir/ipam", "ranges": [[{ "subnet": "10.91.0.0/16" }]] } } ] }
+    "ipam": { "type": "host-local", "dataDir": "$dir/ipam", "ranges": [[{ "subnet": "$subnet" }]] } } ] }
 CNI
 cat >"$dir/config.toml" <<CONF
 socket = "$dir/swapcri.sock"

@@ -49,7 +49,7 @@ fi
 units=(swapcri.service)
 [ "$socket" = 1 ] && units+=(swapcri.socket)
 if [ -n "$root" ]; then
-  systemctl --root "$root" enable "${units[@]}"
+  enable_in_root "$root" "${units[@]}"
   exit 0
 fi
 systemctl daemon-reload

@@ -222,7 +222,7 @@ EOF
 inode sh -c 'setsid docker-registry serve /tmp/registry.yml >/tmp/registry.log 2>&1 &'
 {
   echo
-  for r in registry.k8s.io gcr.io k8s.gcr.io docker.io registry-1.docker.io quay.io public.ecr.aws; do
+  for r in $MIRRORED_REGISTRIES; do
     printf '[registries."%s"]\nmirrors = ["127.0.0.1:5000"]\n' "$r"
   done
 } | inode_in sh -c 'cat >>/etc/swapcri/config.toml'

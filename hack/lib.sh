@@ -1,5 +1,9 @@
 # Shared by the hack/ scripts: root check, Debian packages, the Rust toolchain.
 
+# A step that fails says which command failed, and where (functions and subshells too).
+set -o errtrace
+trap 'rc=$?; echo "${BASH_SOURCE[0]##*/}:$LINENO: \`$BASH_COMMAND\` failed (exit $rc)" >&2' ERR
+
 # Debian packages the build, the daemon and the tests need.
 SWAPCRI_PACKAGES=(
   protobuf-compiler   # protoc, for the CRI bindings
@@ -82,16 +86,21 @@ ensure_cargo() {
   fi
 }
 
+# The registries the test images name, each mirrored to the tests' local registry.
+MIRRORED_REGISTRIES="registry.k8s.io gcr.io k8s.gcr.io docker.io registry-1.docker.io quay.io public.ecr.aws"
+
 # Writes DIR/config.toml (socket DIR/swapcri.sock) and a CNI bridge for DIR/cni: the
-# registries the CRI suite names mirrored to the local registry on 127.0.0.1:5000, and the
+# registries the CRI suite names mirrored to the local registry (REGISTRY_ADDR), and the
 # OCI runtime BINARY as the runc handler. Used by hack/critest.sh and hack/bench.sh.
-write_cri_test_config() { # DIR BINARY
+write_cri_test_config() { # DIR BINARY [SUBNET]
   local dir=$1 mirrors=""
-  for r in registry.k8s.io gcr.io k8s.gcr.io docker.io registry-1.docker.io quay.io public.ecr.aws; do
-    mirrors+="[registries.\"$r\"]"$'\n'"mirrors = [\"127.0.0.1:5000\"]"$'\n'
+  for r in $MIRRORED_REGISTRIES; do
+    mirrors+="[registries.\"$r\"]"$'\n'"mirrors = [\"$REGISTRY_ADDR\"]"$'\n'
   done
   mkdir -p "$dir/cni"
-  write_bridge_conflist "$dir/cni/10-critest.conflist" swapcri-critest swapcri-crit0 10.89.0.0/16
+  # The bridge an earlier run left, with the address it had, goes first.
+  ip link del swapcri-crit0 2>/dev/null || true
+  write_bridge_conflist "$dir/cni/10-critest.conflist" swapcri-critest swapcri-crit0 "${3:-$(free_subnet)}"
   cat >"$dir/config.toml" <<CONF
 socket = "$dir/swapcri.sock"
 state_root = "$dir/state"
@@ -112,6 +121,29 @@ has_cni_config() { # DIR
   compgen -G "$1/*.conflist" >/dev/null || compgen -G "$1/*.conf" >/dev/null || compgen -G "$1/*.json" >/dev/null
 }
 
+# free_subnet [TAKEN...]: a 10.N.0.0/16 (N from 224 to 254) that no route of the main table
+# overlaps (another runtime's bridge, a VPN, the LAN) and that is not among TAKEN; fails
+# naming what is in the way when there is none.
+free_subnet() {
+  python3 - "$@" <<'PY'
+import ipaddress, sys
+taken = {ipaddress.ip_network(t) for t in sys.argv[1:]}
+routes = []
+for line in open("/proc/net/route").read().splitlines()[1:]:
+    f = line.split()
+    # The kernel prints the addresses' bytes in memory order.
+    dst, mask = (ipaddress.IPv4Address(int(x, 16).to_bytes(4, "little")) for x in (f[1], f[7]))
+    if int(mask):
+        routes.append(ipaddress.ip_network(f"{dst}/{mask}", strict=False))
+for n in range(224, 255):
+    net = ipaddress.ip_network(f"10.{n}.0.0/16")
+    if net not in taken and not any(net.overlaps(r) for r in routes):
+        print(net)
+        sys.exit(0)
+sys.exit(f"free_subnet: no 10.224-254.0.0/16 is free for a test bridge; routes: {[str(r) for r in routes]}")
+PY
+}
+
 # A CNI network list: a bridge with host-local addresses, and portmap for host ports.
 write_bridge_conflist() { # FILE NAME BRIDGE SUBNET
   cat >"$1" <<CNI
@@ -124,13 +156,41 @@ CNI
 }
 
 # The local registry the tests, the demo and the CRI suite pull from: Debian's docker-registry,
-# plain HTTP on loopback only, its blobs kept across runs.
-REGISTRY_ADDR=${REGISTRY_ADDR:-127.0.0.1:5000}
+# plain HTTP on loopback only, its blobs kept across runs in REGISTRY_DIR. It listens on
+# 127.0.0.1:5000 unless something else does (a developer's own registry): then on a free
+# port, kept in REGISTRY_DIR/addr for the scripts that come after.
 REGISTRY_DIR=${REGISTRY_DIR:-/var/tmp/swapcri-registry}
 
-# Starts the registry unless it answers already.
+# Whether the registry started from REGISTRY_DIR runs (its recorded pid, with its config).
+registry_ours() {
+  local pid
+  pid=$(cat "$REGISTRY_DIR/registry.pid" 2>/dev/null) || return 1
+  { tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null | grep -q "docker-registry serve $REGISTRY_DIR/config.yml"
+}
+if [ -z "${REGISTRY_ADDR:-}" ] && registry_ours && [ -s "$REGISTRY_DIR/addr" ]; then
+  REGISTRY_ADDR=$(cat "$REGISTRY_DIR/addr")
+fi
+REGISTRY_ADDR=${REGISTRY_ADDR:-127.0.0.1:5000}
+export REGISTRY_ADDR
+
+# Prints a TCP port on 127.0.0.1 nothing listens on; with PORT, prints it if it is free.
+free_port() { # [PORT]
+  python3 -c 'import socket, sys
+s = socket.socket()
+s.bind(("127.0.0.1", int(sys.argv[1]) if len(sys.argv) > 1 else 0))
+print(s.getsockname()[1])' "$@" 2>/dev/null
+}
+
+# Starts the registry unless ours answers already; never takes another service's answer for it.
 registry_up() {
-  curl -fsS "http://$REGISTRY_ADDR/v2/" >/dev/null 2>&1 && return 0
+  if registry_ours && curl -fsS "http://$REGISTRY_ADDR/v2/" >/dev/null 2>&1; then
+    return 0
+  fi
+  if ! free_port "${REGISTRY_ADDR##*:}" >/dev/null; then
+    local taken=$REGISTRY_ADDR
+    REGISTRY_ADDR=127.0.0.1:$(free_port)
+    echo "==> $taken is in use by another service: the tests' registry listens on $REGISTRY_ADDR" >&2
+  fi
   mkdir -p "$REGISTRY_DIR"
   cat >"$REGISTRY_DIR/config.yml" <<YAML
 version: 0.1
@@ -141,6 +201,7 @@ YAML
   # Its own session: it outlives this shell; stopped by the pid recorded here.
   setsid docker-registry serve "$REGISTRY_DIR/config.yml" >"$REGISTRY_DIR/registry.log" 2>&1 </dev/null &
   echo $! >"$REGISTRY_DIR/registry.pid"
+  echo "$REGISTRY_ADDR" >"$REGISTRY_DIR/addr"
   for _ in $(seq 100); do
     curl -fsS "http://$REGISTRY_ADDR/v2/" >/dev/null 2>&1 && return 0
     sleep 0.2
@@ -167,4 +228,18 @@ prepare_critest() { # OUTDIR
 # runc 1.4.3 from hack/runc (hack/tools.sh, cached); prints its path.
 newer_runc() {
   hack/tools.sh /var/cache/swapcri-tools runc
+}
+
+# enable_in_root ROOT UNIT...: what `systemctl --root ROOT enable UNIT...` does for units in
+# ROOT/etc/systemd/system whose [Install] section names WantedBy= targets (ours do), without
+# needing systemd on this machine (a container, a chroot, WSL).
+enable_in_root() {
+  local root=$1 unit target
+  shift
+  for unit in "$@"; do
+    for target in $(sed -n 's/^WantedBy=//p' "$root/etc/systemd/system/$unit"); do
+      mkdir -p "$root/etc/systemd/system/$target.wants"
+      ln -sf "/etc/systemd/system/$unit" "$root/etc/systemd/system/$target.wants/$unit"
+    done
+  done
 }

@@ -194,7 +194,7 @@ async fn lists_agree(daemon: &Daemon) {
 
 /// A bridge network of the test's own (host-local addresses in `data_dir`), so that every
 /// pod takes an address and a veth that its removal must give back.
-fn bridge_conflist(bridge: &str, data_dir: &Path) -> String {
+fn bridge_conflist(bridge: &str, data_dir: &Path, subnet: &str) -> String {
     serde_json::json!({
         "cniVersion": "1.0.0",
         "name": "swapcri-fuzz",
@@ -202,7 +202,7 @@ fn bridge_conflist(bridge: &str, data_dir: &Path) -> String {
             "type": "bridge",
             "bridge": bridge,
             "ipMasq": false,
-            "ipam": { "type": "host-local", "ranges": [[{ "subnet": "10.89.0.0/16" }]], "dataDir": data_dir },
+            "ipam": { "type": "host-local", "ranges": [[{ "subnet": subnet }]], "dataDir": data_dir },
         }],
     })
     .to_string()
@@ -289,9 +289,10 @@ async fn concurrent_calls_with_random_cancellation_keep_the_node_whole() {
     eprintln!("concurrent fuzzer: SWAPCRI_FUZZ_SEED={seed}, {CLIENTS} clients x {ops} calls");
     let work = tempfile::tempdir().unwrap();
     let bridge = Bridge(format!("scfz{}", std::process::id() % 100_000));
+    let subnet = common::subnet::free_subnet();
     let (net_d, ipam) = (work.path().join("net.d"), work.path().join("ipam"));
     std::fs::create_dir_all(&net_d).unwrap();
-    std::fs::write(net_d.join("10-fuzz.conflist"), bridge_conflist(&bridge.0, &ipam)).unwrap();
+    std::fs::write(net_d.join("10-fuzz.conflist"), bridge_conflist(&bridge.0, &ipam, &subnet.cidr())).unwrap();
     let daemon = Daemon::start(&format!("[network]\nconfig_dir = \"{}\"\n", net_d.display()));
     import_busybox(&daemon);
     let logs = daemon.dir.path().join("logs");

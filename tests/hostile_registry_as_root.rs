@@ -1,8 +1,9 @@
 //! A hostile registry: each repository serves one bad thing (an endless or oversized
 //! manifest, too many layers, an oversized config, a blob longer than its descriptor, a
-//! decompression bomb, layers past the image cap). Every pull is refused with the limit
-//! named, leaves nothing on disk, keeps the daemon's memory bounded, and the daemon keeps
-//! answering. Peak RSS and time to refuse are printed for docs/security.md.
+//! decompression bomb, layers past the image cap, a layer that trickles). Every pull is
+//! refused with the limit named, leaves nothing on disk, keeps the daemon's memory bounded,
+//! and the daemon keeps answering. Peak RSS and time to refuse are printed for
+//! docs/security.md. A pull whose callers all went away is not continued.
 
 mod common;
 
@@ -10,7 +11,7 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::images::{small_image, Blob, TestImage, OCI_MANIFEST};
+use common::images::{busybox, small_image, Blob, Compress, LayerTar, TestImage, OCI_MANIFEST};
 use common::{require_root, Daemon};
 use serde_json::json;
 use swapcri::cri;
@@ -25,6 +26,8 @@ enum Answer {
     Endless { prefix: Arc<Vec<u8>>, chunk: Arc<Vec<u8>> },
     /// `head` once, then `member` `times` times: a gzip stream of many members.
     Repeated { head: Arc<Vec<u8>>, member: Arc<Vec<u8>>, times: usize },
+    /// A body announced whole, sent `chunk` bytes every `every`.
+    Trickle { body: Arc<Vec<u8>>, chunk: usize, every: Duration },
 }
 
 fn body(content_type: &str, bytes: Vec<u8>) -> Answer {
@@ -69,6 +72,18 @@ async fn serve(conn: &mut tokio::net::TcpStream, answer: Answer) -> std::io::Res
                 conn.write_all(&chunk).await?;
                 conn.write_all(b"\r\n").await?;
             }
+        }
+        Answer::Trickle { body, chunk, every } => {
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            );
+            conn.write_all(head.as_bytes()).await?;
+            for part in body.chunks(chunk) {
+                conn.write_all(part).await?;
+                tokio::time::sleep(every).await;
+            }
+            Ok(())
         }
         Answer::Repeated { head: first, member, times } => {
             let len = first.len() + member.len() * times;
@@ -333,4 +348,148 @@ async fn a_stalled_manifest_meets_the_progress_deadline() {
     daemon.assert_memory_within(before, MEMORY_BOUND_MIB, "stalled manifest");
     daemon.runtime().await.version(cri::VersionRequest::default()).await.expect("the daemon still answers");
     println!("FIGURE hostile-registry stalled manifest: refused in {} ms", started.elapsed().as_millis());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_trickling_layer_is_refused_under_the_rate_floor() {
+    require_root();
+    // About 30 bytes a second: bytes keep coming, so the progress deadline never fires.
+    let image = small_image("trickle", "", false);
+    let mut routes = image_routes("test/trickle", &image);
+    let layer = Arc::new(image.layers[0].bytes.clone());
+    routes.insert(
+        0,
+        (image.layers[0].digest.clone(), Answer::Trickle { body: layer, chunk: 30, every: Duration::from_secs(1) }),
+    );
+    refused(
+        "trickling layer",
+        "[image]\npull_min_bytes_per_second = 1024\npull_min_rate_window_secs = 5",
+        routes,
+        "test/trickle",
+        tonic::Code::DeadlineExceeded,
+        "image.pull_min_bytes_per_second",
+    )
+    .await;
+}
+
+/// A registry serving an image of two layers: busybox, sent whole, then a last one held after
+/// its first bytes until `release`; `gone` is when the daemon closed the held layer's
+/// connection.
+struct HeldLayer {
+    port: u16,
+    release: Arc<tokio::sync::Notify>,
+    gone: Arc<std::sync::Mutex<Option<Instant>>>,
+}
+
+async fn held_layer(repo: &str) -> HeldLayer {
+    let marker: Vec<u8> = (0..4096u32).map(|i| (i * 7919 % 251) as u8).collect();
+    let last = LayerTar::new().file("marker", 0o644, &marker).finish();
+    let base = LayerTar::new().dir("bin").file("bin/busybox", 0o755, &busybox()).finish();
+    let image = TestImage::build(vec![(base, Compress::Gzip), (last, Compress::Gzip)], "", false);
+    let routes = Arc::new(image_routes(repo, &image));
+    let layer = (image.layers[1].digest.clone(), Arc::new(image.layers[1].bytes.clone()));
+    let release = Arc::new(tokio::sync::Notify::new());
+    let gone = Arc::new(std::sync::Mutex::new(None));
+    let (r, g) = (release.clone(), gone.clone());
+    let port = common::http::serve(Arc::new(move |path: String, mut conn: tokio::net::TcpStream| {
+        let (routes, layer, release, gone) = (routes.clone(), layer.clone(), r.clone(), g.clone());
+        Box::pin(async move {
+            if !path.ends_with(layer.0.as_str()) {
+                let answer = routes.iter().find(|(suffix, _)| path.ends_with(suffix.as_str())).map(|(_, a)| a.clone());
+                serve(&mut conn, answer.unwrap_or_else(|| body("application/json", b"{}".to_vec()))).await.ok()?;
+                return Some(conn);
+            }
+            let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", layer.1.len());
+            conn.write_all(head.as_bytes()).await.ok()?;
+            conn.write_all(&layer.1[..100]).await.ok()?;
+            let mut byte = [0u8; 1];
+            tokio::select! {
+                () = release.notified() => conn.write_all(&layer.1[100..]).await.ok()?,
+                // The client has nothing more to send: a read that ends is the connection closed.
+                _ = tokio::io::AsyncReadExt::read(&mut conn, &mut byte) => {
+                    *gone.lock().unwrap() = Some(Instant::now());
+                    return None;
+                }
+            }
+            Some(conn)
+        })
+    }))
+    .await;
+    HeldLayer { port, release, gone }
+}
+
+/// A caller's own deadline: the server's answer (DeadlineExceeded) or the client's
+/// (Cancelled), whichever ends the wait first.
+fn gave_up(status: &tonic::Status) -> bool {
+    matches!(status.code(), tonic::Code::DeadlineExceeded | tonic::Code::Cancelled)
+}
+
+/// PullImage of `repo:v1`, given up by the client after `patience` when set.
+async fn pull_held(
+    daemon: &Daemon,
+    port: u16,
+    repo: &str,
+    patience: Option<Duration>,
+) -> Result<String, tonic::Status> {
+    let mut request = tonic::Request::new(cri::PullImageRequest {
+        image: Some(cri::ImageSpec { image: format!("127.0.0.1:{port}/{repo}:v1"), ..Default::default() }),
+        ..Default::default()
+    });
+    if let Some(patience) = patience {
+        request.set_timeout(patience);
+    }
+    daemon.images().await.pull_image(request).await.map(|r| r.into_inner().image_ref)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pull_whose_caller_went_away_stops_unless_another_waits() {
+    require_root();
+    let daemon = Daemon::start("");
+    // Alone: the caller gives up, and so does the daemon, taking out the layer it had
+    // installed meanwhile.
+    let held = held_layer("test/left").await;
+    let layers = daemon.state_root().join("images/layers");
+    let installed = async {
+        let started = Instant::now();
+        while std::fs::read_dir(&layers).map(|d| d.count()).unwrap_or(0) == 0 {
+            if started.elapsed() > Duration::from_secs(5) {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        true
+    };
+    let pull = pull_held(&daemon, held.port, "test/left", Some(Duration::from_secs(5)));
+    let (err, installed) = tokio::join!(pull, installed);
+    let left = Instant::now();
+    assert!(gave_up(&err.unwrap_err()));
+    assert!(installed, "the first layer was installed before the caller left");
+    while held.gone.lock().unwrap().is_none() {
+        assert!(left.elapsed() < Duration::from_secs(10), "the layer is still being read after its caller left");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    println!(
+        "FIGURE hostile-registry abandoned pull: the layer's connection closed {} ms after its caller left",
+        left.elapsed().as_millis()
+    );
+    // The installed layer goes in the background once the pull is dropped.
+    while std::fs::read_dir(&layers).map(|d| d.count()).unwrap_or(0) > 0 {
+        assert!(left.elapsed() < Duration::from_secs(10), "the abandoned pull's layer is still there");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_nothing_stored(&daemon);
+
+    // Two callers: the first gives up, the pull goes on for the second.
+    let held = held_layer("test/shared").await;
+    let first_gives_up = async {
+        let err = pull_held(&daemon, held.port, "test/shared", Some(Duration::from_secs(3))).await.unwrap_err();
+        assert!(gave_up(&err), "{err:?}");
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert!(held.gone.lock().unwrap().is_none(), "the pull went on for the caller still waiting");
+        held.release.notify_one();
+    };
+    let second = pull_held(&daemon, held.port, "test/shared", None);
+    let ((), second) = tokio::join!(first_gives_up, second);
+    assert!(!second.expect("the second caller gets the image").is_empty());
+    daemon.runtime().await.version(cri::VersionRequest::default()).await.expect("the daemon still answers");
 }

@@ -1,7 +1,9 @@
 //! An OOM kill is counted even when the container's cgroup is removed the moment its process
 //! has been reaped, as systemd removes an emptied scope: the watch reads the kernel's count
 //! when the kernel notifies it (cgroup v2 memory.events, cgroup v1 an eventfd on
-//! memory.oom_control), not after the exit. Real kernel cgroups; root only.
+//! memory.oom_control), not after the exit, and on v2 keeps the parent's (the pod's) count as
+//! a second witness for a notification the kernel held back and dropped with the cgroup.
+//! Real kernel cgroups; root only.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -14,8 +16,10 @@ fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
 }
 
-/// A memory cgroup of the test's own, limited to 16 MiB without swap, removed on drop.
+/// A memory cgroup of the test's own, limited to 16 MiB without swap, inside a parent of
+/// its own as a container's is inside its pod's; both removed on drop.
 struct TestCgroup {
+    pod: PathBuf,
     dir: PathBuf,
 }
 
@@ -34,9 +38,13 @@ impl TestCgroup {
         } else {
             return None;
         };
-        let dir = parent.join(format!("swapcri-test-{name}-{}", std::process::id()));
-        fs::create_dir(&dir).unwrap();
-        let cg = TestCgroup { dir };
+        let pod = parent.join(format!("swapcri-test-{name}-{}", std::process::id()));
+        fs::create_dir(&pod).unwrap();
+        let cg = TestCgroup { dir: pod.join("ctr"), pod };
+        if cg.pod.join("cgroup.subtree_control").exists() {
+            fs::write(cg.pod.join("cgroup.subtree_control"), "+memory").unwrap();
+        }
+        fs::create_dir(&cg.dir).unwrap();
         let limit = (16u64 << 20).to_string();
         if cg.dir.join("memory.max").exists() {
             fs::write(cg.dir.join("memory.max"), &limit).unwrap();
@@ -79,6 +87,7 @@ impl TestCgroup {
 impl Drop for TestCgroup {
     fn drop(&mut self) {
         let _ = fs::remove_dir(&self.dir);
+        let _ = fs::remove_dir(&self.pod);
     }
 }
 

@@ -1,4 +1,4 @@
-//! Pod networking with Debian's CNI plugins (bridge + host-local + portmap on 10.88.0.0/16):
+//! Pod networking with Debian's CNI plugins (bridge + host-local + portmap on a subnet free here):
 //! addresses, pod-to-pod and pod-to-host traffic, host ports, teardown, restart, recovery
 //! after a crash, host-network pods. Traffic stays between this host and the pods' own
 //! namespaces.
@@ -10,13 +10,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::pods::*;
+use common::subnet::{free_subnet, Subnet};
 use common::{require_root, Daemon};
 use nix::sys::signal::Signal;
 use swapcri::cri;
 
-const GATEWAY: &str = "10.88.0.1";
-
-fn conflist(bridge: &str, data_dir: &Path) -> String {
+fn conflist(bridge: &str, data_dir: &Path, subnet: &Subnet) -> String {
     serde_json::json!({
         "cniVersion": "1.0.0",
         "name": "swapcri-test",
@@ -28,7 +27,7 @@ fn conflist(bridge: &str, data_dir: &Path) -> String {
                 "ipMasq": false,
                 "ipam": {
                     "type": "host-local",
-                    "ranges": [[{ "subnet": "10.88.0.0/16", "gateway": GATEWAY }]],
+                    "ranges": [[{ "subnet": subnet.cidr(), "gateway": subnet.gateway() }]],
                     "dataDir": data_dir,
                 },
             },
@@ -91,10 +90,12 @@ async fn pods_get_addresses_talk_and_release_them() {
     assert!(Path::new("/usr/lib/cni/bridge").exists(), "install containernetworking-plugins");
     let work = tempfile::tempdir().unwrap();
     let bridge = Bridge(format!("scri{}", std::process::id() % 100_000));
+    let subnet = free_subnet();
+    let gateway = subnet.gateway();
     let net_d = work.path().join("net.d");
     let data_dir: PathBuf = work.path().join("ipam");
     std::fs::create_dir_all(&net_d).unwrap();
-    std::fs::write(net_d.join("10-test.conflist"), conflist(&bridge.0, &data_dir)).unwrap();
+    std::fs::write(net_d.join("10-test.conflist"), conflist(&bridge.0, &data_dir, &subnet)).unwrap();
     let mut daemon = Daemon::start(&format!("[network]\nconfig_dir = \"{}\"\n", net_d.display()));
     import_busybox(&daemon);
     let logs = daemon.dir.path().join("logs");
@@ -109,7 +110,8 @@ async fn pods_get_addresses_talk_and_release_them() {
     let client_ctr = start(&daemon, &client, &client_config, container_config("c", &["sleep", "600"])).await;
 
     let (web_ip, client_ip) = (pod_ip(&daemon, &web).await, pod_ip(&daemon, &client).await);
-    assert!(web_ip.starts_with("10.88.") && client_ip.starts_with("10.88."), "{web_ip} {client_ip}");
+    let prefix = subnet.prefix();
+    assert!(web_ip.starts_with(&prefix) && client_ip.starts_with(&prefix), "{web_ip} {client_ip} in {}", subnet.cidr());
     assert_ne!(web_ip, client_ip);
     assert_eq!(allocated(&data_dir), {
         let mut v = vec![client_ip.clone(), web_ip.clone()];
@@ -146,7 +148,7 @@ async fn pods_get_addresses_talk_and_release_them() {
     assert_eq!(body.trim(), "hello-from-web");
 
     // Pod to a port on the host's bridge address.
-    let listener = std::net::TcpListener::bind((GATEWAY, 0)).unwrap();
+    let listener = std::net::TcpListener::bind((gateway.as_str(), 0)).unwrap();
     let port = listener.local_addr().unwrap().port();
     let accept = std::thread::spawn(move || {
         let (mut conn, peer) = listener.accept().unwrap();
@@ -154,14 +156,14 @@ async fn pods_get_addresses_talk_and_release_them() {
         conn.read_to_string(&mut got).unwrap();
         (peer.ip().to_string(), got)
     });
-    exec_ok(&daemon, &client_ctr, &["sh", "-c", &format!("echo from-pod | nc {GATEWAY} {port}")]).await;
+    exec_ok(&daemon, &client_ctr, &["sh", "-c", &format!("echo from-pod | nc {gateway} {port}")]).await;
     let (peer, got) = accept.join().unwrap();
     assert_eq!((peer.as_str(), got.trim()), (client_ip.as_str(), "from-pod"));
 
     // The host port reaches the web pod (portmap DNAT of locally generated traffic).
     let host_port = web_config.port_mappings[0].host_port as u16;
     let mut conn = std::net::TcpStream::connect_timeout(
-        &format!("{GATEWAY}:{host_port}").parse().unwrap(),
+        &format!("{gateway}:{host_port}").parse().unwrap(),
         Duration::from_secs(5),
     )
     .expect("host port");

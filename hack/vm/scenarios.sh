@@ -365,7 +365,7 @@ if [ -f /proc/pressure/memory ]; then
     printf '[guard]\naction = "%s"\nkill_after_seconds = 10\nkill_interval_seconds = 60\n' "$1" >>$CONF
   }
   psi_us() { value "$1" memory.pressure | awk '$1 == "some" { sub("total=", "", $5); print $5 }'; }
-  knobs() { echo "swap.high=$(value "$1" memory.swap.high) io=$(value "$1" io.weight 2>/dev/null | head -n 1 | tr ' ' :) cpu=$(value "$1" cpu.weight)"; }
+  knobs() { echo "swap.high=$(value "$1" memory.swap.high) io=$(value "$1" io.weight 2>/dev/null | head -n 1 | tr ' ' :) cpu=$(value "$1" cpu.weight) cpu.max=$(value "$1" cpu.max | tr ' ' :)"; }
   # span ID SECONDS: the neighbour over the next SECONDS: "psi=P% probe=MEDIAN/MAX ms".
   span() {
     a=$(date +%s) p0=$(psi_us "$1")

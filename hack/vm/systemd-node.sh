@@ -161,7 +161,7 @@ TTYPath=/dev/ttyS0
 [Install]
 WantedBy=multi-user.target
 EOF
-systemctl --root "$root" enable swapcri-e2e.service >/dev/null 2>&1
+enable_in_root "$root" swapcri-e2e.service
 
 # The root disk (ext4 made from the tree, no mount needed) and the swap disk: vdb1 swap,
 # vdb2 data the system.slice reader reads.

@@ -330,7 +330,8 @@ check doctor-systemd 'echo "$SWAPCRI_DOCTOR" | grep -q "ok\] cgroup driver" && e
   "$(echo "$SWAPCRI_DOCTOR" | grep -E "cgroup driver|system io" | tr -s ' ' | tr '\n' ';')"
 
 # ---- the swap guard under the systemd driver: a throttle holds across a daemon-reload -------
-# systemd owns a scope's cpu.weight and io.weight (CPUWeight, IOWeight) and writes them again
+# systemd owns a scope's cpu.weight, io.weight and cpu.max (CPUWeight, IOWeight,
+# CPUQuotaPerSecUSec) and writes them again
 # at every daemon-reload. The throttle sets them as the container scope's runtime
 # properties, so a reload in the middle keeps it; putting back goes the same way. Its io.max
 # cap on the swap disk is written directly (systemd writes io.max only for devices a unit
@@ -338,8 +339,8 @@ check doctor-systemd 'echo "$SWAPCRI_DOCTOR" | grep -q "ok\] cgroup driver" && e
 write_config systemd follow-kubelet follow-kubelet
 printf '[guard]\naction = "throttle"\n' >>$CONF
 daemon_restart guard
-weights() { echo "cpu=$(value "$1" cpu.weight) io=$(value "$1" io.weight 2>/dev/null | head -n 1 | tr ' ' :) io.max=[$(value "$1" io.max 2>/dev/null | tr ' \n' ':,')]"; }
-properties() { systemctl show -p CPUWeight -p IOWeight "$(basename "$(cg "$1")")" | tr '\n' ' '; }
+weights() { echo "cpu=$(value "$1" cpu.weight) cpu.max=$(value "$1" cpu.max | tr ' ' :) io=$(value "$1" io.weight 2>/dev/null | head -n 1 | tr ' ' :) io.max=[$(value "$1" io.max 2>/dev/null | tr ' \n' ':,')]"; }
+properties() { systemctl show -p CPUWeight -p IOWeight -p CPUQuotaPerSecUSec "$(basename "$(cg "$1")")" | tr '\n' ' '; }
 is_throttled() { [ "$(gaction "$1")" = throttled ]; }
 is_released() { [ -z "$(gaction "$1")" ] && [ "$(gstate "$1")" = normal ]; }
 PT=$(kubelet_pod systemd burstable thr)

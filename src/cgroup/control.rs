@@ -7,8 +7,8 @@ use std::path::Path;
 use super::files;
 use super::systemd::Property;
 use crate::model::cgroup_files::{
-    CGROUP_PROCS, CPU_WEIGHT, IO_MAX, IO_WEIGHT, MEMORY_CURRENT, MEMORY_PRESSURE, MEMORY_RECLAIM, MEMORY_STAT,
-    MEMORY_SWAP_CURRENT, MEMORY_SWAP_HIGH, MEMORY_SWAP_MAX,
+    cpu_max, CGROUP_PROCS, CPU_MAX, CPU_PERIOD_DEFAULT_US, CPU_STAT, CPU_WEIGHT, IO_MAX, IO_WEIGHT, MEMORY_CURRENT,
+    MEMORY_PRESSURE, MEMORY_RECLAIM, MEMORY_STAT, MEMORY_SWAP_CURRENT, MEMORY_SWAP_HIGH, MEMORY_SWAP_MAX,
 };
 use crate::policy::guard::Current;
 
@@ -20,12 +20,13 @@ pub fn knobs(dir: &Path) -> Current {
         io_weight: files::read(dir, IO_WEIGHT),
         cpu_weight: files::read(dir, CPU_WEIGHT),
         io_max: files::read(dir, IO_MAX),
+        cpu_max: files::read(dir, CPU_MAX),
     }
 }
 
 /// Whether `file` is one of the knobs a throttle may write.
 fn is_knob(file: &str) -> bool {
-    [MEMORY_SWAP_HIGH, IO_WEIGHT, CPU_WEIGHT, IO_MAX].contains(&file)
+    [MEMORY_SWAP_HIGH, IO_WEIGHT, CPU_WEIGHT, IO_MAX, CPU_MAX].contains(&file)
 }
 
 /// A knob's text now; None for a missing file or a name that is no knob.
@@ -42,16 +43,24 @@ pub fn write_knob(dir: &Path, file: &str, value: &str) -> std::io::Result<()> {
 }
 
 /// The systemd unit and property that set a knob of `dir` where systemd owns the file: a
-/// scope's directory is named after its unit, and systemd writes `cpu.weight` (CPUWeight)
-/// and `io.weight` (IOWeight) from the unit's properties again at every daemon-reload. None
-/// for a file systemd has no property for (`memory.swap.high`), a group that is no unit's,
-/// or a value that is no weight.
+/// scope's directory is named after its unit, and systemd writes `cpu.weight` (CPUWeight),
+/// `io.weight` (IOWeight) and `cpu.max` (CPUQuotaPerSecUSec, over the unit's period) from
+/// the unit's properties again at every daemon-reload. None for a file systemd has no
+/// property for (`memory.swap.high`, `io.max` of a device the unit does not name), a group
+/// that is no unit's, or a value out of the property's range.
 pub fn knob_property(dir: &Path, file: &str, value: &str) -> Option<(String, Property)> {
     let unit = dir.file_name()?.to_str().filter(|n| n.ends_with(".scope"))?;
     let weight = |v: &str| v.trim().parse::<u64>().ok().filter(|w| (1..=10_000).contains(w));
     let property = match file {
         CPU_WEIGHT => Property::CpuWeight(weight(value)?),
         IO_WEIGHT => Property::IoWeight(weight(value.trim().strip_prefix("default ")?)?),
+        CPU_MAX => match cpu_max(value) {
+            (_, Some(0)) => return None,
+            (None, _) => Property::CpuQuotaPerSecUSec(u64::MAX),
+            (Some(quota), period) => {
+                Property::CpuQuotaPerSecUSec(quota.checked_mul(1_000_000)? / period.unwrap_or(CPU_PERIOD_DEFAULT_US))
+            }
+        },
         _ => return None,
     };
     Some((unit.to_string(), property))
@@ -91,6 +100,12 @@ pub fn offload_figures(dir: &Path) -> Option<OffloadFigures> {
         swap_current: files::number(dir, MEMORY_SWAP_CURRENT)?,
         swap_max,
     })
+}
+
+/// CPU time the group and the groups below it have used, microseconds (`cpu.stat`
+/// usage_usec, present with or without the cpu controller).
+pub fn cpu_usage_us(dir: &Path) -> Option<u64> {
+    files::keyed(&files::read(dir, CPU_STAT)?, "usage_usec")
 }
 
 /// The processes in the group and the groups below it, at most `limit` (None past it, or
@@ -149,6 +164,9 @@ mod tests {
         let f = offload_figures(dir.path()).unwrap();
         assert_eq!((f.some_us, f.refaults, f.memory_current, f.anon, f.swap_max), (7000, 7, 100 << 20, 1, 256 << 20));
         assert_eq!(memory_and_swap(dir.path()), (100 << 20) + 4096);
+        assert_eq!(cpu_usage_us(dir.path()), None);
+        write(CPU_STAT, "usage_usec 52000\nuser_usec 50000\nsystem_usec 2000\n");
+        assert_eq!(cpu_usage_us(dir.path()), Some(52000));
         // Knobs: read and written by name; other files are refused.
         write(CPU_WEIGHT, "100\n");
         assert_eq!(knobs(dir.path()).cpu_weight.as_deref(), Some("100\n"));
@@ -174,6 +192,10 @@ mod tests {
             (scope, IO_WEIGHT, "8:0 10", None),
             (scope, CPU_WEIGHT, "20000", None),
             (scope, MEMORY_SWAP_HIGH, "4096", None),
+            (scope, CPU_MAX, "10000 100000", Some(Property::CpuQuotaPerSecUSec(100_000))),
+            (scope, CPU_MAX, "5000 50000\n", Some(Property::CpuQuotaPerSecUSec(100_000))),
+            (scope, CPU_MAX, "max 100000\n", Some(Property::CpuQuotaPerSecUSec(u64::MAX))),
+            (scope, CPU_MAX, "1000 0", None),
             (Path::new("/sys/fs/cgroup/kubepods/burstable/pod1/abc"), CPU_WEIGHT, "10", None),
         ];
         for (dir, file, value, want) in cases {

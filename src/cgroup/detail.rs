@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use super::files::{keyed, number, read};
 use super::Hierarchy;
+use crate::model::cgroup_files::{cpu_max, CPU_MAX};
 use crate::model::cgroup_stats::{Detail, DeviceIo};
 
 /// Where one cgroup's files are, per controller (all the same directory on cgroup v2).
@@ -151,13 +152,7 @@ fn read_v2(dirs: &DetailDirs) -> Detail {
     let mem = |key: &str| stat.as_deref().and_then(|s| keyed(s, key));
     let events = read(dir, "memory.events");
     let event = |key: &str| events.as_deref().and_then(|s| keyed(s, key));
-    let (cpu_quota_us, cpu_period_us) = match read(dir, "cpu.max").as_deref().map(str::split_whitespace) {
-        Some(mut w) => {
-            let quota = w.next().and_then(|q| q.parse().ok());
-            (quota, w.next().and_then(|p| p.parse().ok()))
-        }
-        None => (None, None),
-    };
+    let (cpu_quota_us, cpu_period_us) = read(dir, CPU_MAX).as_deref().map_or((None, None), cpu_max);
     let (file_descriptors, sockets) = open_files(dir);
     Detail {
         cpu_user_ns: us("user_usec"),

@@ -205,6 +205,11 @@ impl OomWatch {
     }
 }
 
+/// The kernel's least interval between two notifications of one cgroup v2 file, in ms.
+const NOTIFY_INTERVAL_MS: u8 = 10;
+/// Reads on a timer after a v2 notification, [`NOTIFY_INTERVAL_MS`] apart.
+const REREADS: u8 = 5;
+
 /// Where the kernel's word that the count may have changed comes from.
 enum Source {
     Inotify(Inotify),
@@ -229,12 +234,20 @@ impl Source {
     }
 
     /// Reads the counts at each notification until `stop` is signalled, then once more for
-    /// any notification that came with it.
+    /// any notification that came with it. After a v2 notification the counts are read again
+    /// on a timer for a while: the kernel holds back a second notification within
+    /// [`NOTIFY_INTERVAL_MS`] (an OOM's `max`, `oom` and `oom_kill` come that close together) and
+    /// drops a held one when the cgroup is removed.
     fn run(self, dir: &Path, seen: &Mutex<Seen>, stop: &std::os::fd::OwnedFd) {
+        let mut rereads = 0u8;
         loop {
             let (notified, stopping) = {
                 let mut fds = [PollFd::new(self.fd(), PollFlags::POLLIN), PollFd::new(stop.as_fd(), PollFlags::POLLIN)];
-                match poll(&mut fds, PollTimeout::NONE) {
+                let timeout = match rereads {
+                    0 => PollTimeout::NONE,
+                    _ => PollTimeout::from(NOTIFY_INTERVAL_MS),
+                };
+                match poll(&mut fds, timeout) {
                     Err(nix::errno::Errno::EINTR) => continue,
                     Err(_) => return,
                     Ok(_) => {}
@@ -243,7 +256,13 @@ impl Source {
                 (ready(&fds[0]), ready(&fds[1]))
             };
             let signals = self.drain();
-            if signals > 0 || notified {
+            let timed_out = !notified && !stopping && rereads > 0;
+            if notified && matches!(self, Source::Inotify(_)) {
+                rereads = REREADS;
+            } else if timed_out {
+                rereads -= 1;
+            }
+            if signals > 0 || notified || timed_out {
                 let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
                 match self {
                     Source::Inotify(_) => seen.record(read_counts(dir)),

@@ -53,6 +53,8 @@ pub enum Property {
     CpuWeight(u64),
     /// `io.weight`'s default (1–10000).
     IoWeight(u64),
+    /// `cpu.max`'s quota as CPU time a second, µs (`u64::MAX`: none).
+    CpuQuotaPerSecUSec(u64),
 }
 
 impl Property {
@@ -66,6 +68,7 @@ impl Property {
             Property::CollectInactiveOrFailed => ("CollectMode", Variant::from("inactive-or-failed")),
             Property::CpuWeight(w) => ("CPUWeight", Variant::from(*w)),
             Property::IoWeight(w) => ("IOWeight", Variant::from(*w)),
+            Property::CpuQuotaPerSecUSec(q) => ("CPUQuotaPerSecUSec", Variant::from(*q)),
         }
     }
 }
@@ -151,6 +154,7 @@ mod tests {
             (Property::CollectInactiveOrFailed, "CollectMode", "s"),
             (Property::CpuWeight(10), "CPUWeight", "t"),
             (Property::IoWeight(10), "IOWeight", "t"),
+            (Property::CpuQuotaPerSecUSec(100_000), "CPUQuotaPerSecUSec", "t"),
         ];
         for (property, name, signature) in cases {
             let (n, v) = property.pair();

@@ -40,6 +40,8 @@ pub struct GuardConfig {
     /// `io.max` read and write IOPS of a throttled container on each disk under the node's
     /// swap (0: no cap).
     pub throttle_swap_iops: u64,
+    /// `cpu.max` of a throttled container, in percent of one CPU (0: no cap).
+    pub throttle_cpu_percent: u64,
     /// With `kill`: how long a throttled container may stay thrashing or pressured.
     pub kill_after_seconds: u64,
     /// With `kill`: the pause after a kill before the next victim is chosen, so that the
@@ -54,6 +56,7 @@ impl Default for GuardConfig {
             throttle_io_weight: 10,
             throttle_cpu_weight: 10,
             throttle_swap_iops: 100,
+            throttle_cpu_percent: 10,
             kill_after_seconds: 30,
             kill_interval_seconds: 10,
         }
@@ -66,6 +69,7 @@ impl GuardConfig {
         within("guard.throttle_io_weight", self.throttle_io_weight, 1..=10_000)?;
         within("guard.throttle_cpu_weight", self.throttle_cpu_weight, 1..=10_000)?;
         within("guard.throttle_swap_iops", self.throttle_swap_iops, 0..=1_000_000)?;
+        within("guard.throttle_cpu_percent", self.throttle_cpu_percent, 0..=100_000)?;
         within("guard.kill_after_seconds", self.kill_after_seconds, 1..=3600)?;
         within("guard.kill_interval_seconds", self.kill_interval_seconds, 0..=3600)
     }

@@ -286,6 +286,10 @@ impl Default for MemoryQosConfig {
 pub struct ImageConfig {
     /// A pull that receives no bytes for this long is cancelled.
     pub pull_progress_timeout_secs: u64,
+    /// The slowest a transfer of a pull may be, bytes per second, measured over each
+    /// `pull_min_rate_window_secs` (0: no floor): a registry that trickles is refused.
+    pub pull_min_bytes_per_second: u64,
+    pub pull_min_rate_window_secs: u64,
     /// Layers downloaded at once within one pull.
     pub max_concurrent_downloads: usize,
     /// Images reported as pinned (never garbage-collected by kubelet).
@@ -367,6 +371,8 @@ impl Default for ImageConfig {
     fn default() -> Self {
         Self {
             pull_progress_timeout_secs: 60,
+            pull_min_bytes_per_second: 1024,
+            pull_min_rate_window_secs: 60,
             max_concurrent_downloads: 3,
             pinned: Vec::new(),
             loopback_plain_http: true,

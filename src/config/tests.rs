@@ -53,6 +53,8 @@ fn values_and_errors() {
         },
         Case { text: "[runtime.handlers.crun]\nengine = \"kata\"", error_mentions: Some("engine") },
         Case { text: "[image]\npull_progress_timeout_secs = 0", error_mentions: Some("pull_progress_timeout_secs") },
+        Case { text: "[image]\npull_min_rate_window_secs = 0", error_mentions: Some("pull_min_rate_window_secs") },
+        Case { text: "[image]\npull_min_bytes_per_second = 0", error_mentions: None },
         Case {
             text: "[registries.\"r.local:5000\"]\nplain_http = true\nmirrors = [\"m.local\"]",
             error_mentions: None,

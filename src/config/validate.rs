@@ -150,6 +150,9 @@ impl Config {
         if self.image.pull_progress_timeout_secs == 0 {
             return Err(invalid("image.pull_progress_timeout_secs", "must be at least 1".into()));
         }
+        if !(1..=3600).contains(&self.image.pull_min_rate_window_secs) {
+            return Err(invalid("image.pull_min_rate_window_secs", "must be between 1 and 3600".into()));
+        }
         if self.image.max_concurrent_downloads == 0 {
             return Err(invalid("image.max_concurrent_downloads", "must be at least 1".into()));
         }

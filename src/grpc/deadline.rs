@@ -3,6 +3,9 @@
 //! address allocated and not recorded, a runc container created and not undone). The
 //! daemon waits for these tasks, bounded, when it stops.
 //!
+//! A call whose work may be given up without harm (a pull: nothing of it is kept half-way)
+//! watches `ClientGone`, cancelled when its client stops waiting.
+//!
 //! Calls whose client deadline (`grpc-timeout`) passes end with DEADLINE_EXCEEDED, as the
 //! gRPC protocol says. The transport's own timer would answer CANCELLED; this one fires a
 //! millisecond before it, so the client learns what happened.
@@ -11,6 +14,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tonic::codegen::http;
 use tower::{Layer, Service};
@@ -37,6 +41,11 @@ pub struct Deadline<S> {
     inner: S,
     calls: TaskTracker,
 }
+
+/// Cancelled when the call's client stops waiting for it: its deadline passed, or it went
+/// away. In the request's extensions.
+#[derive(Debug, Clone)]
+pub struct ClientGone(pub CancellationToken);
 
 /// `grpc-timeout`: at most 8 digits and a unit (H, M, S, m, u, n).
 fn parse_timeout(value: &str) -> Option<Duration> {
@@ -73,10 +82,15 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+    fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
         let timeout = request.headers().get("grpc-timeout").and_then(|v| v.to_str().ok()).and_then(parse_timeout);
         let method = request.uri().path().to_string();
+        let gone = CancellationToken::new();
+        request.extensions_mut().insert(ClientGone(gone.clone()));
         let running = self.calls.spawn(self.inner.call(request));
+        // Dropped with this wait (a deadline passed, the client went away) unless the call
+        // answered first.
+        let waiting = gone.drop_guard();
         Box::pin(async move {
             let finished = async {
                 match running.await {
@@ -87,9 +101,16 @@ where
                     }
                 }
             };
-            let Some(timeout) = timeout else { return finished.await };
+            let Some(timeout) = timeout else {
+                let response = finished.await;
+                waiting.disarm();
+                return response;
+            };
             match tokio::time::timeout(timeout.saturating_sub(AHEAD), finished).await {
-                Ok(response) => response,
+                Ok(response) => {
+                    waiting.disarm();
+                    response
+                }
                 Err(_) => {
                     tracing::info!(%method, "the client's deadline passed; the call goes on to its end");
                     Ok(tonic::Status::deadline_exceeded("the client's deadline passed").into_http())
@@ -167,5 +188,33 @@ mod tests {
         calls.close();
         tokio::time::timeout(Duration::from_secs(5), calls.wait()).await.expect("both calls ended");
         assert_eq!(ended.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn a_call_learns_when_its_client_stopped_waiting() {
+        use std::sync::Mutex;
+        // Each call hands out its ClientGone and answers after 50 ms.
+        let seen = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let record = seen.clone();
+        let slow = tower::service_fn(move |request: http::Request<()>| {
+            record.lock().unwrap().push(request.extensions().get::<ClientGone>().cloned().expect("ClientGone"));
+            async move {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+            }
+        });
+        let mut service = DeadlineLayer { calls: TaskTracker::new() }.layer(slow);
+        let cases = [("5m", true), ("5S", false)];
+        for (timeout, gone) in cases {
+            let request = http::Request::builder().header("grpc-timeout", timeout).body(()).unwrap();
+            service.call(request).await.unwrap();
+            let token = seen.lock().unwrap().last().unwrap().0.clone();
+            assert_eq!(token.is_cancelled(), gone, "deadline {timeout}");
+        }
+        service.call(http::Request::new(())).await.unwrap();
+        assert!(!seen.lock().unwrap().last().unwrap().0.is_cancelled(), "answered, no deadline");
+        // A client that disconnects drops its wait.
+        drop(service.call(http::Request::new(())));
+        assert!(seen.lock().unwrap().last().unwrap().0.is_cancelled(), "the client went away");
     }
 }

@@ -10,6 +10,7 @@ use tracing::Instrument;
 use crate::service::ImageService;
 
 use super::convert;
+use super::deadline::ClientGone;
 use super::stream::{batched, ListStream};
 
 pub struct ImageApi {
@@ -74,6 +75,7 @@ impl CriImageService for ImageApi {
         &self,
         request: Request<cri::PullImageRequest>,
     ) -> Result<Response<cri::PullImageResponse>, Status> {
+        let gone = request.extensions().get::<ClientGone>().cloned();
         let req = request.into_inner();
         let span = tracing::info_span!(
             "rpc",
@@ -83,7 +85,16 @@ impl CriImageService for ImageApi {
         async {
             let reference = convert::image_reference(req.image.as_ref())?;
             let auth = convert::credentials(req.auth.as_ref())?;
-            let id = self.images.pull(reference, auth).await?;
+            let pull = self.images.pull(reference, auth);
+            // A client that stops waiting leaves the pull to any other caller of the same
+            // image; with none, it is abandoned (image::puller).
+            let id = match gone {
+                Some(ClientGone(gone)) => tokio::select! {
+                    id = pull => id?,
+                    () = gone.cancelled() => return Err(Status::cancelled("the client stopped waiting for the pull")),
+                },
+                None => pull.await?,
+            };
             Ok(Response::new(cri::PullImageResponse { image_ref: id.to_string() }))
         }
         .instrument(span)

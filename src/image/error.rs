@@ -22,6 +22,13 @@ pub enum ImageError {
     TooLarge { image: String, what: String, hit: super::limits::LimitHit },
     #[error("pull of {image} made no progress for {secs}s while fetching {what}")]
     Stalled { image: String, what: String, secs: u64 },
+    #[error(
+        "pull of {image} received {} bytes in {}s while fetching {what}, below image.pull_min_bytes_per_second = {}",
+        slow.received, slow.window_secs, slow.bytes_per_second
+    )]
+    TooSlow { image: String, what: String, slow: super::rate::TooSlow },
+    #[error("pull of {image} was abandoned: every caller waiting for it went away")]
+    Abandoned { image: String },
     #[error("image {image} cannot be used: {reason}")]
     Unsupported { image: String, reason: String },
     #[error("layer {layer} of {image}: {source}")]
@@ -53,9 +60,11 @@ impl Classify for ImageError {
             ImageError::InvalidReference { .. } => ErrorKind::InvalidArgument,
             ImageError::NotFound(_) => ErrorKind::NotFound,
             ImageError::Unauthorized { .. } => ErrorKind::Unauthenticated,
-            ImageError::Registry { .. } | ImageError::LayerVanished(_) => ErrorKind::Unavailable,
+            ImageError::Registry { .. } | ImageError::LayerVanished(_) | ImageError::Abandoned { .. } => {
+                ErrorKind::Unavailable
+            }
             ImageError::DigestMismatch { .. } => ErrorKind::DataLoss,
-            ImageError::Stalled { .. } => ErrorKind::DeadlineExceeded,
+            ImageError::Stalled { .. } | ImageError::TooSlow { .. } => ErrorKind::DeadlineExceeded,
             ImageError::TooLarge { .. } => ErrorKind::ResourceExhausted,
             ImageError::Unsupported { .. } | ImageError::InUse { .. } => ErrorKind::FailedPrecondition,
             ImageError::Unpack { source, .. } => match source {

@@ -6,6 +6,8 @@ mod index;
 mod index_rebuild;
 mod limits;
 mod pull;
+mod puller;
+mod rate;
 pub mod reference;
 mod reference_syntax;
 mod registry;
@@ -15,7 +17,7 @@ pub mod unpack;
 
 pub use error::ImageError;
 pub use limits::{LimitHit, PullLimits, UnpackBudget};
-pub use pull::Puller;
+pub use puller::Puller;
 pub use reference::{ImageLookup, ImageName};
 pub use registry::Registries;
 pub use source::ImageSource;

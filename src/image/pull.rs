@@ -1,14 +1,12 @@
 //! Turning a manifest into a stored image: platform selection, config, layers downloaded
 //! and unpacked once, then one commit. Shared by registry pulls and layout imports.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use futures::future::{BoxFuture, FutureExt, Shared};
 use futures::{StreamExt, TryStreamExt};
-use oci_client::secrets::RegistryAuth;
 use oci_spec::image::{Arch, Descriptor, ImageConfiguration, ImageIndex, ImageManifest, Os};
 
 use crate::model::image::{Digest, ImageId, ImageRecord, LayerRecord};
@@ -18,7 +16,6 @@ use super::limits::LimitHit;
 use super::limits::PullLimits;
 use super::limits::UnpackBudget;
 use super::reference::ImageName;
-use super::registry::Registries;
 use super::source::{BlobRef, ImageSource, DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, OCI_MANIFEST};
 use super::store::ImageStore;
 use super::unpack::{layer_stats, unpack_layer};
@@ -31,78 +28,6 @@ const LAYER_MEDIA_TYPES: &[&str] = &[
     "application/vnd.docker.image.rootfs.diff.tar.gzip",
     "application/vnd.docker.image.rootfs.diff.tar.zstd",
 ];
-
-type SharedPull = Shared<BoxFuture<'static, Result<ImageId, Arc<ImageError>>>>;
-
-/// Pulls from registries; concurrent pulls of one reference share one download.
-pub struct Puller {
-    store: Arc<ImageStore>,
-    registries: Arc<Registries>,
-    max_downloads: usize,
-    inflight: Mutex<HashMap<String, SharedPull>>,
-}
-
-impl Puller {
-    pub fn new(store: Arc<ImageStore>, registries: Arc<Registries>, max_downloads: usize) -> Self {
-        Puller { store, registries, max_downloads, inflight: Mutex::new(HashMap::new()) }
-    }
-
-    /// Pulls `name`. The work runs as its own task: a caller that goes away (kubelet
-    /// timing out) does not abort it, and a retry joins it.
-    pub async fn pull(self: &Arc<Self>, name: ImageName, auth: RegistryAuth) -> Result<ImageId, Arc<ImageError>> {
-        let key = name.to_string();
-        let shared = {
-            let mut inflight = self.inflight.lock().unwrap_or_else(|p| p.into_inner());
-            match inflight.get(&key) {
-                Some(existing) => {
-                    tracing::info!(image = %key, "joining a pull already in progress");
-                    existing.clone()
-                }
-                None => {
-                    let this = self.clone();
-                    let task_key = key.clone();
-                    let task = tokio::spawn(async move {
-                        let result = this.pull_with_retry(&name, auth).await.map_err(Arc::new);
-                        this.inflight.lock().unwrap_or_else(|p| p.into_inner()).remove(&task_key);
-                        result
-                    });
-                    let shared = task
-                        .map(|joined| joined.unwrap_or_else(|e| Err(Arc::new(ImageError::Task(e.to_string())))))
-                        .boxed()
-                        .shared();
-                    inflight.insert(key, shared.clone());
-                    shared
-                }
-            }
-        };
-        shared.await
-    }
-
-    async fn pull_with_retry(&self, name: &ImageName, auth: RegistryAuth) -> Result<ImageId, ImageError> {
-        let started = Instant::now();
-        tracing::info!(image = %name, "pulling image");
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let (source, top, top_digest) = self.registries.open(name, auth.clone()).await?;
-            let limits = self.registries.limits().clone();
-            match store_image(&self.store, &source, name, top, top_digest, self.max_downloads, &limits).await {
-                // A concurrent removal took a shared layer between unpack and commit.
-                Err(ImageError::LayerVanished(layer)) if attempt < 3 => {
-                    tracing::warn!(image = %name, %layer, "layer removed concurrently, pulling again");
-                }
-                Err(e) => {
-                    tracing::warn!(image = %name, error = %e, "pull failed");
-                    return Err(e);
-                }
-                Ok(id) => {
-                    tracing::info!(image = %name, %id, elapsed_ms = started.elapsed().as_millis() as u64, "image pulled");
-                    return Ok(id);
-                }
-            }
-        }
-    }
-}
 
 /// Stores the image whose top-level manifest (or index) is `top`, naming it `name`. A pull
 /// that fails leaves no layer of its own behind.
@@ -117,7 +42,7 @@ pub async fn store_image(
 ) -> Result<ImageId, ImageError> {
     let pull = Pull { store, source, image: name.to_string(), limits, max_downloads, installed: Mutex::default() };
     let result = pull.run(name, top, top_digest).await;
-    let installed = pull.installed.into_inner().unwrap_or_else(|p| p.into_inner());
+    let installed = pull.take_installed();
     if result.is_err() && !installed.is_empty() {
         let store = store.clone();
         crate::blocking::spawn(move || store.discard_unindexed_layers(&installed))
@@ -138,7 +63,24 @@ struct Pull<'a> {
     installed: Mutex<Vec<Digest>>,
 }
 
+/// A pull dropped half-way (every caller went away) takes out the layers it installed, in
+/// the background; one that ended has handed them over already.
+impl Drop for Pull<'_> {
+    fn drop(&mut self) {
+        let installed = self.take_installed();
+        if !installed.is_empty() {
+            let store = self.store.clone();
+            drop(crate::blocking::spawn(move || store.discard_unindexed_layers(&installed)));
+        }
+    }
+}
+
 impl Pull<'_> {
+    /// The layers this pull installed, handed over: the pull no longer answers for them.
+    fn take_installed(&self) -> Vec<Digest> {
+        std::mem::take(&mut *self.installed.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
     async fn run(&self, name: &ImageName, top: Vec<u8>, top_digest: Digest) -> Result<ImageId, ImageError> {
         let (manifest_bytes, manifest_digest) =
             resolve_manifest(self.source, &self.image, top, top_digest.clone(), self.limits).await?;

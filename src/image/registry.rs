@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -25,6 +25,7 @@ use crate::model::image::Digest;
 use super::error::ImageError;
 use super::limits::LimitHit;
 use super::limits::PullLimits;
+use super::rate::{RateFloor, TooSlow};
 use super::reference::ImageName;
 use super::source::{BlobRef, ImageSource, MANIFEST_MEDIA_TYPES};
 
@@ -33,6 +34,8 @@ pub struct Registries {
     settings: BTreeMap<String, RegistryConfig>,
     loopback_plain_http: bool,
     progress_timeout: Duration,
+    min_bytes_per_second: u64,
+    rate_window: Duration,
     limits: PullLimits,
     clients: Mutex<HashMap<String, Arc<Client>>>,
     http: Mutex<HashMap<String, reqwest::Client>>,
@@ -44,6 +47,8 @@ impl Registries {
             settings: config.registries.clone(),
             loopback_plain_http: config.image.loopback_plain_http,
             progress_timeout: Duration::from_secs(config.image.pull_progress_timeout_secs),
+            min_bytes_per_second: config.image.pull_min_bytes_per_second,
+            rate_window: Duration::from_secs(config.image.pull_min_rate_window_secs),
             limits: PullLimits::from(&config.image),
             clients: Mutex::new(HashMap::new()),
             http: Mutex::new(HashMap::new()),
@@ -174,6 +179,15 @@ impl RegistrySource {
         ImageError::Stalled { image: self.name.to_string(), what: what.to_string(), secs: self.timeout().as_secs() }
     }
 
+    /// The rate floor of one transfer, from now.
+    fn floor(&self) -> RateFloor {
+        RateFloor::new(self.registries.min_bytes_per_second, self.registries.rate_window, Instant::now())
+    }
+
+    fn too_slow(&self, what: &str, slow: TooSlow) -> ImageError {
+        ImageError::TooSlow { image: self.name.to_string(), what: what.to_string(), slow }
+    }
+
     fn map_error(&self, e: OciDistributionError) -> ImageError {
         map_oci_error(e, self.host(), &self.name.to_string())
     }
@@ -229,6 +243,7 @@ impl RegistrySource {
             tokio::time::timeout(self.timeout(), fetch).await.map_err(|_| self.stalled("the manifest"))??;
         let mut body = response.bytes_stream();
         let mut bytes = Vec::new();
+        let mut floor = self.floor();
         loop {
             match tokio::time::timeout(self.timeout(), body.next()).await {
                 Err(_) => return Err(self.stalled("the manifest")),
@@ -238,6 +253,7 @@ impl RegistrySource {
                     if bytes.len() as u64 + chunk.len() as u64 > limit {
                         return Err(self.too_large("the manifest", limit));
                     }
+                    floor.record(chunk.len() as u64, Instant::now()).map_err(|e| self.too_slow("the manifest", e))?;
                     bytes.extend_from_slice(&chunk);
                 }
             }
@@ -311,6 +327,7 @@ impl ImageSource for RegistrySource {
         let mut file = tokio::io::BufWriter::new(tokio::fs::File::create(&path).await.map_err(stored)?);
         let mut hasher = sha2::Sha256::new();
         let mut received = 0u64;
+        let mut floor = self.floor();
         loop {
             let chunk = match tokio::time::timeout(self.timeout(), stream.next()).await {
                 Err(_) => return Err(self.stalled(&what)),
@@ -318,6 +335,7 @@ impl ImageSource for RegistrySource {
                 Ok(Some(chunk)) => chunk.map_err(|e| self.map_error(OciDistributionError::IoError(e)))?,
             };
             received += chunk.len() as u64;
+            floor.record(chunk.len() as u64, Instant::now()).map_err(|e| self.too_slow(&what, e))?;
             if received > blob.size {
                 // Cut at the descriptor's size: a registry cannot make a blob longer than
                 // the manifest (under its caps) said.

@@ -12,4 +12,30 @@ pub const MEMORY_RECLAIM: &str = "memory.reclaim";
 pub const IO_WEIGHT: &str = "io.weight";
 pub const IO_MAX: &str = "io.max";
 pub const CPU_WEIGHT: &str = "cpu.weight";
+pub const CPU_MAX: &str = "cpu.max";
+/// The period `cpu.max` has when its text names none, µs.
+pub const CPU_PERIOD_DEFAULT_US: u64 = 100_000;
+pub const CPU_STAT: &str = "cpu.stat";
 pub const CGROUP_PROCS: &str = "cgroup.procs";
+
+/// A `cpu.max` text's quota (None: "max") and period (None: not given), µs.
+pub fn cpu_max(text: &str) -> (Option<u64>, Option<u64>) {
+    let mut words = text.split_whitespace();
+    let quota = words.next().and_then(|q| q.parse().ok());
+    (quota, words.next().and_then(|p| p.parse().ok()))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn cpu_max_texts() {
+        for (text, want) in [
+            ("max 100000\n", (None, Some(100_000))),
+            ("20000 50000", (Some(20_000), Some(50_000))),
+            ("max", (None, None)),
+            ("", (None, None)),
+        ] {
+            assert_eq!(super::cpu_max(text), want, "{text:?}");
+        }
+    }
+}

@@ -16,13 +16,21 @@ use super::{api, rpc};
 /// Pods and containers per Synchronize message: well under ttrpc's 4 MiB for any pod.
 const SYNC_BATCH: usize = 64;
 
-/// The socket, 0600 in a 0700 directory it makes; a stale socket from an earlier run goes.
+/// The socket, 0600 in a 0700 directory it makes; a stale socket from an earlier run goes,
+/// but one that answers is another runtime's (containerd and CRI-O serve NRI at the same
+/// default path): `AddrInUse`, and it stays.
 pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
     use std::os::unix::fs::PermissionsExt;
     if let Some(dir) = path.parent() {
         if !dir.exists() {
             crate::store::private::create_dir_all(dir)?;
         }
+    }
+    if std::os::unix::net::UnixStream::connect(path).is_ok() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::AddrInUse,
+            format!("{} is served by another process", path.display()),
+        ));
     }
     match std::fs::remove_file(path) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
@@ -41,9 +49,18 @@ impl Nri {
         }
         let _ = self.domain.set(domain);
         if !self.config.disable_connections {
-            let listener = bind(&self.config.socket_path)?;
-            tokio::spawn(self.clone().accept_loop(listener));
-            tracing::info!(socket = %self.config.socket_path.display(), "NRI socket open");
+            match bind(&self.config.socket_path) {
+                Ok(listener) => {
+                    tokio::spawn(self.clone().accept_loop(listener));
+                    tracing::info!(socket = %self.config.socket_path.display(), "NRI socket open");
+                }
+                // Another runtime on the node serves NRI there: its plugins stay its own.
+                Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => tracing::warn!(
+                    error = %e,
+                    "NRI: external plugins cannot connect to swapcri; set [nri] socket_path to a path of its own"
+                ),
+                Err(e) => return Err(e),
+            }
         }
         super::launch::start_all(self).await;
         Ok(())

@@ -137,3 +137,24 @@ async fn plugins_are_synchronised_in_batches_called_in_index_order_and_conflicts
     drop(stub_again);
     drop(stub_a);
 }
+
+#[tokio::test]
+async fn a_socket_another_runtime_serves_is_left_alone_and_a_stale_one_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nri/nri.sock");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let theirs = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    let err = super::connect::bind(&path).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::AddrInUse, "{err}");
+    std::os::unix::net::UnixStream::connect(&path).expect("theirs still answers");
+    drop(theirs);
+    // The file of a listener that is gone is stale: ours takes its place.
+    let _ours = super::connect::bind(&path).unwrap();
+    std::os::unix::net::UnixStream::connect(&path).expect("ours answers");
+    // And a daemon whose socket is taken still starts, without it.
+    let mut config = config(dir.path());
+    config.socket_path = path.clone();
+    let nri = Nri::new(config);
+    let domain: Arc<dyn Domain> = Arc::new(FakeDomain { containers: 0, updated: Mutex::default() });
+    nri.start(Arc::downgrade(&domain)).await.unwrap();
+}

@@ -2,17 +2,23 @@
 //! writes, what restoring puts back, and which thrasher it ends first.
 //!
 //! A throttle only ever lowers: `memory.swap.high` down to the swap the container already
-//! uses (its swap may not grow further without the kernel slowing its allocations), and its
-//! `io.weight` / `cpu.weight` down to the configured weights (its swap-ins and reclaim yield
-//! to its neighbours), and its `io.max` read and write IOPS on each disk under the node's swap
-//! down to the configured cap (its swap traffic cannot take the disk from its neighbours,
-//! whatever the io controller weighs). A value already at or below the target is left as it
-//! is, so nothing kubelet set is ever raised.
+//! uses (its swap may not grow further without the kernel slowing its allocations), its
+//! `io.weight` / `cpu.weight` down to the configured weights, its `io.max` read and write
+//! IOPS on each disk under the node's swap down to the configured cap, and its `cpu.max`
+//! down to the configured share of a CPU (its swap-in faults and its own reclaim are CPU
+//! work). The weights rank the container only against the other containers of its pod (the
+//! kernel weighs the pod's group against other pods). The IOPS cap holds the container's file
+//! I/O; its swap I/O is charged to the cap but issued at once (the block throttle does not
+//! hold swap bios), so what slows its swapping is `memory.swap.high` and `cpu.max`. A
+//! value already at or below the target is left as it is, so nothing kubelet set is ever
+//! raised.
 
 use serde::{Deserialize, Serialize};
 
 use crate::config::GuardConfig;
-use crate::model::cgroup_files::{CPU_WEIGHT, IO_MAX, IO_WEIGHT, MEMORY_SWAP_HIGH};
+use crate::model::cgroup_files::{
+    cpu_max, CPU_MAX, CPU_PERIOD_DEFAULT_US, CPU_WEIGHT, IO_MAX, IO_WEIGHT, MEMORY_SWAP_HIGH,
+};
 use crate::model::memory::{MemoryPlan, QosClass};
 
 /// The pod annotation a priority is read from (kubelet sends none through the CRI).
@@ -51,6 +57,8 @@ pub struct ThrottleTargets {
     pub cpu_weight: u64,
     /// `io.max` riops and wiops on each swap disk while throttled (0: none).
     pub swap_iops: u64,
+    /// `cpu.max` while throttled, percent of one CPU (0: none).
+    pub cpu_percent: u64,
 }
 
 impl ThrottleTargets {
@@ -59,6 +67,7 @@ impl ThrottleTargets {
             io_weight: config.throttle_io_weight,
             cpu_weight: config.throttle_cpu_weight,
             swap_iops: config.throttle_swap_iops,
+            cpu_percent: config.throttle_cpu_percent,
         }
     }
 }
@@ -71,6 +80,7 @@ pub struct Current {
     pub io_weight: Option<String>,
     pub cpu_weight: Option<String>,
     pub io_max: Option<String>,
+    pub cpu_max: Option<String>,
 }
 
 /// One file the guard changed: what it held before and what the guard wrote.
@@ -92,6 +102,9 @@ fn iops(text: &str, dev: &str) -> (Option<u64>, Option<u64>) {
     let key = |k: &str| line.split_whitespace().find_map(|w| w.strip_prefix(k)).and_then(|v| v.parse().ok());
     (key("riops="), key("wiops="))
 }
+
+/// The least `cpu.max` quota the kernel takes, µs.
+const CPU_QUOTA_MIN_US: u64 = 1_000;
 
 /// The writes that throttle a thrasher, lowering only; `swap_disks` are the disks under the
 /// node's swap ("MAJ:MIN").
@@ -120,6 +133,12 @@ pub fn throttle(current: &Current, targets: ThrottleTargets, swap_disks: &[Strin
     if let Some(cpu) = &current.cpu_weight {
         let target = targets.cpu_weight;
         lower(CPU_WEIGHT, cpu, cpu.trim().parse().ok(), target, target.to_string());
+    }
+    if let (Some(text), true) = (&current.cpu_max, targets.cpu_percent > 0) {
+        let (quota, period) = cpu_max(text);
+        let period = period.unwrap_or(CPU_PERIOD_DEFAULT_US);
+        let target = (targets.cpu_percent * period / 100).max(CPU_QUOTA_MIN_US);
+        lower(CPU_MAX, text, quota, target, format!("{target} {period}"));
     }
     if let (Some(io_max), true) = (&current.io_max, targets.swap_iops > 0) {
         let target = targets.swap_iops;
@@ -178,7 +197,7 @@ pub fn victim<K: Ord>(candidates: &[Candidate<K>]) -> Option<&Candidate<K>> {
 mod tests {
     use super::*;
 
-    const T: ThrottleTargets = ThrottleTargets { io_weight: 10, cpu_weight: 10, swap_iops: 100 };
+    const T: ThrottleTargets = ThrottleTargets { io_weight: 10, cpu_weight: 10, swap_iops: 100, cpu_percent: 0 };
 
     fn plan(qos: QosClass, critical: Option<&str>) -> MemoryPlan {
         MemoryPlan::of_class(qos, critical)
@@ -221,6 +240,7 @@ mod tests {
             io_weight: file(io),
             cpu_weight: file(cpu),
             io_max: None,
+            cpu_max: None,
         }
     }
 
@@ -283,6 +303,26 @@ mod tests {
     }
 
     #[test]
+    fn cpu_max_is_capped_at_a_share_of_a_cpu_never_raised() {
+        let with = |text: &str| Current { cpu_max: Some(text.into()), ..Current::default() };
+        let t = ThrottleTargets { cpu_percent: 10, ..T };
+        let table = [
+            ("max 100000\n", vec![w("cpu.max", "max 100000", "10000 100000")]),
+            ("200000 100000\n", vec![w("cpu.max", "200000 100000", "10000 100000")]),
+            // The period kubelet chose stays.
+            ("max 50000\n", vec![w("cpu.max", "max 50000", "5000 50000")]),
+            // A limit already under the share stays.
+            ("5000 100000\n", vec![]),
+            // Never under the kernel's least quota.
+            ("max 5000\n", vec![w("cpu.max", "max 5000", "1000 5000")]),
+        ];
+        for (text, want) in table {
+            assert_eq!(throttle(&with(text), t, &[]), want, "{text:?}");
+        }
+        assert_eq!(throttle(&with("max 100000"), T, &[]), vec![], "0: no cap");
+    }
+
+    #[test]
     fn only_values_still_ours_are_put_back() {
         let table = [
             (w("memory.swap.high", "max", "12288"), "12288\n", true),
@@ -292,6 +332,8 @@ mod tests {
             (w("io.weight", "default 100", "default 10"), "default 50\n", false),
             (w("cpu.weight", "100", "10"), "10\n", true),
             (w("cpu.weight", "100", "10"), "39\n", false),
+            (w("cpu.max", "max 100000", "10000 100000"), "10000 100000\n", true),
+            (w("cpu.max", "max 100000", "10000 100000"), "20000 100000\n", false),
             (
                 w("io.max", "8:0 riops=max wiops=max", "8:0 riops=100 wiops=100"),
                 "8:0 rbps=max wbps=max riops=100 wiops=100\n",

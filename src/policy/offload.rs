@@ -8,7 +8,8 @@
 //! it ask for more than the anonymous memory the container's processes left untouched over
 //! each of the last two spans between looks (the kernel's accessed bits): a container that
 //! touched all of it in either is not probed at all, so a hot working set, or one that was
-//! only kept off a CPU for a moment, loses nothing to it.
+//! only kept off a CPU for a moment, loses nothing to it. A container that ran but is reported
+//! to have touched almost nothing is not believed (`untouched`) and is not probed either.
 
 use serde::Serialize;
 
@@ -67,8 +68,49 @@ pub struct Sample {
     pub swap_current: u64,
     /// `memory.swap.max` in bytes (None: "max").
     pub swap_max: Option<u64>,
-    /// Anonymous bytes the kernel saw no access to since the last look (None: unknown).
-    pub idle_anon: Option<u64>,
+    /// Anonymous memory the kernel saw no access to since the last look.
+    pub idle_anon: Untouched,
+}
+
+/// What the kernel's accessed bits say of a container's anonymous memory over a span.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Untouched {
+    /// Not read: a span too short, a process or the CPU time unreadable, too many processes.
+    #[default]
+    Unknown,
+    /// Read but not believed (`untouched`).
+    NotSeen,
+    /// Bytes left untouched.
+    Bytes(u64),
+}
+
+impl Untouched {
+    fn bytes(self) -> Option<u64> {
+        match self {
+            Untouched::Bytes(b) => Some(b),
+            Untouched::Unknown | Untouched::NotSeen => None,
+        }
+    }
+}
+
+/// CPU time, in thousandths of a span, from which a container reported to have touched
+/// less than `MIN_STEP` is not believed.
+const BLIND_CPU_PER_MILLE: u64 = 10;
+
+/// Anonymous bytes left untouched over a span of `span_us`, from `anon` and the bytes the
+/// kernel's accessed bits say the container's processes touched; `NotSeen` when those bits
+/// cannot be believed, `Unknown` without the CPU time used (`ran_us`). x86 Linux does not flush the TLB when it clears accessed bits
+/// (`clear_refs`, and reclaim's own aging), and a CPU sets them only when it walks the page
+/// tables: a process whose working set stays in the TLB (a small one, one in huge pages, one
+/// that never leaves its CPU) keeps touching it and is reported to touch nothing. A
+/// container that used the CPU for at least 1 % of the span (`ran_us`) yet is reported to
+/// have touched less than the smallest step is such a case.
+pub fn untouched(anon: u64, touched: u64, ran_us: Option<u64>, span_us: u64) -> Untouched {
+    match ran_us {
+        None => Untouched::Unknown,
+        Some(ran) if ran * 1000 >= span_us * BLIND_CPU_PER_MILLE && touched < MIN_STEP => Untouched::NotSeen,
+        Some(_) => Untouched::Bytes(anon.saturating_sub(touched)),
+    }
 }
 
 /// What to do at this look.
@@ -92,6 +134,8 @@ pub enum Why {
     SwapShareFull,
     /// Every anonymous page was touched since the last look: all of it is working set.
     WorkingSet,
+    /// The container ran, yet the kernel saw it touch almost nothing: what is idle is not known.
+    NotSeen,
 }
 
 /// One container's offload, fed a sample per look.
@@ -148,8 +192,8 @@ impl Offloader {
         let cfg = self.settings;
         let wait = |why| Step::Wait { why };
         // Idle over this span and the one before it.
-        let before = std::mem::replace(&mut self.last_idle, s.idle_anon);
-        let idle = s.idle_anon.zip(before).map(|(a, b)| a.min(b));
+        let before = std::mem::replace(&mut self.last_idle, s.idle_anon.bytes());
+        let idle = s.idle_anon.bytes().zip(before).map(|(a, b)| a.min(b));
         let Some(prev) = self.last_sample(s) else { return wait(Why::Measuring) };
         let span_us = (s.at_ms - prev.at_ms) as f64 * 1000.0;
         let pressure = (s.some_us - prev.some_us) as f64 * 100.0 / span_us;
@@ -176,7 +220,9 @@ impl Offloader {
         if self.last_step() > 0 {
             self.backoff /= 2;
         }
-        let Some(idle) = idle else { return wait(Why::Measuring) };
+        let Some(idle) = idle else {
+            return wait(if s.idle_anon == Untouched::NotSeen { Why::NotSeen } else { Why::Measuring });
+        };
         if idle < MIN_STEP {
             return wait(Why::WorkingSet);
         }
@@ -216,7 +262,7 @@ mod tests {
             memory_current: current,
             swap_current: swap,
             swap_max: Some(256 * MIB),
-            idle_anon: Some(current),
+            idle_anon: Untouched::Bytes(current),
         }
     }
 
@@ -224,6 +270,27 @@ mod tests {
         match step {
             Step::Reclaim { bytes } => bytes,
             Step::Wait { .. } => 0,
+        }
+    }
+
+    #[test]
+    fn accessed_bits_are_believed_unless_the_container_ran_and_touched_nothing() {
+        use Untouched::*;
+        const S: u64 = 5_000_000;
+        let cases = [
+            // anon, touched, CPU used, span: untouched
+            (64 * MIB, 0, Some(0), S, Bytes(64 * MIB)),
+            (64 * MIB, 0, Some(S / 100 - 1), S, Bytes(64 * MIB)),
+            (64 * MIB, 0, Some(S / 100), S, NotSeen),
+            (64 * MIB, 0, Some(S), S, NotSeen),
+            (64 * MIB, MIN_STEP - 4096, Some(S), S, NotSeen),
+            (64 * MIB, MIN_STEP, Some(S), S, Bytes(64 * MIB - MIN_STEP)),
+            (64 * MIB, 64 * MIB, Some(S), S, Bytes(0)),
+            (MIB, 2 * MIB, Some(0), S, Bytes(0)),
+            (64 * MIB, 0, None, S, Unknown),
+        ];
+        for (anon, touched, ran, span, want) in cases {
+            assert_eq!(untouched(anon, touched, ran, span), want, "{anon} {touched} {ran:?}");
         }
     }
 
@@ -256,7 +323,10 @@ mod tests {
     #[test]
     fn a_touched_working_set_is_never_probed_and_the_part_idle_over_two_spans_is_the_most_asked() {
         let mut o = Offloader::new(Settings::default());
-        let with_idle = |n, idle| Sample { idle_anon: idle, ..at(n, 0, 0, 64 * MIB, 0) };
+        let with_idle = |n, idle: Option<u64>| Sample {
+            idle_anon: idle.map_or(Untouched::Unknown, Untouched::Bytes),
+            ..at(n, 0, 0, 64 * MIB, 0)
+        };
         o.look(with_idle(0, None));
         assert_eq!(o.look(with_idle(1, Some(MIB / 8))), Step::Wait { why: Why::Measuring }, "one span only");
         for n in 2..=20 {
@@ -264,15 +334,17 @@ mod tests {
         }
         assert_eq!(o.requested, 0);
         assert_eq!(o.look(with_idle(21, None)), Step::Wait { why: Why::Measuring }, "accessed bits unknown");
-        assert_eq!(o.look(with_idle(22, Some(32 * MIB))), Step::Wait { why: Why::Measuring }, "one span only");
+        let blind = Sample { idle_anon: Untouched::NotSeen, ..with_idle(22, None) };
+        assert_eq!(o.look(blind), Step::Wait { why: Why::NotSeen }, "accessed bits not believed");
+        assert_eq!(o.look(with_idle(23, Some(32 * MIB))), Step::Wait { why: Why::Measuring }, "one span only");
         // 2 % of 64 MiB would be 1.28 MiB; only 512 KiB (and a bit) went untouched in this span.
-        assert_eq!(o.look(with_idle(23, Some(MIB / 2 + 100))), Step::Reclaim { bytes: MIB / 2 });
+        assert_eq!(o.look(with_idle(24, Some(MIB / 2 + 100))), Step::Reclaim { bytes: MIB / 2 });
         // Idle now, but not over the span before: the smaller of the two.
-        assert_eq!(o.look(with_idle(24, Some(32 * MIB))), Step::Reclaim { bytes: MIB / 2 });
+        assert_eq!(o.look(with_idle(25, Some(32 * MIB))), Step::Reclaim { bytes: MIB / 2 });
         // Idle over both: 8 % (growth 4) of 64 MiB, whole pages.
-        assert_eq!(o.look(with_idle(25, Some(32 * MIB))), Step::Reclaim { bytes: 5_365_760 }, "1,310 pages");
+        assert_eq!(o.look(with_idle(26, Some(32 * MIB))), Step::Reclaim { bytes: 5_365_760 }, "1,310 pages");
         // Touched in this span: nothing, whatever the span before said.
-        assert_eq!(o.look(with_idle(26, Some(0))), Step::Wait { why: Why::WorkingSet });
+        assert_eq!(o.look(with_idle(27, Some(0))), Step::Wait { why: Why::WorkingSet });
     }
 
     /// Pages touched less often than the looks come look idle; the refaults tell.

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use crate::cgroup::control;
 use crate::model::ids::ContainerId;
 use crate::model::memory::QosClass;
-use crate::policy::offload::{Offloader, Sample, Settings, Step};
+use crate::policy::offload::{self, Offloader, Sample, Settings, Step, Untouched};
 use crate::policy::thrash::ThrashState;
 use crate::process_tree;
 
@@ -27,16 +27,42 @@ use super::supervisor::Supervisor;
 /// the offload leaves the container alone.
 const MAX_PROCESSES: usize = 1024;
 
-/// A look at the group's files, and at the accessed pages of `processes` (the group's, or
-/// None when they were not counted: a span too short, too many of them); None when it has
-/// no swap share (NoSwap, or unlimited).
-fn sample(dir: &Path, at_ms: u64, processes: Option<&[i32]>) -> Option<Sample> {
+/// When a container's accessed bits were last cleared, and the CPU time its group had used
+/// then.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    started: Instant,
+    cpu_us: Option<u64>,
+}
+
+/// What the accessed bits of a span said: bytes touched and CPU time used over it.
+#[derive(Debug, Clone, Copy)]
+struct Touched {
+    bytes: u64,
+    ran_us: Option<u64>,
+}
+
+/// A look at the group's files, and at the accessed pages of `processes` over `span`, with
+/// its age (None when they are not counted: a span too short, too many processes); None when
+/// the group has no swap share (NoSwap, or unlimited).
+fn sample(
+    dir: &Path,
+    at_ms: u64,
+    processes: Option<&[i32]>,
+    span: Option<(Span, Duration)>,
+) -> Option<(Sample, Option<Touched>)> {
     let f = control::offload_figures(dir)?;
     // A process whose figure cannot be read counts as unknown, not as having touched nothing:
     // the look then takes nothing.
-    let touched = |pids: &[i32]| pids.iter().map(|pid| process_tree::referenced(*pid)).sum::<Option<u64>>();
-    let idle_anon = processes.and_then(touched).map(|touched| f.anon.saturating_sub(touched));
-    Some(Sample {
+    let touched = processes.zip(span).and_then(|(pids, (span, _))| {
+        let bytes = pids.iter().map(|pid| process_tree::referenced(*pid)).sum::<Option<u64>>()?;
+        let ran_us = control::cpu_usage_us(dir).zip(span.cpu_us).map(|(now, then)| now.saturating_sub(then));
+        Some(Touched { bytes, ran_us })
+    });
+    let idle_anon = touched.zip(span).map_or(Untouched::Unknown, |(t, (_, age))| {
+        offload::untouched(f.anon, t.bytes, t.ran_us, age.as_micros() as u64)
+    });
+    let sample = Sample {
         at_ms,
         some_us: f.some_us,
         refaults: f.refaults,
@@ -44,14 +70,16 @@ fn sample(dir: &Path, at_ms: u64, processes: Option<&[i32]>) -> Option<Sample> {
         swap_current: f.swap_current,
         swap_max: Some(f.swap_max),
         idle_anon,
-    })
+    };
+    Some((sample, touched))
 }
 
 /// Starts the next span of accessed bits.
-fn clear_accessed(pids: &[i32]) {
+fn clear_accessed(dir: &Path, pids: &[i32]) -> Span {
     for pid in pids {
         process_tree::clear_referenced(*pid);
     }
+    Span { started: Instant::now(), cpu_us: control::cpu_usage_us(dir) }
 }
 
 /// Offloads cold memory for the daemon's life (opt-in; cgroup v2 with PSI).
@@ -71,7 +99,7 @@ pub(super) async fn run(sup: Arc<Supervisor>, pods: Arc<dyn Pods>) {
     // When each container's accessed bits were last cleared: a span much shorter than the
     // interval (a look hurried after one a slow reclaim delayed) would take pages touched
     // less often than that for idle ones, so it is not read, and runs on to the next look.
-    let mut cleared: HashMap<ContainerId, Instant> = HashMap::new();
+    let mut cleared: HashMap<ContainerId, Span> = HashMap::new();
     let interval = Duration::from_secs(config.interval_seconds);
     let shortest_span = interval * 4 / 5;
     let mut tick = tokio::time::interval(interval);
@@ -87,19 +115,20 @@ pub(super) async fn run(sup: Arc<Supervisor>, pods: Arc<dyn Pods>) {
         eligible.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
         for (id, dir) in eligible {
             let at_ms = clock.elapsed().as_millis() as u64;
-            let span = cleared.get(&id).map(Instant::elapsed);
-            let complete = span.is_some_and(|s| s >= shortest_span);
+            let span = cleared.get(&id).map(|s| (*s, s.started.elapsed()));
+            let span_ms = span.map(|(_, age)| age.as_millis() as u64);
+            let complete = span.filter(|(_, age)| *age >= shortest_span);
             // Read once a look: the same processes are counted, then cleared.
             let (pids, s) = crate::blocking::run(|| {
                 let pids = control::processes(&dir, MAX_PROCESSES);
-                let s = sample(&dir, at_ms, pids.as_deref().filter(|_| complete));
+                let s = sample(&dir, at_ms, pids.as_deref(), complete);
                 (pids, s)
             });
-            let Some(s) = s else { continue };
+            let Some((s, touched)) = s else { continue };
             let o = offloaders.entry(id.clone()).or_insert_with(|| Offloader::new(settings));
             let step = o.look(s);
-            let span_ms = span.map(|d| d.as_millis() as u64);
-            tracing::debug!(container = %id, idle_anon = ?s.idle_anon, span_ms = ?span_ms, step = ?step, "offload look");
+            tracing::debug!(container = %id, idle_anon = ?s.idle_anon, touched = ?touched.map(|t| t.bytes),
+                ran_us = ?touched.and_then(|t| t.ran_us), span_ms = ?span_ms, step = ?step, "offload look");
             if let Step::Reclaim { bytes } = step {
                 Counters::add(&sup.counters.offload_requested, bytes);
                 let d = dir.clone();
@@ -109,9 +138,9 @@ pub(super) async fn run(sup: Arc<Supervisor>, pods: Arc<dyn Pods>) {
                     Err(e) => tracing::warn!(container = %id, error = %e, "offload task failed"),
                 }
             }
-            if complete || span.is_none() {
-                crate::blocking::run(|| clear_accessed(pids.as_deref().unwrap_or_default()));
-                cleared.insert(id.clone(), Instant::now());
+            if complete.is_some() || span.is_none() {
+                let next = crate::blocking::run(|| clear_accessed(&dir, pids.as_deref().unwrap_or_default()));
+                cleared.insert(id.clone(), next);
             }
             sup.offload.set(&id, o);
         }

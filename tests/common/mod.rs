@@ -8,6 +8,7 @@ pub mod node;
 pub mod pods;
 pub mod registry;
 pub mod spdy_client;
+pub mod subnet;
 pub mod ws_client;
 
 use std::path::{Path, PathBuf};
@@ -53,6 +54,14 @@ impl Daemon {
             std::fs::create_dir_all(&net_d).unwrap();
             std::fs::write(net_d.join("99-loopback.conflist"), LOOPBACK_CONFLIST).unwrap();
             extra.push_str(&format!("\n[network]\nconfig_dir = \"{}\"\n", net_d.display()));
+        }
+        if !extra.contains("[nri]") {
+            // NRI is on by default: each test daemon serves it on a socket of its own, with no
+            // pre-installed plugins, never the node's.
+            extra.push_str(&format!(
+                "\n[nri]\nsocket_path = \"{root}/run/nri.sock\"\nplugin_path = \"{root}/nri-plugins\"\nplugin_config_path = \"{root}/nri-conf\"\n",
+                root = root.display()
+            ));
         }
         let config = format!(
             "socket = \"{root}/run/swapcri.sock\"\nstate_root = \"{root}/state\"\nrun_root = \"{root}/run\"\nlog_level = \"swapcri=debug,info\"\n{extra}\n",

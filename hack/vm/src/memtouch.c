@@ -7,8 +7,10 @@
  * cold:  then sleeps forever, touching nothing (memory that may go to swap and stay there);
  * once:  then exits;
  * probe: a latency probe: every 200 ms touches every page and prints
- *        "probe <epoch ms> <us>", the time from when the round was due to when it was done
- *        (waiting for a CPU and for pages brought back from swap both count);
+ *        "probe <epoch ms> <us> <touch us> <fsync us> <read us>": the time from when the
+ *        round was due to when it was done (waiting for a CPU and for pages brought back
+ *        from swap both count), and how much of it the touch and the disk probe's file
+ *        work took (the rest is the wait for the CPU after the timer fired);
  * disk:  the probe of a service that also reads and syncs files: each round also rewrites
  *        64 KiB of ./memtouch.log and fsyncs it, and reads 64 KiB of ./memtouch.dat (16 MiB,
  *        written at the start) after dropping it from the page cache, so the disk is read.
@@ -41,14 +43,19 @@ static void hot(unsigned char *mem, size_t size, long page, long long until) {
   }
 }
 
-/* One round of file work for the disk probe: a synced write and an uncached read. */
-static void file_round(int log, int dat, unsigned char round) {
+/* One round of file work for the disk probe: a synced write and an uncached read; the ns
+ * each took in spent[0] and spent[1]. */
+static void file_round(int log, int dat, unsigned char round, long long spent[2]) {
   static unsigned char buf[65536];
+  long long t0 = ns(CLOCK_MONOTONIC);
   memset(buf, round, sizeof buf);
   if (pwrite(log, buf, sizeof buf, 0) != (ssize_t)sizeof buf || fsync(log) != 0) perror("memtouch.log");
+  long long t1 = ns(CLOCK_MONOTONIC);
   off_t at = (off_t)(round % 256) * sizeof buf;
   posix_fadvise(dat, at, sizeof buf, POSIX_FADV_DONTNEED);
   if (pread(dat, buf, sizeof buf, at) != (ssize_t)sizeof buf) perror("memtouch.dat");
+  spent[0] = t1 - t0;
+  spent[1] = ns(CLOCK_MONOTONIC) - t1;
 }
 
 static int disk_files(int *log, int *dat) {
@@ -74,10 +81,13 @@ static void probe(unsigned char *mem, size_t size, long page, int disk) {
     due += 200000000LL;
     struct timespec at = {due / 1000000000LL, due % 1000000000LL};
     clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &at, NULL);
+    long long t0 = ns(CLOCK_MONOTONIC), spent[2] = {0, 0};
     touch(mem, size, page, round);
-    if (disk) file_round(log, dat, round);
+    long long touched = ns(CLOCK_MONOTONIC) - t0;
+    if (disk) file_round(log, dat, round, spent);
     long long late = ns(CLOCK_MONOTONIC) - due;
-    printf("probe %lld %lld\n", ns(CLOCK_REALTIME) / 1000000LL, late / 1000LL);
+    printf("probe %lld %lld %lld %lld %lld\n", ns(CLOCK_REALTIME) / 1000000LL, late / 1000LL, touched / 1000LL,
+           spent[0] / 1000LL, spent[1] / 1000LL);
     fflush(stdout);
   }
 }
