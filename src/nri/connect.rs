@@ -228,7 +228,14 @@ impl rpc::RuntimeHandler for Connection {
         let (Some(nri), Some(id)) = (self.nri.upgrade(), self.id.get()) else {
             return Err("the plugin is not registered".into());
         };
-        let failed = nri.apply_updates(id, request.update, request.evict).await;
+        let failed = nri.apply_updates(id, request.update, Vec::new()).await;
+        // An eviction stops a container, which is an event for every plugin, this one
+        // included: its calls go out one at a time, so a plugin asking from inside an event
+        // handler would wait on itself. The answer does not wait for the evictions.
+        if !request.evict.is_empty() {
+            let id = id.clone();
+            tokio::spawn(async move { nri.apply_updates(&id, Vec::new(), request.evict).await });
+        }
         Ok(api::UpdateContainersResponse { failed })
     }
 }

@@ -32,14 +32,18 @@ impl Nri {
         self.connected().into_iter().filter(|p| p.subscribed(event)).collect()
     }
 
-    /// Counts the call; a plugin that timed out or went away is dropped.
-    async fn outcome<T>(
+    /// Counts the call; a plugin that timed out or went away is dropped. One dropped while
+    /// the call waited its turn is passed over, as if it had gone before the event.
+    async fn outcome<T: Default>(
         &self,
         plugin: &Arc<Plugin>,
         event: &'static str,
         started: Instant,
         result: Result<T, CallError>,
     ) -> Result<T, NriError> {
+        if let Err(CallError::Closed) = result {
+            return Ok(T::default());
+        }
         self.stats.observe(&plugin.id, event, started.elapsed(), result.is_err());
         let e = match result {
             Ok(v) => return Ok(v),

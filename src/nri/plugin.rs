@@ -55,9 +55,8 @@ pub const VALID_EVENTS: u32 = (1 << (api::Event::Last as u32 - 1)) - 1;
 pub struct Plugin {
     pub id: PluginId,
     events: AtomicU32,
-    client: Client,
+    client: rpc::PluginClient,
     request_timeout: Duration,
-    closed: AtomicBool,
     /// Told when the runtime closes the plugin, so its connection is let go.
     gone: tokio::sync::Notify,
     /// Answered Unimplemented for a dedicated event method: it takes StateChange only.
@@ -101,9 +100,8 @@ impl Plugin {
         Plugin {
             id,
             events: AtomicU32::new(0),
-            client: pending.client,
+            client: rpc::PluginClient::new(pending.client),
             request_timeout,
-            closed: AtomicBool::new(false),
             gone: tokio::sync::Notify::new(),
             state_change_only: AtomicBool::new(false),
             _mux: pending.mux,
@@ -122,7 +120,7 @@ impl Plugin {
             request_timeout: self.request_timeout.as_millis() as i64,
             nri_version: super::rpc::NRI_VERSION.into(),
         };
-        let reply: api::ConfigureResponse = rpc::call(&self.client, "Configure", &request, registration).await?;
+        let reply: api::ConfigureResponse = self.client.call("Configure", &request, registration).await?;
         let mut events = reply.events as u32 & VALID_EVENTS;
         if events == 0 {
             // Every event; validation is asked for by name only.
@@ -146,13 +144,13 @@ impl Plugin {
     }
 
     pub fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::Relaxed)
+        self.client.is_closed()
     }
 
     /// Marks the plugin gone (the caller removes it from the list) and ends its connection
     /// and process in the background: a request never waits on a plugin going away.
     pub fn close(self: &Arc<Self>) {
-        if self.closed.swap(true, Ordering::Relaxed) {
+        if self.client.close() {
             return;
         }
         self.gone.notify_one();
@@ -176,7 +174,7 @@ impl Plugin {
         request: &Req,
         timeout: Option<Duration>,
     ) -> Result<Resp, CallError> {
-        rpc::call(&self.client, method, request, timeout.unwrap_or(self.request_timeout)).await
+        self.client.call(method, request, timeout.unwrap_or(self.request_timeout)).await
     }
 
     /// A pod or container event: its dedicated method, or StateChange (and an empty reply)

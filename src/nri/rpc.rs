@@ -3,6 +3,7 @@
 //! protobuf library than ours).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,6 +28,9 @@ pub enum CallError {
     Connection(String),
     #[error("undecodable answer: {0}")]
     Decode(#[from] prost::DecodeError),
+    /// The plugin was dropped while the call waited its turn.
+    #[error("the plugin was dropped")]
+    Closed,
 }
 
 impl CallError {
@@ -37,8 +41,50 @@ impl CallError {
     }
 }
 
+/// A plugin's client whose calls go out one at a time, in the order they were made. The
+/// ttrpc client numbers a request before it queues the frame, so two calls at once could
+/// reach the socket with the higher stream ID first, and a Go ttrpc server refuses the
+/// lower one ("StreamID cannot be re-used and must increment").
+pub struct PluginClient {
+    client: ttrpc::r#async::Client,
+    /// Fair: waiting calls take their turn first come, first served.
+    turn: tokio::sync::Mutex<()>,
+    closed: AtomicBool,
+}
+
+impl PluginClient {
+    pub fn new(client: ttrpc::r#async::Client) -> PluginClient {
+        PluginClient { client, turn: tokio::sync::Mutex::new(()), closed: AtomicBool::new(false) }
+    }
+
+    /// Calls `method` once the calls before it are answered; `timeout` counts from when it
+    /// goes out (each call before it is bounded by its own). A call whose plugin was
+    /// dropped meanwhile fails at once with `Closed`.
+    pub async fn call<Req: prost::Message, Resp: prost::Message + Default>(
+        &self,
+        method: &str,
+        request: &Req,
+        timeout: Duration,
+    ) -> Result<Resp, CallError> {
+        let _turn = self.turn.lock().await;
+        if self.is_closed() {
+            return Err(CallError::Closed);
+        }
+        call(&self.client, method, request, timeout).await
+    }
+
+    /// Marks the client dropped; true if it already was.
+    pub fn close(&self) -> bool {
+        self.closed.swap(true, Ordering::Relaxed)
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Relaxed)
+    }
+}
+
 /// Calls `method` of the plugin's service, waiting at most `timeout`.
-pub async fn call<Req: prost::Message, Resp: prost::Message + Default>(
+async fn call<Req: prost::Message, Resp: prost::Message + Default>(
     client: &ttrpc::r#async::Client,
     method: &str,
     request: &Req,
@@ -143,3 +189,59 @@ fn respond<M: prost::Message>(result: Result<M, String>) -> ttrpc::Response {
 
 /// The NRI revision swapcri speaks.
 pub const NRI_VERSION: &str = "v0.12.1";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A plugin's side read frame by frame: each request is answered with an empty
+    /// response (status OK) once its stream ID is checked against the one before.
+    async fn answer_in_order(mut socket: tokio::io::DuplexStream, calls: usize) -> Vec<u32> {
+        let mut ids = Vec::with_capacity(calls);
+        for _ in 0..calls {
+            let mut header = [0u8; 10];
+            socket.read_exact(&mut header).await.unwrap();
+            let length = u32::from_be_bytes(header[0..4].try_into().unwrap()) as usize;
+            let stream = u32::from_be_bytes(header[4..8].try_into().unwrap());
+            let mut body = vec![0u8; length];
+            socket.read_exact(&mut body).await.unwrap();
+            ids.push(stream);
+            let mut reply = [0u8; 10];
+            reply[4..8].copy_from_slice(&stream.to_be_bytes());
+            reply[8] = 2; // a response
+            socket.write_all(&reply).await.unwrap();
+        }
+        ids
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_calls_reach_the_plugin_in_stream_order() {
+        const CALLS: usize = 400;
+        let (ours, theirs) = tokio::io::duplex(1 << 16);
+        let client =
+            Arc::new(PluginClient::new(ttrpc::r#async::Client::new(ttrpc::r#async::transport::Socket::new(ours))));
+        let plugin = tokio::spawn(answer_in_order(theirs, CALLS));
+        let calls = (0..CALLS).map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                client.call::<_, api::Empty>("StartContainer", &api::Empty {}, Duration::from_secs(10)).await
+            })
+        });
+        for result in futures::future::join_all(calls).await {
+            result.unwrap().unwrap();
+        }
+        let ids = plugin.await.unwrap();
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "stream IDs out of order: {ids:?}");
+    }
+
+    #[tokio::test]
+    async fn a_closed_client_refuses_calls_at_once() {
+        let (ours, _theirs) = tokio::io::duplex(1024);
+        let client = PluginClient::new(ttrpc::r#async::Client::new(ttrpc::r#async::transport::Socket::new(ours)));
+        assert!(!client.close());
+        assert!(client.close(), "closed once");
+        let result = client.call::<_, api::Empty>("StartContainer", &api::Empty {}, Duration::from_secs(10)).await;
+        assert!(matches!(result, Err(CallError::Closed)), "{result:?}");
+    }
+}

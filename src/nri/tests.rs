@@ -158,3 +158,45 @@ async fn a_socket_another_runtime_serves_is_left_alone_and_a_stale_one_replaced(
     let domain: Arc<dyn Domain> = Arc::new(FakeDomain { containers: 0, updated: Mutex::default() });
     nri.start(Arc::downgrade(&domain)).await.unwrap();
 }
+
+/// Hangs in StartContainer, well past the request timeout.
+struct Hangs;
+
+#[async_trait]
+impl Handler for Hangs {
+    async fn event(&self, method: &str, _p: Option<api::PodSandbox>, _c: Option<api::Container>) -> Result<(), String> {
+        if method == "StartContainer" {
+            tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn events_queued_behind_a_plugin_that_hangs_pass_it_over_once_it_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(dir.path());
+    config.request_timeout_ms = 300;
+    let nri = Arc::new(Nri::new(config));
+    let domain: Arc<dyn Domain> = Arc::new(FakeDomain { containers: 0, updated: Mutex::default() });
+    nri.start(Arc::downgrade(&domain)).await.unwrap();
+    let _stub = Stub::connect(&dir.path().join("nri.sock"), "10", "hangs", Arc::new(Hangs)).await.unwrap();
+    wait_for_plugins(&nri, 1).await;
+    let pod = api::PodSandbox { id: "p".into(), ..Default::default() };
+    let started = std::time::Instant::now();
+    let starts = (0..3).map(|n| {
+        let (nri, pod) = (nri.clone(), pod.clone());
+        tokio::spawn(async move {
+            let container = api::Container { id: format!("c{n}"), ..Default::default() };
+            nri.start_container(&pod, &container).await
+        })
+    });
+    let results: Vec<_> = futures::future::join_all(starts).await.into_iter().map(Result::unwrap).collect();
+    let elapsed = started.elapsed();
+    // The first call to go out times out and drops the plugin; the two that waited their
+    // turn behind it pass it over instead of each waiting a timeout of their own.
+    let timeouts = results.iter().filter(|r| matches!(r, Err(NriError::Timeout { .. }))).count();
+    assert_eq!((timeouts, results.iter().filter(|r| r.is_ok()).count()), (1, 2), "{results:?}");
+    assert!(elapsed < std::time::Duration::from_millis(900), "{elapsed:?}");
+    assert!(nri.plugin_names().is_empty());
+}
