@@ -67,6 +67,11 @@ if [ -f /proc/pressure/io ] && [ -f /proc/pressure/memory ]; then
     TH=$(GLIMITS="--memory-limit $((64 * MI)) --unified memory.swap.max=$((512 * MI))" gctr th-$ACTION /kubepods/burstable/podth$ACTION "320 hot 900")
     DET=$(wait_for 180 is_thrashing "$TH")
     ACT=$(wait_for 20 is_acted "$TH") GA=$(gaction "$TH")
+    if [ "$ACTION" = throttle ]; then
+      # io.cost weighs the container only within its pod: the pod's weight is lowered too.
+      POD_W=$(awk '$1 == "default" { print $2 }' "$(dirname "$(cg "$TH")")/io.weight" 2>/dev/null)
+      check guard-disk-pod-throttled '[ "$POD_W" = 10 ]' "the thrasher's pod: io.weight default ${POD_W:-absent} while throttled"
+    fi
     [ "$ACTION" = kill ] && sleep 15 # kill_after_seconds, then the kill
     note "guard-disk $ACTION: the thrasher's files: swap.high=$(value "$TH" memory.swap.high) cpu.max=$(value "$TH" cpu.max | tr ' ' :) io.max=[$(value "$TH" io.max | tr ' \n' ':,')]"
     set -- $(measure "$NB" "$TH")

@@ -114,6 +114,9 @@ check system-swap-max '[ "$SYS_SWAP" = 0 ]' "system.slice memory.swap.max=$SYS_S
 SYS_IO=$(grep "^$VDA " $SYS/io.weight 2>/dev/null)
 check system-io-weight '[ "$SYS_IO" = "$VDA 1000" ] && echo "$STATUS" | grep -q "io.latency unsupported"' \
   "system.slice io.weight has '$SYS_IO' for vda $VDA; io.latency reported unsupported; $(grep "^$VDA " /sys/fs/cgroup/io.cost.qos | cut -d' ' -f1-2)"
+QOS=$(grep "^$VDA " /sys/fs/cgroup/io.cost.qos 2>/dev/null)
+check io-cost-latency-targets 'echo "$QOS" | grep -q "enable=1 ctrl=user rpct=95.00 rlat=10000 wpct=95.00 wlat=10000"' \
+  "io.cost.qos of the swap disk $VDA: $QOS"
 check system-zram-unprotectable 'echo "$STATUS" | grep -q "zram has no disk to protect"' "zram noted as having no disk"
 
 REQ=$((128 * MI)) LIM=$((256 * MI)) LOAD=$((200 * MI))

@@ -246,6 +246,9 @@ after="$(cat $SYS/memory.swap.max) $(grep "^$VDB " $SYS/io.weight)"
 AFTER_B="$(cat "$B_SCOPE/memory.swap.max") $(cat "$B_SCOPE/memory.min") $(cat "$B_SCOPE/memory.high")"
 check system-slice-after-reload '[ "$after" = "0 $VDB 1000" ] && [ "$before" = "$after" ]' \
   "system.slice memory.swap.max and io.weight: before reload '$before', after '$after'; $(grep "^$VDB " /sys/fs/cgroup/io.cost.qos | cut -d' ' -f1-2)"
+QOS=$(grep "^$VDB " /sys/fs/cgroup/io.cost.qos 2>/dev/null)
+check io-cost-latency-targets 'echo "$QOS" | grep -q "enable=1 ctrl=user rpct=95.00 rlat=10000 wpct=95.00 wlat=10000"' \
+  "io.cost.qos of the swap disk $VDB: $QOS"
 check scope-after-reload '[ "$BEFORE_B" = "$AFTER_B" ]' "container scope swap.max min high: '$BEFORE_B' -> '$AFTER_B'"
 check runtime-config-driver '[ "$DRIVER" = "\"cgroup_driver\":\"systemd\"" ]' "status: $DRIVER"
 
@@ -331,7 +334,7 @@ check doctor-systemd 'echo "$SWAPCRI_DOCTOR" | grep -q "ok\] cgroup driver" && e
 
 # ---- the swap guard under the systemd driver: a throttle holds across a daemon-reload -------
 # systemd owns a scope's cpu.weight, io.weight and cpu.max (CPUWeight, IOWeight,
-# CPUQuotaPerSecUSec) and writes them again
+# CPUQuotaPerSecUSec), and the pod slice's io.weight, and writes them again
 # at every daemon-reload. The throttle sets them as the container scope's runtime
 # properties, so a reload in the middle keeps it; putting back goes the same way. Its io.max
 # cap on the swap disk is written directly (systemd writes io.max only for devices a unit
@@ -339,7 +342,9 @@ check doctor-systemd 'echo "$SWAPCRI_DOCTOR" | grep -q "ok\] cgroup driver" && e
 write_config systemd follow-kubelet follow-kubelet
 printf '[guard]\naction = "throttle"\n' >>$CONF
 daemon_restart guard
-weights() { echo "cpu=$(value "$1" cpu.weight) cpu.max=$(value "$1" cpu.max | tr ' ' :) io=$(value "$1" io.weight 2>/dev/null | head -n 1 | tr ' ' :) io.max=[$(value "$1" io.max 2>/dev/null | tr ' \n' ':,')]"; }
+# The pod's slice too: io.cost weighs the container only within its pod, so the throttle
+# lowers the pod slice's IOWeight as well.
+weights() { echo "cpu=$(value "$1" cpu.weight) cpu.max=$(value "$1" cpu.max | tr ' ' :) io=$(value "$1" io.weight 2>/dev/null | head -n 1 | tr ' ' :) io.max=[$(value "$1" io.max 2>/dev/null | tr ' \n' ':,')] pod=$(head -n 1 "$(dirname "$(cg "$1")")/io.weight" 2>/dev/null | tr ' ' :)"; }
 properties() { systemctl show -p CPUWeight -p IOWeight -p CPUQuotaPerSecUSec "$(basename "$(cg "$1")")" | tr '\n' ' '; }
 is_throttled() { [ "$(gaction "$1")" = throttled ]; }
 is_released() { [ -z "$(gaction "$1")" ] && [ "$(gstate "$1")" = normal ]; }
@@ -354,7 +359,7 @@ W1=$(weights "$TH") P1=$(properties "$TH")
 systemctl daemon-reload
 sleep 2
 W2=$(weights "$TH")
-check guard-throttle-survives-reload '[ -n "$ACT" ] && [ "$W1" != "$W0" ] && [ "$W2" = "$W1" ]' \
+check guard-throttle-survives-reload '[ -n "$ACT" ] && [ "$W1" != "$W0" ] && [ "$W2" = "$W1" ] && echo "$W1" | grep -q "pod=default:10$"' \
   "throttled ${ACT:-never} s after its start: $W0 -> $W1 ($P1), after daemon-reload $W2"
 REL=$(wait_for 180 is_released "$TH")
 systemctl daemon-reload

@@ -43,13 +43,13 @@ pub fn write_knob(dir: &Path, file: &str, value: &str) -> std::io::Result<()> {
 }
 
 /// The systemd unit and property that set a knob of `dir` where systemd owns the file: a
-/// scope's directory is named after its unit, and systemd writes `cpu.weight` (CPUWeight),
+/// scope's or a slice's (a pod's) directory is named after its unit, and systemd writes `cpu.weight` (CPUWeight),
 /// `io.weight` (IOWeight) and `cpu.max` (CPUQuotaPerSecUSec, over the unit's period) from
 /// the unit's properties again at every daemon-reload. None for a file systemd has no
 /// property for (`memory.swap.high`, `io.max` of a device the unit does not name), a group
 /// that is no unit's, or a value out of the property's range.
 pub fn knob_property(dir: &Path, file: &str, value: &str) -> Option<(String, Property)> {
-    let unit = dir.file_name()?.to_str().filter(|n| n.ends_with(".scope"))?;
+    let unit = dir.file_name()?.to_str().filter(|n| n.ends_with(".scope") || n.ends_with(".slice"))?;
     let weight = |v: &str| v.trim().parse::<u64>().ok().filter(|w| (1..=10_000).contains(w));
     let property = match file {
         CPU_WEIGHT => Property::CpuWeight(weight(value)?),
@@ -197,6 +197,7 @@ mod tests {
             (scope, CPU_MAX, "max 100000\n", Some(Property::CpuQuotaPerSecUSec(u64::MAX))),
             (scope, CPU_MAX, "1000 0", None),
             (Path::new("/sys/fs/cgroup/kubepods/burstable/pod1/abc"), CPU_WEIGHT, "10", None),
+            (Path::new("/sys/fs/cgroup/kubepods/burstable/pod1"), IO_WEIGHT, "default 10", None),
         ];
         for (dir, file, value, want) in cases {
             let got = knob_property(dir, file, value);
@@ -205,6 +206,12 @@ mod tests {
                 assert_eq!(unit, "swapcri-abc.scope");
             }
         }
+        // A pod's slice, for the pod's part of a throttle.
+        let pod = Path::new("/sys/fs/cgroup/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1.slice");
+        assert_eq!(
+            knob_property(pod, IO_WEIGHT, "default 10"),
+            Some(("kubepods-burstable-pod1.slice".to_string(), Property::IoWeight(10)))
+        );
     }
 
     #[test]

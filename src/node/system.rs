@@ -46,22 +46,58 @@ fn write_read(dir: &Path, file: &str, lines: &[String]) -> Outcome {
     }
 }
 
+/// The share of reads and writes that must meet the io.cost latency targets.
+const IO_COST_PERCENTILE: f64 = 95.0;
+
 /// Per-device `io.weight` only takes effect (and is only accepted) on devices where the io.cost
-/// controller is enabled, which is off by default; it is switched on with its default QoS.
-fn enable_io_cost(cgroup_root: &Path, devices: &[String], notes: &mut Vec<String>) {
+/// controller is on, which it is not by default. It is switched on with latency targets
+/// (`target_us` at the 95th percentile, reads and writes): a swap disk whose requests wait
+/// longer counts as saturated, and io.cost then holds each group to its weight, where its
+/// default QoS only does so once the device's queue is full. The cost model and the vrate
+/// range stay the kernel's. A device whose QoS someone set (`ctrl=user`) keeps it, switched
+/// on if it was off.
+fn enable_io_cost(cgroup_root: &Path, devices: &[String], target_us: u64, notes: &mut Vec<String>) {
     let qos = cgroup_root.join("io.cost.qos");
     let Ok(current) = std::fs::read_to_string(&qos) else {
         notes.push("no io.cost.qos in the cgroup root: io.weight may be refused".into());
         return;
     };
     for dev in devices {
-        let enabled = current.lines().any(|l| l.starts_with(&format!("{dev} ")) && l.contains("enable=1"));
-        if enabled {
-            continue;
-        }
-        match std::fs::write(&qos, format!("{dev} enable=1")) {
-            Ok(()) => notes.push(format!("io.cost enabled on {dev} (for io.weight)")),
-            Err(e) => notes.push(format!("enabling io.cost on {dev}: {e}")),
+        let line = current.lines().find(|l| l.split_whitespace().next() == Some(dev.as_str())).unwrap_or_default();
+        let key = |k: &str| line.split_whitespace().find_map(|w| w.strip_prefix(k).and_then(|v| v.strip_prefix('=')));
+        let number = |k: &str| key(k).and_then(|v| v.parse::<f64>().ok());
+        let enabled = key("enable") == Some("1");
+        let ours = [
+            ("rpct", IO_COST_PERCENTILE),
+            ("wpct", IO_COST_PERCENTILE),
+            ("rlat", target_us as f64),
+            ("wlat", target_us as f64),
+        ]
+        .iter()
+        .all(|(k, want)| number(k) == Some(*want));
+        let (write, done) = match (key("ctrl") == Some("user"), ours, enabled) {
+            (true, true, true) => {
+                notes.push(format!("io.cost on {dev}: latency targets of {target_us} µs in place"));
+                continue;
+            }
+            (true, false, true) => {
+                notes.push(format!("io.cost on {dev}: QoS set by someone else (ctrl=user) kept: {line}"));
+                continue;
+            }
+            (true, false, false) => {
+                (format!("{dev} enable=1"), format!("io.cost enabled on {dev} with the QoS someone set (ctrl=user)"))
+            }
+            _ => (
+                format!(
+                    "{dev} enable=1 ctrl=user rpct={p:.2} rlat={target_us} wpct={p:.2} wlat={target_us}",
+                    p = IO_COST_PERCENTILE
+                ),
+                format!("io.cost enabled on {dev} with latency targets of {target_us} µs at p95 (for io.weight)"),
+            ),
+        };
+        match std::fs::write(&qos, &write) {
+            Ok(()) => notes.push(done),
+            Err(e) => notes.push(format!("enabling io.cost on {dev} ({write}): {e}")),
         }
     }
 }
@@ -92,13 +128,13 @@ fn apply_files(
             reason: "io.latency unsupported (kernel without CONFIG_BLK_CGROUP_IOLATENCY); weight fallback disabled"
                 .into(),
         },
-        Some(_) => {
+        Some(target) => {
             let file = ["io.weight", "io.bfq.weight"].into_iter().find(|f| dir.join(f).exists());
             match file {
                 Some(file) => {
                     notes.push(format!("io.latency unsupported by this kernel: {file} used instead"));
                     if file == "io.weight" {
-                        enable_io_cost(cgroup_root, devices, notes);
+                        enable_io_cost(cgroup_root, devices, target, notes);
                     }
                     let lines: Vec<String> = devices.iter().map(|d| format!("{d} {}", config.io_weight)).collect();
                     write_read(dir, file, &lines)
@@ -185,7 +221,7 @@ fn apply_systemd(
     let io = match config.io_latency_target_us {
         None => Outcome::NotConfigured,
         Some(_) if devices.is_empty() => Outcome::Unsupported { reason: "no disk to protect".into() },
-        Some(_) => {
+        Some(target) => {
             let no_swap = SystemConfig { swap_max: None, ..config.clone() };
             let latency = systemd_properties(&no_swap, devices, Some(IoProperty::Latency));
             let outcome = systemd_outcome(&unit, &dir, "io.latency", latency);
@@ -193,7 +229,7 @@ fn apply_systemd(
                 Outcome::Failed { .. } if !dir.join("io.latency").exists() && config.io_weight_fallback => {
                     notes
                         .push("io.latency unsupported by this kernel: IODeviceWeight= (io.weight) used instead".into());
-                    enable_io_cost(cgroup_root, devices, notes);
+                    enable_io_cost(cgroup_root, devices, target, notes);
                     let weight = systemd_properties(&no_swap, devices, Some(IoProperty::Weight));
                     systemd_outcome(&unit, &dir, "io.weight", weight)
                 }
@@ -346,13 +382,23 @@ mod tests {
         let f = Fixture::new(&["memory.swap.max", "io.weight"]);
         // io.cost is on for 8:16 already, off for 8:0 (the kernel lists both once initialised).
         let qos = f.dir.path().join("cgroup/io.cost.qos");
-        std::fs::write(&qos, "8:0 enable=0 ctrl=auto\n8:16 enable=1 ctrl=auto\n").unwrap();
+        std::fs::write(&qos, "8:0 enable=0 ctrl=auto\n8:16 enable=1 ctrl=user rpct=95.00 rlat=10000 wpct=95.00 wlat=10000 min=1.00 max=100.00\n").unwrap();
         let config = SystemConfig { io_devices: vec!["8:0".into(), "8:16".into()], ..configured() };
         let report = f.apply(&config);
         // The fixture file keeps the last write only; the kernel keeps one line per device.
         assert_eq!(f.file("io.weight"), "8:16 1000");
-        assert_eq!(std::fs::read_to_string(&qos).unwrap(), "8:0 enable=1", "only the disabled device is switched on");
-        assert!(report.notes.iter().any(|n| n == "io.cost enabled on 8:0 (for io.weight)"), "{:?}", report.notes);
+        assert_eq!(
+            std::fs::read_to_string(&qos).unwrap(),
+            "8:0 enable=1 ctrl=user rpct=95.00 rlat=10000 wpct=95.00 wlat=10000",
+            "only the device without our targets is written"
+        );
+        let noted = |want: &str| report.notes.iter().any(|n| n == want);
+        assert!(
+            noted("io.cost enabled on 8:0 with latency targets of 10000 µs at p95 (for io.weight)"),
+            "{:?}",
+            report.notes
+        );
+        assert!(noted("io.cost on 8:16: latency targets of 10000 µs in place"), "{:?}", report.notes);
         assert!(matches!(&report.io, Outcome::Applied { file, .. } if file == "io.weight"), "{report:?}");
         assert!(report.notes.iter().any(|n| n.contains("io.latency unsupported")));
 
@@ -365,6 +411,35 @@ mod tests {
         assert_eq!(bfq.file("io.bfq.weight"), "8:0 1000");
         assert!(!bfq.dir.path().join("cgroup/io.cost.qos").exists(), "bfq does not need io.cost");
         assert!(matches!(report.swap_max, Outcome::Unsupported { .. }), "no memory.swap.max file: {report:?}");
+    }
+
+    #[test]
+    fn io_cost_gets_latency_targets_unless_someone_set_its_qos() {
+        let ours = "8:0 enable=1 ctrl=user rpct=95.00 rlat=10000 wpct=95.00 wlat=10000";
+        let cases = [
+            ("8:0 enable=0 ctrl=auto", Some(ours), "with latency targets"),
+            ("8:0 enable=1 ctrl=auto rpct=0.00 rlat=250000 wpct=0.00 wlat=250000", Some(ours), "with latency targets"),
+            ("", Some(ours), "with latency targets"),
+            (
+                "8:0 enable=1 ctrl=user rpct=95.00 rlat=10000 wpct=95.00 wlat=10000 min=1.00 max=100.00",
+                None,
+                "in place",
+            ),
+            ("8:0 enable=1 ctrl=user rpct=90.00 rlat=5000 wpct=90.00 wlat=5000", None, "someone else"),
+            ("8:0 enable=0 ctrl=user rpct=90.00 rlat=5000 wpct=90.00 wlat=5000", Some("8:0 enable=1"), "someone set"),
+            // Another device's line is no business of 8:0's.
+            ("8:16 enable=1 ctrl=user rpct=95.00 rlat=10000 wpct=95.00 wlat=10000", Some(ours), "with latency targets"),
+        ];
+        for (before, written, note) in cases {
+            let root = tempfile::tempdir().unwrap();
+            let qos = root.path().join("io.cost.qos");
+            std::fs::write(&qos, format!("{before}\n")).unwrap();
+            let mut notes = Vec::new();
+            enable_io_cost(root.path(), &["8:0".to_string()], 10000, &mut notes);
+            let now = std::fs::read_to_string(&qos).unwrap();
+            assert_eq!((now != format!("{before}\n")).then_some(now.as_str()), written, "{before:?}");
+            assert!(notes.len() == 1 && notes[0].contains(note), "{before:?}: {notes:?}");
+        }
     }
 
     #[test]

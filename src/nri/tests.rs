@@ -102,7 +102,13 @@ async fn plugins_are_synchronised_in_batches_called_in_index_order_and_conflicts
     let stub_a = Stub::connect(&socket, "10", "a", a.clone()).await.unwrap();
     wait_for_plugins(&nri, 2).await;
     assert_eq!(nri.plugin_names(), ["10-a", "20-b"]);
-    // Each plugin's Synchronize answer is applied.
+    // Each plugin's Synchronize answer is applied, just after it joins the list.
+    for _ in 0..250 {
+        if fake.updated.lock().unwrap().len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     assert_eq!(*fake.updated.lock().unwrap(), ["c0", "c0"]);
     let pod = api::PodSandbox { id: "p".into(), ..Default::default() };
     let container = api::Container { id: "new".into(), ..Default::default() };

@@ -91,6 +91,13 @@ pub struct Write {
     pub written: String,
 }
 
+/// A pod's group and what the guard wrote there (the pod's part of a throttle).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PodWrites {
+    pub dir: std::path::PathBuf,
+    pub writes: Vec<Write>,
+}
+
 /// The `default N` weight of an `io.weight` file.
 fn io_default(text: &str) -> Option<u64> {
     text.lines().find_map(|l| l.trim().strip_prefix("default ")).and_then(|v| v.trim().parse().ok())

@@ -44,6 +44,20 @@ impl Records {
         Ok(Beside::SetAside(aside, why))
     }
 
+    /// The ids of the records that have a document `name` beside them.
+    pub fn ids_with_beside(&self, name: &str) -> Vec<String> {
+        crate::blocking::check("listing records");
+        let Ok(entries) = fs::read_dir(self.dir("")) else { return Vec::new() };
+        let mut ids: Vec<String> = entries
+            .flatten()
+            .filter(|e| e.path().join(name).is_file())
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|id| !id.contains('.'))
+            .collect();
+        ids.sort();
+        ids
+    }
+
     /// Removes a document beside a record; one already gone is fine.
     pub fn remove_beside(&self, id: &str, name: &str) -> Result<(), StoreError> {
         let path = self.dir(id).join(name);
@@ -91,8 +105,13 @@ mod tests {
         }
         assert!(records.dir("a").join("torn.json.corrupt").exists());
         assert_eq!(records.read_beside::<Vec<u32>>("a", "torn.json").unwrap(), Beside::Absent);
+        std::fs::create_dir(records.dir("b")).unwrap();
+        std::fs::create_dir(records.dir("c.corrupt")).unwrap();
+        std::fs::write(records.dir("c.corrupt").join("doc.json"), "[1]").unwrap();
+        assert_eq!(records.ids_with_beside("doc.json"), ["a"], "b has none; a record set aside is not listed");
         records.remove_beside("a", "doc.json").unwrap();
         records.remove_beside("a", "doc.json").unwrap();
+        assert!(records.ids_with_beside("doc.json").is_empty());
         assert_eq!(records.read_beside::<Vec<u32>>("a", "doc.json").unwrap(), Beside::Absent);
     }
 }

@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use crate::metrics::SwapActions;
 use crate::model::ids::ContainerId;
+use crate::policy::guard::PodWrites;
 use crate::policy::offload::Offloader;
 use crate::policy::thrash::{Figures, ThrashState};
 
@@ -121,3 +122,7 @@ impl Counters {
         }
     }
 }
+
+/// The pods throttled now, by their group: the containers holding the pod's throttle, and
+/// what was written. Held across the writes, so two thrashers of one pod take turns.
+pub type PodThrottles = tokio::sync::Mutex<HashMap<std::path::PathBuf, (Vec<ContainerId>, PodWrites)>>;

@@ -16,11 +16,13 @@ use serde::{Deserialize, Serialize};
 use crate::cgroup::control;
 use crate::config::GuardMode;
 use crate::model::ids::ContainerId;
-use crate::policy::guard::{self, Candidate, ThrottleTargets, Write};
+use crate::policy::guard::{self, Candidate, PodWrites, ThrottleTargets, Write};
 use crate::policy::thrash::{Figures, ThrashState};
 use crate::store::{Beside, Records, StoreError};
 
 use super::board::{Counters, GuardReport};
+use super::knob::{restore, set_knob};
+use super::pod_throttle;
 use super::pods::Pods;
 use super::supervisor::Supervisor;
 
@@ -39,6 +41,8 @@ const KILL_RETRY: Duration = Duration::from_secs(30);
 pub struct Throttled {
     pub at: Instant,
     pub writes: Vec<Write>,
+    /// What the pod's group holds while this container keeps the pod throttled.
+    pub pod: Option<PodWrites>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -62,39 +66,13 @@ pub fn verdict(records: &Records, id: &ContainerId) -> Option<(String, String)> 
     }
 }
 
-/// Writes a knob: through the scope's unit property where systemd owns the file (so a
-/// daemon-reload keeps it; runtime only, gone at the next boot), to the file otherwise.
-async fn set_knob(sup: &Supervisor, dir: &Path, file: &str, value: &str) -> Result<(), String> {
-    if let (Some(systemd), Some((unit, property))) = (&sup.systemd, control::knob_property(dir, file, value)) {
-        return systemd.set_properties(&unit, &[property]).await.map_err(|e| e.to_string());
-    }
-    crate::blocking::run(|| control::write_knob(dir, file, value)).map_err(|e| e.to_string())
-}
-
-/// Puts back what the guard wrote, where the files still hold it; the files that were.
-async fn restore(sup: &Supervisor, dir: &Path, writes: &[Write]) -> Vec<String> {
-    let mut restored = Vec::new();
-    for w in writes {
-        let Some(now) = crate::blocking::run(|| control::read_knob(dir, &w.file)) else { continue };
-        if !guard::still_ours(w, &now) {
-            continue;
-        }
-        match set_knob(sup, dir, &w.file, &w.before).await {
-            Ok(()) => restored.push(format!("{}={}", w.file, w.before)),
-            Err(e) => {
-                tracing::warn!(dir = %dir.display(), file = %w.file, error = %e, "swap guard could not put back a value")
-            }
-        }
-    }
-    restored
-}
-
 fn describe(writes: &[Write]) -> String {
     writes.iter().map(|w| format!("{}: {} -> {}", w.file, w.before, w.written)).collect::<Vec<_>>().join(", ")
 }
 
 /// Puts back the throttles an earlier daemon left on running containers.
 pub(crate) async fn restore_left_over(sup: &Supervisor, running: &HashMap<ContainerId, PathBuf>) {
+    pod_throttle::restore_left_over(sup).await;
     for (id, dir) in running {
         let record = crate::blocking::run(|| sup.records.read_beside::<Vec<Write>>(id.as_str(), THROTTLE_RECORD));
         let writes = match record {
@@ -140,10 +118,14 @@ pub(crate) async fn engage(
             return (GuardReport { action: "observe", detail: format!("cannot record a throttle: {e}") }, None);
         }
     };
-    let detail = describe(&done);
+    let pod = pod_throttle::engage(sup, id, dir).await;
+    let mut detail = describe(&done);
+    if let Some(pod) = &pod {
+        detail = format!("{detail}; pod {}", describe(&pod.writes));
+    }
     Counters::add(&sup.counters.throttles, 1);
     tracing::warn!(container = %id, mode = mode.as_str(), writes = %detail, "swap guard throttled a thrashing container");
-    (GuardReport { action: "throttled", detail }, Some(Throttled { at: Instant::now(), writes: done }))
+    (GuardReport { action: "throttled", detail }, Some(Throttled { at: Instant::now(), writes: done, pod }))
 }
 
 /// Records, then writes, the throttle's values; the writes that took.
@@ -168,8 +150,11 @@ async fn throttle(sup: &Supervisor, id: &ContainerId, dir: &Path) -> Result<Vec<
 
 /// The thrash ended (or the container stopped): put back what the throttle changed.
 pub(crate) async fn release(sup: &Supervisor, id: &ContainerId, dir: &Path, throttle: Throttled) {
-    let restored = restore(sup, dir, &throttle.writes).await;
+    let mut restored = restore(sup, dir, &throttle.writes).await;
     let _ = crate::blocking::run(|| sup.records.remove_beside(id.as_str(), THROTTLE_RECORD));
+    if throttle.pod.is_some() {
+        restored.extend(pod_throttle::release(sup, id).await.into_iter().map(|r| format!("pod {r}")));
+    }
     Counters::add(&sup.counters.restores, 1);
     let held_s = throttle.at.elapsed().as_secs();
     tracing::info!(container = %id, restored = restored.join(", "), held_s, "swap guard put back a throttle");

@@ -10,7 +10,9 @@
 
 mod board;
 pub(crate) mod guard;
+mod knob;
 mod offload;
+mod pod_throttle;
 mod pods;
 mod supervisor;
 #[cfg(test)]

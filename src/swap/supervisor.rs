@@ -9,7 +9,7 @@ use crate::model::ids::ContainerId;
 use crate::policy::offload::Offloader;
 use crate::store::Records;
 
-use super::board::{Counters, OffloadBoard, ThrashBoard, ThrashReport};
+use super::board::{Counters, OffloadBoard, PodThrottles, ThrashBoard, ThrashReport};
 
 pub struct Supervisor {
     pub(super) thrash_config: ThrashConfig,
@@ -25,6 +25,7 @@ pub struct Supervisor {
     pub(super) thrash: ThrashBoard,
     pub(super) offload: OffloadBoard,
     pub(super) counters: Counters,
+    pub(super) pod_throttles: PodThrottles,
 }
 
 impl Supervisor {
@@ -39,6 +40,7 @@ impl Supervisor {
             thrash: ThrashBoard::default(),
             offload: OffloadBoard::default(),
             counters: Counters::default(),
+            pod_throttles: PodThrottles::default(),
         }
     }
 

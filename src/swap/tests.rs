@@ -128,3 +128,61 @@ async fn observing_changes_nothing() {
     assert_eq!(files(cg.path()), before);
     assert!(!state.path().join("containers").join(id.as_str()).join("guard.json").exists());
 }
+
+#[tokio::test]
+async fn a_pod_is_throttled_by_its_first_thrasher_and_put_back_after_its_last() {
+    let state = tempfile::tempdir().unwrap();
+    let (a, b) = (ContainerId::generate(), ContainerId::generate());
+    let sup = supervisor(state.path(), GuardMode::Throttle, &a);
+    std::fs::create_dir(state.path().join("containers").join(b.as_str())).unwrap();
+    let pods = FakePods::default();
+    *pods.plan.lock().unwrap() = Some(MemoryPlan::of_class(QosClass::Burstable, None));
+    // The pod's group holds the two containers' groups.
+    let pod = thrasher_cgroup();
+    let (dir_a, dir_b) = (pod.path().join("a"), pod.path().join("b"));
+    for dir in [&dir_a, &dir_b] {
+        std::fs::create_dir(dir).unwrap();
+        for file in [MEMORY_SWAP_CURRENT, MEMORY_SWAP_HIGH, IO_WEIGHT, CPU_WEIGHT] {
+            std::fs::copy(pod.path().join(file), dir.join(file)).unwrap();
+        }
+    }
+    let pod_weight = || std::fs::read_to_string(pod.path().join(IO_WEIGHT)).unwrap();
+    let copy = |id: &ContainerId| state.path().join("containers").join(id.as_str()).join("guard-pod.json");
+    let read =
+        |id: &ContainerId| -> serde_json::Value { serde_json::from_slice(&std::fs::read(copy(id)).unwrap()).unwrap() };
+
+    let (report, throttle_a) = guard::engage(&sup, &pods, &a, &dir_a).await;
+    assert_eq!(pod_weight(), "default 10");
+    assert!(report.detail.contains("pod io.weight: default 100 -> default 10"), "{report:?}");
+    let (_, throttle_b) = guard::engage(&sup, &pods, &b, &dir_b).await;
+    assert_eq!(read(&a), read(&b), "each holder keeps the same copy");
+    assert_eq!(read(&a)["data"]["dir"], pod.path().to_str().unwrap());
+    // The first one released leaves the pod to the other.
+    guard::release(&sup, &a, &dir_a, throttle_a.unwrap()).await;
+    assert_eq!(pod_weight(), "default 10");
+    assert!(!copy(&a).exists() && copy(&b).exists());
+    guard::release(&sup, &b, &dir_b, throttle_b.unwrap()).await;
+    assert_eq!(pod_weight(), "default 100");
+    assert!(!copy(&b).exists());
+
+    // A daemon that stopped with the pod throttled puts it back at its next start, once,
+    // from either copy, whether the containers still run or not.
+    guard::engage(&sup, &pods, &a, &dir_a).await;
+    guard::engage(&sup, &pods, &b, &dir_b).await;
+    assert_eq!(pod_weight(), "default 10");
+    let mut config = Config::default();
+    config.guard.action = GuardMode::Throttle;
+    let restarted = Supervisor::new(&config, true, Records::open(&state.path().join("containers")).unwrap(), None);
+    guard::restore_left_over(&restarted, &HashMap::new()).await;
+    assert_eq!(pod_weight(), "default 100");
+    assert!(!copy(&a).exists() && !copy(&b).exists());
+
+    // A container whose parent is no group with an io.weight (the cgroup root) throttles
+    // itself only.
+    let lone = tempfile::tempdir().unwrap();
+    let inner = lone.path().join("c");
+    std::fs::create_dir(&inner).unwrap();
+    std::fs::write(inner.join(IO_WEIGHT), "default 100\n").unwrap();
+    let (_, throttle) = guard::engage(&sup, &pods, &a, &inner).await;
+    assert!(throttle.unwrap().pod.is_none() && !copy(&a).exists());
+}

@@ -122,8 +122,11 @@ pub(super) async fn watch(sup: Arc<Supervisor>, pods: Arc<dyn Pods>) {
             Some(joined) = triggers.join_next(), if !triggers.is_empty() => {
                 let Ok((id, fd)) = joined else { continue };
                 let Some(fd) = fd else {
-                    // Armed again at the next tick, if the container still runs.
-                    watched.remove(&id);
+                    // Armed again at the next tick, if the container still runs; a throttle
+                    // it held is put back first (the next watch starts afresh).
+                    if let Some(Watched { dir, throttle: Some(t), .. }) = watched.remove(&id) {
+                        guard::release(&sup, &id, &dir, t).await;
+                    }
                     continue;
                 };
                 let Some(w) = watched.get_mut(&id) else { continue };
