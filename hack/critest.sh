@@ -49,8 +49,7 @@ for which in $RUNCS; do
   stop_daemon
   rm -rf "$WORK" && mkdir -p "$WORK"
   write_cri_test_config "$WORK" "$binary"
-  printf '[nri]\nenable = true\nsocket_path = "%s"\nplugin_path = "%s"\n' \
-    "$WORK/nri.sock" "$WORK/nri-plugins" >>"$WORK/config.toml"
+  with_private_nri "$WORK"
   target/release/swapcri --config "$WORK/config.toml" >"$OUT/daemon-$which.log" 2>&1 &
   echo $! >"$WORK/pid"
   for _ in $(seq 100); do [ -S "$SOCK" ] && break; sleep 0.1; done

@@ -92,6 +92,13 @@ MIRRORED_REGISTRIES="registry.k8s.io gcr.io k8s.gcr.io docker.io registry-1.dock
 # Writes DIR/config.toml (socket DIR/swapcri.sock) and a CNI bridge for DIR/cni: the
 # registries the CRI suite names mirrored to the local registry (REGISTRY_ADDR), and the
 # OCI runtime BINARY as the runc handler. Used by hack/critest.sh and hack/bench.sh.
+# with_private_nri DIR: NRI on in DIR/config.toml, on a socket of its own (DIR/nri.sock), so
+# that another runtime's NRI socket on the node is left alone and critest's NRI specs reach
+# this daemon.
+with_private_nri() {
+  printf '[nri]\nenable = true\nsocket_path = "%s"\nplugin_path = "%s"\n' "$1/nri.sock" "$1/nri-plugins" >>"$1/config.toml"
+}
+
 write_cri_test_config() { # DIR BINARY [SUBNET]
   local dir=$1 mirrors=""
   for r in $MIRRORED_REGISTRIES; do
