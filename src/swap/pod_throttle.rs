@@ -24,11 +24,14 @@ use super::supervisor::Supervisor;
 pub(super) const RECORD: &str = "guard-pod.json";
 const VERSION: u32 = 1;
 
-/// The pod's group of a container's group: its parent, where that is a group with an
-/// `io.weight` (the cgroup root has none).
+/// The pod's group of a container's group: its parent, where that is named as kubelet names
+/// a pod's group (`pod<uid>`, or `…-pod<uid>.slice` under systemd: a group that holds other
+/// pods too is left alone) and has an `io.weight`.
 fn pod_dir(container_dir: &Path) -> Option<PathBuf> {
     let parent = container_dir.parent()?;
-    parent.join(IO_WEIGHT).exists().then(|| parent.to_path_buf())
+    let name = parent.file_name()?.to_str()?;
+    let pod = name.starts_with("pod") || (name.ends_with(".slice") && name.contains("-pod"));
+    (pod && parent.join(IO_WEIGHT).exists()).then(|| parent.to_path_buf())
 }
 
 /// The container is throttled: its pod is too, unless another container of the pod already

@@ -137,16 +137,21 @@ async fn a_pod_is_throttled_by_its_first_thrasher_and_put_back_after_its_last() 
     std::fs::create_dir(state.path().join("containers").join(b.as_str())).unwrap();
     let pods = FakePods::default();
     *pods.plan.lock().unwrap() = Some(MemoryPlan::of_class(QosClass::Burstable, None));
-    // The pod's group holds the two containers' groups.
-    let pod = thrasher_cgroup();
-    let (dir_a, dir_b) = (pod.path().join("a"), pod.path().join("b"));
+    // The pod's group (named as kubelet names one) holds the two containers' groups.
+    let root = thrasher_cgroup();
+    let pod = root.path().join("pod1234");
+    std::fs::create_dir(&pod).unwrap();
+    for file in [MEMORY_SWAP_CURRENT, MEMORY_SWAP_HIGH, IO_WEIGHT, CPU_WEIGHT] {
+        std::fs::copy(root.path().join(file), pod.join(file)).unwrap();
+    }
+    let (dir_a, dir_b) = (pod.join("a"), pod.join("b"));
     for dir in [&dir_a, &dir_b] {
         std::fs::create_dir(dir).unwrap();
         for file in [MEMORY_SWAP_CURRENT, MEMORY_SWAP_HIGH, IO_WEIGHT, CPU_WEIGHT] {
-            std::fs::copy(pod.path().join(file), dir.join(file)).unwrap();
+            std::fs::copy(pod.join(file), dir.join(file)).unwrap();
         }
     }
-    let pod_weight = || std::fs::read_to_string(pod.path().join(IO_WEIGHT)).unwrap();
+    let pod_weight = || std::fs::read_to_string(pod.join(IO_WEIGHT)).unwrap();
     let copy = |id: &ContainerId| state.path().join("containers").join(id.as_str()).join("guard-pod.json");
     let read =
         |id: &ContainerId| -> serde_json::Value { serde_json::from_slice(&std::fs::read(copy(id)).unwrap()).unwrap() };
@@ -156,7 +161,7 @@ async fn a_pod_is_throttled_by_its_first_thrasher_and_put_back_after_its_last() 
     assert!(report.detail.contains("pod io.weight: default 100 -> default 10"), "{report:?}");
     let (_, throttle_b) = guard::engage(&sup, &pods, &b, &dir_b).await;
     assert_eq!(read(&a), read(&b), "each holder keeps the same copy");
-    assert_eq!(read(&a)["data"]["dir"], pod.path().to_str().unwrap());
+    assert_eq!(read(&a)["data"]["dir"], pod.to_str().unwrap());
     // The first one released leaves the pod to the other.
     guard::release(&sup, &a, &dir_a, throttle_a.unwrap()).await;
     assert_eq!(pod_weight(), "default 10");
@@ -177,12 +182,17 @@ async fn a_pod_is_throttled_by_its_first_thrasher_and_put_back_after_its_last() 
     assert_eq!(pod_weight(), "default 100");
     assert!(!copy(&a).exists() && !copy(&b).exists());
 
-    // A container whose parent is no group with an io.weight (the cgroup root) throttles
-    // itself only.
-    let lone = tempfile::tempdir().unwrap();
-    let inner = lone.path().join("c");
-    std::fs::create_dir(&inner).unwrap();
-    std::fs::write(inner.join(IO_WEIGHT), "default 100\n").unwrap();
-    let (_, throttle) = guard::engage(&sup, &pods, &a, &inner).await;
-    assert!(throttle.unwrap().pod.is_none() && !copy(&a).exists());
+    // A container whose parent is no pod's group (one kubelet did not name, or the cgroup
+    // root without an io.weight) throttles itself only.
+    for parent in ["shared", "podnoweight"] {
+        let inner = root.path().join(parent).join("c");
+        std::fs::create_dir_all(&inner).unwrap();
+        std::fs::write(inner.join(IO_WEIGHT), "default 100\n").unwrap();
+        if parent == "shared" {
+            std::fs::write(root.path().join(parent).join(IO_WEIGHT), "default 100\n").unwrap();
+        }
+        let (_, throttle) = guard::engage(&sup, &pods, &a, &inner).await;
+        assert!(throttle.unwrap().pod.is_none() && !copy(&a).exists(), "{parent}");
+        assert_eq!(std::fs::read_to_string(root.path().join(IO_WEIGHT)).unwrap(), "default 100\n");
+    }
 }
