@@ -52,23 +52,27 @@ fn open_fds(pid: u32) -> Vec<String> {
     fds
 }
 
-/// What the daemon's descriptors point to, apart from its CRI socket and the gRPC
-/// connections accepted on it: those come and go with the test's own CRI clients. The
-/// daemon's one listening unix socket is the CRI socket; the kernel names it, and every
-/// connection accepted on it, by the path it was bound to, whatever name it has since.
+/// What the daemon's descriptors point to, apart from its listening unix sockets (CRI, and
+/// NRI, which is on by default) and the connections accepted on them: those come and go with
+/// the test's own clients. The kernel names a listening socket, and every connection accepted
+/// on it, by the path it was bound to, whatever name it has since.
 fn streaming_fds(daemon: &Daemon) -> Vec<String> {
     let fds = open_fds(daemon.pid());
     let table = std::fs::read_to_string("/proc/net/unix").unwrap();
     // Columns: Num RefCount Protocol Flags Type St Inode Path; flag 00010000: listening.
     let rows: Vec<Vec<&str>> = table.lines().skip(1).map(|l| l.split_whitespace().collect()).collect();
     let inode = |cols: &Vec<&str>| format!("socket:[{}]", cols[6]);
-    let bound = rows
+    // Every unix socket the daemon listens on (CRI, NRI): their connections are the
+    // clients' to close, and an accepted one shows its listener's path.
+    let bound: Vec<&str> = rows
         .iter()
-        .find(|cols| cols.len() > 7 && cols[3] == "00010000" && fds.contains(&inode(cols)))
+        .filter(|cols| cols.len() > 7 && cols[3] == "00010000" && fds.contains(&inode(cols)))
         .map(|cols| cols[7])
-        .expect("the daemon listens on its CRI socket");
-    let cri: Vec<String> = rows.iter().filter(|cols| cols.get(7) == Some(&bound)).map(inode).collect();
-    fds.into_iter().filter(|target| !cri.contains(target)).collect()
+        .collect();
+    assert!(!bound.is_empty(), "the daemon listens on its CRI socket");
+    let served: Vec<String> =
+        rows.iter().filter(|cols| cols.get(7).is_some_and(|p| bound.contains(p))).map(inode).collect();
+    fds.into_iter().filter(|target| !served.contains(target)).collect()
 }
 
 /// A socket descriptor with what the kernel's tables say of it (its unix path, or its TCP
@@ -194,9 +198,8 @@ async fn exec_with_a_terminal() {
     let left = exec(&daemon, &ctr, &["sh", "-c", "ps -o args | grep -cx sh || true"], 10).await.unwrap();
     assert_eq!(String::from_utf8_lossy(&left.stdout).trim(), "0", "the session's shell is gone");
     // Nor any pty, pipe or socket in the daemon.
-    // A loaded node may take a while to close them; a leak stays.
     let mut added = new_fds(&fds_before, &streaming_fds(&daemon));
-    for _ in 0..300 {
+    for _ in 0..100 {
         if added.is_empty() {
             break;
         }

@@ -111,19 +111,43 @@ fn run(config_path: &Path) -> Result<(), ProcessError> {
     }
     hub.finish(Duration::from_secs(2));
     let oom_killed = oom.is_some_and(|watch| watch.finish(exit_code));
-    // As a shim does, before the exit is recorded: the runtime's state of the exited
-    // container (its cgroup, any process left in it, the state directory) is released, so a
-    // stop that has returned left nothing running and removal waits for no runtime.
-    let runtime_deleted = delete_within(runtime, &cfg.id, DELETE_WAIT);
-    let record = ExitRecord { exit_code, finished_at, oom_killed, runtime_deleted };
-    let bytes = serde_json::to_vec(&record).unwrap_or_default();
+    let mut record = ExitRecord { exit_code, finished_at, oom_killed, runtime_deleted: false };
     // Into the container's record only while it exists: a removed one stays removed.
-    crate::store::replace_atomic(&cfg.exit_file, &bytes)?;
+    let write = |record: &ExitRecord| {
+        crate::store::replace_atomic(&cfg.exit_file, &serde_json::to_vec(record).unwrap_or_default())
+    };
+    // With a PID namespace of its own nothing of the container outlives its init (the kernel
+    // ends the namespace's processes before the init's exit is reaped): the exit is recorded
+    // at once, and again once the runtime's delete is done. Otherwise, as a shim does, the
+    // runtime's state (its cgroup, any process left in it, the state directory) is released
+    // first, so a stop that has returned left nothing running. Either way a removal that
+    // finds `runtime_deleted` waits for no runtime.
+    let early = own_pid_namespace(&cfg.bundle);
+    if early {
+        write(&record)?;
+    }
+    record.runtime_deleted = delete_within(runtime, &cfg.id, DELETE_WAIT);
+    match (early, record.runtime_deleted) {
+        (true, true) => {
+            // A removal meanwhile took the record with it: nothing to update.
+            let _ = write(&record);
+        }
+        (true, false) => {}
+        (false, _) => write(&record)?,
+    }
     let _ = std::fs::remove_file(&cfg.ctl_socket);
     if let Some(path) = &cfg.attach_socket {
         let _ = std::fs::remove_file(path);
     }
     Ok(())
+}
+
+/// Whether the bundle's container has a PID namespace of its own (one it creates, not one it
+/// joins by path); false when the spec cannot be read.
+fn own_pid_namespace(bundle: &Path) -> bool {
+    let Ok(spec) = oci_spec::runtime::Spec::load(bundle.join("config.json")) else { return false };
+    let namespaces = spec.linux().as_ref().and_then(|l| l.namespaces().clone()).unwrap_or_default();
+    namespaces.iter().any(|ns| ns.typ() == oci_spec::runtime::LinuxNamespaceType::Pid && ns.path().is_none())
 }
 
 /// How long the exit record waits for the runtime's delete: a hung runtime must not hide
@@ -374,6 +398,21 @@ mod tests {
         let text = std::fs::read_to_string(cfg.log_path.as_ref().unwrap()).unwrap();
         assert!(text.lines().any(|l| l.ends_with(" stdout F got hello")), "{text}");
         assert!(text.lines().any(|l| l.ends_with(" stderr F oops")), "{text}");
+    }
+
+    #[test]
+    fn a_pid_namespace_of_its_own_is_one_the_spec_creates() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = |namespaces: serde_json::Value| {
+            let json = serde_json::json!({"ociVersion": "1.0.2", "root": {"path": "rootfs"}, "linux": {"namespaces": namespaces}});
+            std::fs::write(dir.path().join("config.json"), json.to_string()).unwrap();
+            own_pid_namespace(dir.path())
+        };
+        assert!(spec(serde_json::json!([{"type": "mount"}, {"type": "pid"}])));
+        assert!(!spec(serde_json::json!([{"type": "pid", "path": "/proc/42/ns/pid"}])), "the pod's, joined");
+        assert!(!spec(serde_json::json!([{"type": "mount"}])), "the host's");
+        std::fs::write(dir.path().join("config.json"), "{").unwrap();
+        assert!(!own_pid_namespace(dir.path()), "unreadable");
     }
 
     #[test]
