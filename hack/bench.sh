@@ -15,10 +15,7 @@
 # Environment: RUNC (default /usr/sbin/runc), PODS CONTAINERS IMAGES PARALLEL (the kit's
 # counts: 100 60 60 1), SCRATCH_SAMPLES (20), IDLE (60), RSS_RUNS (3: benchmark runs
 # against one daemon, RSS after each and IDLE seconds of rest), RUNTIMES ("swapcri containerd
-# containerd2"; the table compares what OUTDIR holds), BENCH_SKIP (benchmark specs to leave
-# out, a ginkgo regex), CONFORMANCE=0 to leave out the CRI validation suite each runtime runs
-# after its benchmark (its counts go to OUTDIR/NAME/conformance/summary.txt; NRI specs against
-# each daemon's own NRI socket), CRI_BENCH=0 or CARGO_BENCHES=0 to skip a part.
+# containerd2"; the table compares what OUTDIR holds), CRI_BENCH=0 or CARGO_BENCHES=0 to skip a part.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source hack/lib.sh
@@ -85,7 +82,6 @@ launch() {
 start_swapcri() {
   rm -rf "$SC_WORK" && mkdir -p "$SC_WORK"
   write_cri_test_config "$SC_WORK" "$RUNC" "$SC_SUBNET"
-  with_private_nri "$SC_WORK"
   launch swapcri "$SC_WORK" "$SC_WORK/swapcri.sock" target/release/swapcri --config "$SC_WORK/config.toml"
 }
 
@@ -209,8 +205,8 @@ pull_layered() { # ENDPOINT OUTFILE
 # The kit's benchmark, then the from-scratch spec SCRATCH_SAMPLES times (critest -benchmark
 # sets its own focus: the other benchmark specs are skipped), then RSS after IDLE seconds
 # without requests.
-bench_one() { # NAME ENDPOINT PID [NRI_SOCKET]
-  local name=$1 endpoint=$2 pid=$3 nri=${4:-} dir="$OUT/$1"
+bench_one() { # NAME ENDPOINT PID
+  local name=$1 endpoint=$2 pid=$3 dir="$OUT/$1"
   rm -rf "$dir" && mkdir -p "$dir/scratch"
   echo "==> $name: critest -benchmark (pods=${PODS:-100} containers=${CONTAINERS:-60} images=${IMAGES:-60} parallel=${PARALLEL:-1})"
   RSS_PID=$pid hack/critest/bench.sh "$endpoint" "$dir" >"$dir/bench.out" 2>&1
@@ -247,11 +243,6 @@ PY
     sleep "$IDLE"
     echo "$(rss_of "$pid")" >"$dir/run-$n/rss-idle-after.txt"
   done
-  if [ "${CONFORMANCE:-1}" = 1 ]; then
-    echo "==> $name: the CRI validation suite"
-    NRI_SOCKET=$nri hack/critest/run.sh "$endpoint" "$dir/conformance" >"$dir/conformance.log" 2>&1 || true
-    echo "    $(grep -m1 '^TOTAL' "$dir/conformance/summary.txt" 2>/dev/null || echo "no summary: see $dir/conformance.log")"
-  fi
 }
 
 if [ "${CRI_BENCH:-1}" = 1 ]; then
@@ -266,7 +257,7 @@ if [ "${CRI_BENCH:-1}" = 1 ]; then
       swapcri)
         start_swapcri
         sleep 5
-        bench_one swapcri "unix://$SC_WORK/swapcri.sock" "$(cat "$SC_WORK/pid")" "$SC_WORK/nri.sock"
+        bench_one swapcri "unix://$SC_WORK/swapcri.sock" "$(cat "$SC_WORK/pid")"
         stop_pid "$SC_WORK/pid"
         release_mounts "$SC_WORK"
         ;;
@@ -283,7 +274,7 @@ if [ "${CRI_BENCH:-1}" = 1 ]; then
       containerd2)
         start_containerd2
         sleep 5
-        bench_one containerd2 "unix://$CD2_WORK/containerd.sock" "$(cat "$CD2_WORK/pid")" "$CD2_WORK/nri.sock"
+        bench_one containerd2 "unix://$CD2_WORK/containerd.sock" "$(cat "$CD2_WORK/pid")"
         stop_pid "$CD2_WORK/pid"
         ;;
       *) echo "unknown runtime '$runtime' (swapcri, containerd or containerd2)" >&2; exit 1 ;;

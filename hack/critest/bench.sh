@@ -6,8 +6,7 @@
 # RemovePodSandbox), the container lifecycle (Create, Start, Status, Stop, Remove, each in a
 # pod of its own), the image lifecycle (PullImage, ImageStatus, RemoveImage from the local
 # registry), ListImages, and one pod + container from scratch.
-# Environment: PODS CONTAINERS IMAGES PARALLEL (100 60 60 1); BENCH_SKIP (a ginkgo regex of
-# benchmark specs to leave out); RSS_PID, the daemon whose
+# Environment: PODS CONTAINERS IMAGES PARALLEL (100 60 60 1); RSS_PID, the daemon whose
 # VmRSS and VmHWM are recorded before and after; IDLE_SETTLE (5 s before and after).
 # OUTDIR gets params.yaml, test-images.yaml, critest-bench.log, report.json, critest's
 # per-sample files (*_benchmark_data.json), rss.txt and bench-summary.txt (n, min, median,
@@ -57,7 +56,6 @@ timeout --kill-after=30 "${BENCH_OUTER_TIMEOUT:-900}" critest -benchmark \
   -runtime-endpoint "$endpoint" -image-endpoint "$endpoint" \
   -test-images-file "$out/test-images.yaml" -benchmarking-params-file "$out/params.yaml" \
   -benchmarking-output-dir "$out" -ginkgo.no-color -ginkgo.timeout "${BENCH_TIMEOUT:-14m}" \
-  ${BENCH_SKIP:+-ginkgo.skip "$BENCH_SKIP"} \
   -ginkgo.json-report "$out/report.json" -ginkgo.junit-report "$out/junit.xml" \
   >"$out/critest-bench.log" 2>&1
 status=$?
