@@ -155,6 +155,11 @@ impl ContainerStatus {
     }
 }
 
+/// Beside the exit record: the monitor deleted the container from the runtime after it
+/// recorded the exit (a container with a PID namespace of its own has its exit recorded
+/// before the delete).
+pub const RUNTIME_DELETED_MARK: &str = "runtime-deleted";
+
 /// What the monitor writes when the container's process exits.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExitRecord {

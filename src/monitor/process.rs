@@ -13,7 +13,7 @@ use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::{pipe2, setsid, Pid};
 
 use crate::cgroup;
-use crate::model::container::ExitRecord;
+use crate::model::container::{ExitRecord, RUNTIME_DELETED_MARK};
 use crate::oci::{CreateIo, OciRuntime};
 
 use super::attach;
@@ -118,22 +118,19 @@ fn run(config_path: &Path) -> Result<(), ProcessError> {
     };
     // With a PID namespace of its own nothing of the container outlives its init (the kernel
     // ends the namespace's processes before the init's exit is reaped): the exit is recorded
-    // at once, and again once the runtime's delete is done. Otherwise, as a shim does, the
-    // runtime's state (its cgroup, any process left in it, the state directory) is released
-    // first, so a stop that has returned left nothing running. Either way a removal that
-    // finds `runtime_deleted` waits for no runtime.
-    let early = own_pid_namespace(&cfg.bundle);
-    if early {
+    // at once, written once, and a successful delete is marked beside it afterwards
+    // (`RUNTIME_DELETED_MARK`). Otherwise, as a shim does, the runtime's state (its cgroup, any
+    // process left in it, the state directory) is released first, so a stop that has returned
+    // left nothing running. Either way a removal that finds the delete done runs no runtime.
+    if own_pid_namespace(&cfg.bundle) {
         write(&record)?;
-    }
-    record.runtime_deleted = delete_within(runtime, &cfg.id, DELETE_WAIT);
-    match (early, record.runtime_deleted) {
-        (true, true) => {
-            // A removal meanwhile took the record with it: nothing to update.
-            let _ = write(&record);
+        if delete_within(runtime, &cfg.id, DELETE_WAIT) {
+            // A removal meanwhile took the record with it: nothing to mark.
+            let _ = crate::store::replace_atomic(&cfg.exit_file.with_file_name(RUNTIME_DELETED_MARK), b"");
         }
-        (true, false) => {}
-        (false, _) => write(&record)?,
+    } else {
+        record.runtime_deleted = delete_within(runtime, &cfg.id, DELETE_WAIT);
+        write(&record)?;
     }
     let _ = std::fs::remove_file(&cfg.ctl_socket);
     if let Some(path) = &cfg.attach_socket {

@@ -61,13 +61,16 @@ impl PodService {
 }
 
 impl PodService {
-    /// Whether the monitor deleted the exited container from the runtime (it says so in the
-    /// exit record, written after the delete).
+    /// Whether the monitor deleted the exited container from the runtime: the exit record
+    /// says so where it was written after the delete, a mark beside it where it was written
+    /// before.
     fn monitor_deleted(&self, id: &crate::model::ids::ContainerId) -> bool {
-        std::fs::read(self.registry.exit_file(id))
-            .ok()
-            .and_then(|b| serde_json::from_slice::<crate::model::container::ExitRecord>(&b).ok())
-            .is_some_and(|record| record.runtime_deleted)
+        let exit_file = self.registry.exit_file(id);
+        exit_file.with_file_name(crate::model::container::RUNTIME_DELETED_MARK).exists()
+            || std::fs::read(&exit_file)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<crate::model::container::ExitRecord>(&b).ok())
+                .is_some_and(|record| record.runtime_deleted)
     }
 
     /// Unmounts the shared volume sources a removed container made, unless another

@@ -420,7 +420,10 @@ async fn a_resize_leaves_kubelets_pod_cgroup_alone() {
 
 #[tokio::test]
 async fn removal_deletes_from_the_runtime_only_what_the_monitor_did_not() {
-    for monitor_deleted in [true, false] {
+    // In the record (written after the delete), marked beside it (the record written
+    // before), or not at all.
+    for (in_record, marked) in [(true, false), (false, true), (false, false)] {
+        let monitor_deleted = in_record || marked;
         let cgroot = tempfile::tempdir().unwrap();
         let root = cgroot.path().to_path_buf();
         let f = fixture_with(ContainerState::Exited, "SIGTERM", "", false, |c| c.cgroup_root = root);
@@ -431,11 +434,14 @@ async fn removal_deletes_from_the_runtime_only_what_the_monitor_did_not() {
             exit_code: 0,
             finished_at: 1,
             oom_killed: false,
-            runtime_deleted: monitor_deleted,
+            runtime_deleted: in_record,
         };
         let exit_file = f.service.registry.exit_file(&f.id);
         std::fs::create_dir_all(exit_file.parent().unwrap()).unwrap();
         std::fs::write(&exit_file, serde_json::to_vec(&record).unwrap()).unwrap();
+        if marked {
+            std::fs::write(exit_file.with_file_name(crate::model::container::RUNTIME_DELETED_MARK), b"").unwrap();
+        }
         f.service.remove_container(f.id.as_str()).await.unwrap();
         let expected = if monitor_deleted { vec![] } else { vec![format!("delete {}", f.id)] };
         assert_eq!(f.fake.calls(), expected, "monitor deleted: {monitor_deleted}");
