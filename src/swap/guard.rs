@@ -152,8 +152,8 @@ async fn throttle(sup: &Supervisor, id: &ContainerId, dir: &Path) -> Result<Vec<
 pub(crate) async fn release(sup: &Supervisor, id: &ContainerId, dir: &Path, throttle: Throttled) {
     let mut restored = restore(sup, dir, &throttle.writes).await;
     let _ = crate::blocking::run(|| sup.records.remove_beside(id.as_str(), THROTTLE_RECORD));
-    if throttle.pod.is_some() {
-        restored.extend(pod_throttle::release(sup, id).await.into_iter().map(|r| format!("pod {r}")));
+    if let Some(pod) = &throttle.pod {
+        restored.extend(pod_throttle::release(sup, id, pod).await.into_iter().map(|r| format!("pod {r}")));
     }
     Counters::add(&sup.counters.restores, 1);
     let held_s = throttle.at.elapsed().as_secs();

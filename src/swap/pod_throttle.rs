@@ -82,17 +82,14 @@ fn record(sup: &Supervisor, id: &ContainerId, writes: &PodWrites) -> Result<(), 
 
 /// The container's throttle ended: its copy goes, and the pod is put back if no other
 /// container of it is throttled. The files put back.
-pub(super) async fn release(sup: &Supervisor, id: &ContainerId) -> Vec<String> {
+pub(super) async fn release(sup: &Supervisor, id: &ContainerId, pod: &PodWrites) -> Vec<String> {
     let mut held = sup.pod_throttles.lock().await;
-    let Some(dir) = held.iter().find(|(_, (holders, _))| holders.contains(id)).map(|(dir, _)| dir.clone()) else {
-        return Vec::new();
-    };
     let mut restored = Vec::new();
-    if let Some((holders, writes)) = held.get_mut(&dir) {
+    if let Some((holders, writes)) = held.get_mut(&pod.dir) {
         holders.retain(|h| h != id);
         if holders.is_empty() {
             restored = restore(sup, &writes.dir, &writes.writes).await;
-            held.remove(&dir);
+            held.remove(&pod.dir);
         }
     }
     let _ = crate::blocking::run(|| sup.records.remove_beside(id.as_str(), RECORD));
