@@ -37,8 +37,9 @@ pub struct GuardConfig {
     pub throttle_io_weight: u64,
     /// `cpu.weight` of a throttled container.
     pub throttle_cpu_weight: u64,
-    /// `io.max` read and write IOPS of a throttled container on each disk under the node's
-    /// swap (0: no cap).
+    /// The I/O a throttled container is held near, a second: `io.max` read and write IOPS on
+    /// each disk under the node's swap, and its swap pages through `memory.swap.high` (0: no
+    /// IOPS cap, `memory.swap.high` at its swap use).
     pub throttle_swap_iops: u64,
     /// `cpu.max` of a throttled container, in percent of one CPU (0: no cap).
     pub throttle_cpu_percent: u64,

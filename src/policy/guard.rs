@@ -1,17 +1,17 @@
 //! The swap guard's decisions (pure): which containers it may act on, what a throttle
 //! writes, what restoring puts back, and which thrasher it ends first.
 //!
-//! A throttle only ever lowers: `memory.swap.high` down to the swap the container already
-//! uses (its swap may not grow further without the kernel slowing its allocations), its
+//! A throttle only ever lowers: `memory.swap.high` below the swap the container already
+//! uses (the kernel then delays each page it charges, see `swap_high_target`), its
 //! `io.weight` / `cpu.weight` down to the configured weights, its `io.max` read and write
 //! IOPS on each disk under the node's swap down to the configured cap, and its `cpu.max`
 //! down to the configured share of a CPU (its swap-in faults and its own reclaim are CPU
 //! work). The weights rank the container only against the other containers of its pod (the
 //! kernel weighs the pod's group against other pods). The IOPS cap holds the container's file
 //! I/O; its swap I/O is charged to the cap but issued at once (the block throttle does not
-//! hold swap bios), so what slows its swapping is `memory.swap.high` and `cpu.max`. A
-//! value already at or below the target is left as it is, so nothing kubelet set is ever
-//! raised.
+//! hold swap bios), so what slows its swapping is `memory.swap.high` (and `cpu.max` where
+//! the CPU bounds its faults). A value already at or below the target is left as it is, so
+//! nothing kubelet set is ever raised.
 
 use serde::{Deserialize, Serialize};
 
@@ -110,6 +110,24 @@ fn iops(text: &str, dev: &str) -> (Option<u64>, Option<u64>) {
     (key("riops="), key("wiops="))
 }
 
+/// `memory.swap.high` while throttled, bytes (whole pages, at least one). At the swap the
+/// container uses, its swap may not grow; but a thrasher that swaps the same pages in and out
+/// keeps their slots (the kernel frees a slot on swap-in only once swap is half full), never
+/// passes it and is never slowed. Below its use, the kernel delays each charge on the way back
+/// to user space by about (overage / high)² × 64 s per 64 pages (at most 2 s a time), so an
+/// overage of 1/√R holds it near R pages a second: R is `swap_iops`, the rate the IOPS cap
+/// asks of its file I/O. With `swap_iops` 0 the value is its use.
+fn swap_high_target(used: u64, swap_iops: u64) -> u64 {
+    let used_pages = used.div_ceil(PAGE);
+    let pages = if swap_iops == 0 {
+        used_pages
+    } else {
+        let root = (swap_iops as f64).sqrt();
+        (used_pages as f64 * root / (root + 1.0)).floor() as u64
+    };
+    pages.max(1) * PAGE
+}
+
 /// The least `cpu.max` quota the kernel takes, µs.
 const CPU_QUOTA_MIN_US: u64 = 1_000;
 
@@ -124,7 +142,7 @@ pub fn throttle(current: &Current, targets: ThrottleTargets, swap_disks: &[Strin
         }
     };
     if let (Some(used), Some(high)) = (current.swap_current, &current.swap_high) {
-        let target = used.div_ceil(PAGE).max(1) * PAGE;
+        let target = swap_high_target(used, targets.swap_iops);
         lower(MEMORY_SWAP_HIGH, high, high.trim().parse().ok(), target, target.to_string());
     }
     if let Some(io) = &current.io_weight {
@@ -261,7 +279,7 @@ mod tests {
             (
                 current(10_000, "max", "default 100\n", "100\n"),
                 vec![
-                    w("memory.swap.high", "max", "12288"),
+                    w("memory.swap.high", "max", "8192"),
                     w("io.weight", "default 100", "default 10"),
                     w("cpu.weight", "100", "10"),
                 ],
@@ -275,11 +293,33 @@ mod tests {
             // No default line: the kernel's default is 100.
             (
                 current(40_960, "81920", "8:16 50\n", ""),
-                vec![w("memory.swap.high", "81920", "40960"), w("io.weight", "default 100", "default 10")],
+                vec![w("memory.swap.high", "81920", "36864"), w("io.weight", "default 100", "default 10")],
             ),
         ];
         for (now, want) in table {
             assert_eq!(throttle(&now, T, &[]), want, "{now:?}");
+        }
+    }
+
+    #[test]
+    fn swap_high_goes_below_the_use_by_one_over_the_root_of_the_rate() {
+        let mib = 1 << 20;
+        let table = [
+            // 100 pages a second: an overage of 1/10, high = use × 10/11.
+            (110 * mib, 100, 100 * mib),
+            (11 * PAGE, 100, 10 * PAGE),
+            // 400: 1/20; 10,000: 1/100.
+            (21 * PAGE, 400, 20 * PAGE),
+            (101 * PAGE, 10_000, 100 * PAGE),
+            // Part of a page in use counts as a page; never below one page.
+            (PAGE + 1, 100, PAGE),
+            (0, 100, PAGE),
+            // No rate: at its use.
+            (10_000, 0, 3 * PAGE),
+            (0, 0, PAGE),
+        ];
+        for (used, iops, want) in table {
+            assert_eq!(swap_high_target(used, iops), want, "{used} bytes at {iops}/s");
         }
     }
 

@@ -82,7 +82,7 @@ async fn the_guard_lowers_only_and_puts_back_what_is_still_its_own() {
     *pods.plan.lock().unwrap() = Some(MemoryPlan::of_class(QosClass::Burstable, None));
     let (report, throttle) = guard::engage(&sup, &pods, &id, cg.path()).await;
     assert_eq!(report.action, "throttled", "{report:?}");
-    assert_eq!(files(cg.path()), ["12288", "default 10", "10"]);
+    assert_eq!(files(cg.path()), ["8192", "default 10", "10"]);
     let written: serde_json::Value = serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
     assert_eq!(written["version"], 1, "recorded, versioned, before it was written: {written}");
     // kubelet resizes the container meanwhile: its cpu.weight is kept.
