@@ -31,6 +31,14 @@ async fn lifecycle_logs_exit_codes_and_cleanup() {
     assert_eq!(exited.exit_code, 3);
     assert_eq!(exited.reason, "Error");
     assert!(exited.started_at > 0 && exited.finished_at >= exited.started_at);
+    // It has a PID namespace of its own: the exit was recorded before the runtime's delete,
+    // whose success the monitor then marks beside the record.
+    let mark = daemon.state_root().join("containers").join(&id).join("runtime-deleted");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !mark.exists() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(mark.exists(), "the monitor marks its done delete: {}", mark.display());
     let log = std::fs::read_to_string(logs.join("job.log")).unwrap();
     let lines: Vec<&str> = log.lines().collect();
     let stream_line = |stream: &str, text: &str| lines.iter().any(|l| l.ends_with(&format!(" {stream} F {text}")));

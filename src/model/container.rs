@@ -158,7 +158,12 @@ impl ContainerStatus {
 /// Beside the exit record: the monitor deleted the container from the runtime after it
 /// recorded the exit (a container with a PID namespace of its own has its exit recorded
 /// before the delete).
-pub const RUNTIME_DELETED_MARK: &str = "runtime-deleted";
+const RUNTIME_DELETED_MARK: &str = "runtime-deleted";
+
+/// Where the monitor marks a done runtime delete, beside the container's exit record.
+pub fn runtime_deleted_mark(exit_file: &std::path::Path) -> std::path::PathBuf {
+    exit_file.with_file_name(RUNTIME_DELETED_MARK)
+}
 
 /// What the monitor writes when the container's process exits.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

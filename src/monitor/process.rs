@@ -13,7 +13,7 @@ use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::{pipe2, setsid, Pid};
 
 use crate::cgroup;
-use crate::model::container::{ExitRecord, RUNTIME_DELETED_MARK};
+use crate::model::container::{runtime_deleted_mark, ExitRecord};
 use crate::oci::{CreateIo, OciRuntime};
 
 use super::attach;
@@ -119,14 +119,15 @@ fn run(config_path: &Path) -> Result<(), ProcessError> {
     // With a PID namespace of its own nothing of the container outlives its init (the kernel
     // ends the namespace's processes before the init's exit is reaped): the exit is recorded
     // at once, written once, and a successful delete is marked beside it afterwards
-    // (`RUNTIME_DELETED_MARK`). Otherwise, as a shim does, the runtime's state (its cgroup, any
+    // (`runtime_deleted_mark`). Otherwise, as a shim does, the runtime's state (its cgroup, any
     // process left in it, the state directory) is released first, so a stop that has returned
     // left nothing running. Either way a removal that finds the delete done runs no runtime.
     if own_pid_namespace(&cfg.bundle) {
         write(&record)?;
         if delete_within(runtime, &cfg.id, DELETE_WAIT) {
-            // A removal meanwhile took the record with it: nothing to mark.
-            let _ = crate::store::replace_atomic(&cfg.exit_file.with_file_name(RUNTIME_DELETED_MARK), b"");
+            // Only its existence counts (a lost mark costs a second delete that finds nothing).
+            // A removal meanwhile took the record's directory with it: nothing to mark.
+            let _ = std::fs::File::create(runtime_deleted_mark(&cfg.exit_file));
         }
     } else {
         record.runtime_deleted = delete_within(runtime, &cfg.id, DELETE_WAIT);

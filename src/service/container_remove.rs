@@ -66,7 +66,7 @@ impl PodService {
     /// before.
     fn monitor_deleted(&self, id: &crate::model::ids::ContainerId) -> bool {
         let exit_file = self.registry.exit_file(id);
-        exit_file.with_file_name(crate::model::container::RUNTIME_DELETED_MARK).exists()
+        crate::model::container::runtime_deleted_mark(&exit_file).exists()
             || std::fs::read(&exit_file)
                 .ok()
                 .and_then(|b| serde_json::from_slice::<crate::model::container::ExitRecord>(&b).ok())

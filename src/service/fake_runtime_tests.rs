@@ -440,7 +440,7 @@ async fn removal_deletes_from_the_runtime_only_what_the_monitor_did_not() {
         std::fs::create_dir_all(exit_file.parent().unwrap()).unwrap();
         std::fs::write(&exit_file, serde_json::to_vec(&record).unwrap()).unwrap();
         if marked {
-            std::fs::write(exit_file.with_file_name(crate::model::container::RUNTIME_DELETED_MARK), b"").unwrap();
+            std::fs::write(crate::model::container::runtime_deleted_mark(&exit_file), b"").unwrap();
         }
         f.service.remove_container(f.id.as_str()).await.unwrap();
         let expected = if monitor_deleted { vec![] } else { vec![format!("delete {}", f.id)] };
