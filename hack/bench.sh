@@ -3,8 +3,9 @@
 #  1. The CRI benchmark (critest -benchmark, hack/critest/bench.sh) against a
 #     swapcri daemon started here and against each peer of RUNTIMES, one at a time, each a
 #     private daemon from an empty root with the same registry mirrors, CNI plugins and runc:
-#     containerd (Debian's, when installed) and containerd2 (containerd 2.4.2 and its runc
-#     shim, built by hack/tools.sh from hack/containerd's pinned module); then
+#     containerd (Debian's, when installed), containerd2 (containerd 2.4.2 and its runc
+#     shim, built by hack/tools.sh from hack/containerd's pinned module) and crio (CRI-O
+#     1.36.3, its pinns and oomclamp, built by hack/tools.sh from hack/crio's); then
 #     "pod + container from scratch" SCRATCH_SAMPLES times against each (critest's own spec
 #     takes one sample), the daemons' RSS idle, after the run and after IDLE seconds idle, and
 #     a side-by-side table of medians with swapcri's ratio to the best peer.
@@ -15,7 +16,7 @@
 # Environment: RUNC (default /usr/sbin/runc), PODS CONTAINERS IMAGES PARALLEL (the kit's
 # counts: 100 60 60 1), SCRATCH_SAMPLES (20), IDLE (60), RSS_RUNS (3: benchmark runs
 # against one daemon, RSS after each and IDLE seconds of rest), RUNTIMES ("swapcri containerd
-# containerd2"; the table compares what OUTDIR holds), CRI_BENCH=0 or CARGO_BENCHES=0 to skip a part.
+# containerd2 crio"; the table compares what OUTDIR holds), CRI_BENCH=0 or CARGO_BENCHES=0 to skip a part.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source hack/lib.sh
@@ -33,12 +34,15 @@ CD_WORK=/run/swapcri-bench-containerd
 CD_ROOT=/var/lib/swapcri-bench-containerd
 CD2_WORK=/run/swapcri-bench-containerd2
 CD2_ROOT=/var/lib/swapcri-bench-containerd2
+CRIO_WORK=/run/swapcri-bench-crio
+CRIO_ROOT=/var/lib/swapcri-bench-crio
 # Each daemon's pod bridge on a subnet free on this machine; the bridges an earlier run left,
 # with the addresses they had, go first.
-for bridge in swapcri-crit0 ctrd-bench0 ctrd2-bench0; do ip link del "$bridge" 2>/dev/null || true; done
+for bridge in swapcri-crit0 ctrd-bench0 ctrd2-bench0 crio-bench0; do ip link del "$bridge" 2>/dev/null || true; done
 SC_SUBNET=$(free_subnet)
 CD_SUBNET=$(free_subnet "$SC_SUBNET")
 CD2_SUBNET=$(free_subnet "$SC_SUBNET" "$CD_SUBNET")
+CRIO_SUBNET=$(free_subnet "$SC_SUBNET" "$CD_SUBNET" "$CD2_SUBNET")
 
 rss_of() { # PID -> "VmRSS kB"
   awk '/^VmRSS:/{print $2}' "/proc/$1/status" 2>/dev/null || echo 0
@@ -60,10 +64,12 @@ cleanup() {
   stop_pid "$SC_WORK/pid"
   stop_pid "$CD_WORK/pid"
   stop_pid "$CD2_WORK/pid"
+  stop_pid "$CRIO_WORK/pid"
   # Shims of pods a failed run left behind (containerd leaves them running by design).
   pkill -f "containerd-shim-runc-v2 .*-address $CD_WORK/" 2>/dev/null || true
   pkill -f "containerd-shim-runc-v2 .*-address $CD2_WORK/" 2>/dev/null || true
-  for d in "$SC_WORK" "$CD_WORK" "$CD_ROOT" "$CD2_WORK" "$CD2_ROOT"; do release_mounts "$d"; done
+  pkill -f "conmon .*$CRIO_WORK/" 2>/dev/null || true
+  for d in "$SC_WORK" "$CD_WORK" "$CD_ROOT" "$CD2_WORK" "$CD2_ROOT" "$CRIO_WORK" "$CRIO_ROOT"; do release_mounts "$d"; done
 }
 trap cleanup EXIT
 
@@ -167,6 +173,77 @@ CONF
     --config "$CD2_WORK/config.toml"
 }
 
+# CRI-O of its own, as start_containerd: its own storage, state, socket, NRI socket and CNI
+# bridge; the suite's registries mirrored to the local registry (a registries.conf of its
+# own); conmon from Debian; cgroupfs. Where root cannot lower oom_score_adj, runc is reached
+# through oomclamp, which raises a bundle's oomScoreAdj to the daemon's own as
+# restrict_oom_score_adj does for containerd (CRI-O has no such setting and asks -998 for
+# every pod's infra container).
+start_crio() {
+  rm -rf "$CRIO_WORK" "$CRIO_ROOT" && mkdir -p "$CRIO_WORK/cni" "$CRIO_WORK/bin" "$CRIO_ROOT"
+  local tool runtime=$RUNC
+  for tool in crio pinns oomclamp; do
+    ln -s "$(hack/tools.sh /var/cache/swapcri-tools $tool | tail -n 1)" "$CRIO_WORK/bin/$tool"
+  done
+  if ! capsh --has-p=cap_sys_resource 2>/dev/null; then
+    cp "$CRIO_WORK/bin/oomclamp" "$CRIO_WORK/bin/runc"
+    ln -s "$RUNC" "$CRIO_WORK/bin/runc.real"
+    runtime=$CRIO_WORK/bin/runc
+  fi
+  write_bridge_conflist "$CRIO_WORK/cni/10-bench.conflist" crio-bench crio-bench0 "$CRIO_SUBNET"
+  {
+    echo 'unqualified-search-registries = []'
+    for r in $MIRRORED_REGISTRIES; do
+      printf '[[registry]]\nprefix = "%s"\nlocation = "%s"\ninsecure = true\n' "$r" "$REGISTRY_ADDR"
+    done
+    printf '[[registry]]\nlocation = "%s"\ninsecure = true\n' "$REGISTRY_ADDR"
+  } >"$CRIO_WORK/registries.conf"
+  echo '{"default": [{"type": "insecureAcceptAnything"}]}' >"$CRIO_WORK/policy.json"
+  cat >"$CRIO_WORK/crio.conf" <<CONF
+[crio]
+root = "$CRIO_ROOT/storage"
+runroot = "$CRIO_WORK/storage"
+storage_driver = "overlay"
+log_dir = "$CRIO_ROOT/pods"
+version_file = "$CRIO_WORK/version"
+version_file_persist = "$CRIO_ROOT/version"
+clean_shutdown_file = "$CRIO_ROOT/clean.shutdown"
+[crio.api]
+listen = "$CRIO_WORK/crio.sock"
+[crio.runtime]
+default_runtime = "runc"
+cgroup_manager = "cgroupfs"
+apparmor_profile = "unconfined"
+irqbalance_config_file = ""
+irqbalance_config_restore_file = ""
+container_exits_dir = "$CRIO_WORK/exits"
+container_attach_socket_dir = "$CRIO_WORK/attach"
+namespaces_dir = "$CRIO_WORK/ns"
+pinns_path = "$CRIO_WORK/bin/pinns"
+[crio.runtime.runtimes.runc]
+runtime_path = "$runtime"
+runtime_type = "oci"
+runtime_root = "$CRIO_WORK/runc"
+monitor_path = "/usr/bin/conmon"
+monitor_cgroup = "pod"
+[crio.image]
+pause_image = "$REGISTRY_ADDR/pause:3.10"
+signature_policy = "$CRIO_WORK/policy.json"
+[crio.network]
+network_dir = "$CRIO_WORK/cni"
+plugin_dirs = ["/usr/lib/cni"]
+[crio.nri]
+enable_nri = true
+nri_listen = "$CRIO_WORK/nri.sock"
+nri_plugin_dir = "$CRIO_WORK/nri-plugins"
+nri_plugin_config_dir = "$CRIO_WORK/nri-conf"
+CONF
+  mkdir -p "$CRIO_WORK/conf.d" "$CRIO_WORK/registries.conf.d"
+  launch crio "$CRIO_WORK" "$CRIO_WORK/crio.sock" "$CRIO_WORK/bin/crio" --config "$CRIO_WORK/crio.conf" \
+    --config-dir "$CRIO_WORK/conf.d" --registries-conf "$CRIO_WORK/registries.conf" \
+    --registries-conf-dir "$CRIO_WORK/registries.conf.d"
+}
+
 # A 5-layer image of 50 MB (random, so incompressible) in the local registry, for the pull
 # of a real-sized image; built once.
 build_layered_image() {
@@ -250,9 +327,9 @@ if [ "${CRI_BENCH:-1}" = 1 ]; then
   build_layered_image
   echo "==> swapcri (release build)"
   cargo build --release --locked --quiet
-  echo "==> runc: $("$RUNC" --version | head -1)"
+  echo "==> runc: $("$RUNC" --version | sed -n 1p)"
 
-  for runtime in ${RUNTIMES:-swapcri containerd containerd2}; do
+  for runtime in ${RUNTIMES:-swapcri containerd containerd2 crio}; do
     case $runtime in
       swapcri)
         start_swapcri
@@ -277,11 +354,17 @@ if [ "${CRI_BENCH:-1}" = 1 ]; then
         bench_one containerd2 "unix://$CD2_WORK/containerd.sock" "$(cat "$CD2_WORK/pid")"
         stop_pid "$CD2_WORK/pid"
         ;;
-      *) echo "unknown runtime '$runtime' (swapcri, containerd or containerd2)" >&2; exit 1 ;;
+      crio)
+        start_crio
+        sleep 5
+        bench_one crio "unix://$CRIO_WORK/crio.sock" "$(cat "$CRIO_WORK/pid")"
+        stop_pid "$CRIO_WORK/pid"
+        ;;
+      *) echo "unknown runtime '$runtime' (swapcri, containerd, containerd2 or crio)" >&2; exit 1 ;;
     esac
   done
   runtimes=(swapcri)
-  for peer in containerd containerd2; do [ -d "$OUT/$peer" ] && runtimes+=("$peer"); done
+  for peer in containerd containerd2 crio; do [ -d "$OUT/$peer" ] && runtimes+=("$peer"); done
   python3 hack/bench_table.py "$OUT" "${runtimes[@]}" | tee "$OUT/table.txt"
 fi
 

