@@ -15,7 +15,8 @@
 #   sudo hack/bench.sh [OUTDIR]          (default /tmp/swapcri-bench)
 # Environment: RUNC (default /usr/sbin/runc), PODS CONTAINERS IMAGES PARALLEL (the kit's
 # counts: 100 60 60 1), SCRATCH_SAMPLES (20), IDLE (60), RSS_RUNS (3: benchmark runs
-# against one daemon, RSS after each and IDLE seconds of rest), RUNTIMES ("swapcri containerd
+# against one daemon, RSS after each and IDLE seconds of rest), BENCH_SKIP (specs to skip, e.g.
+# "operations on Image" at PARALLEL=8), RUNTIMES ("swapcri containerd
 # containerd2 crio"; the table compares what OUTDIR holds), CRI_BENCH=0 or CARGO_BENCHES=0 to skip a part.
 set -euo pipefail
 cd "$(dirname "$0")/.."
