@@ -350,13 +350,21 @@ if [ "${CRI_BENCH:-1}" = 1 ]; then
         stop_pid "$CD_WORK/pid"
         ;;
       containerd2)
-        start_containerd2
+        if ! start_containerd2; then
+          echo "==> containerd2 left out: it did not build or start (above; its log: $OUT/containerd2.log)"
+          stop_pid "$CD2_WORK/pid"
+          continue
+        fi
         sleep 5
         bench_one containerd2 "unix://$CD2_WORK/containerd.sock" "$(cat "$CD2_WORK/pid")"
         stop_pid "$CD2_WORK/pid"
         ;;
       crio)
-        start_crio
+        if ! start_crio; then
+          echo "==> crio left out: it did not build or start (above; its log: $OUT/crio.log)"
+          stop_pid "$CRIO_WORK/pid"
+          continue
+        fi
         sleep 5
         bench_one crio "unix://$CRIO_WORK/crio.sock" "$(cat "$CRIO_WORK/pid")"
         stop_pid "$CRIO_WORK/pid"
