@@ -44,6 +44,9 @@ SC_SUBNET=$(free_subnet)
 CD_SUBNET=$(free_subnet "$SC_SUBNET")
 CD2_SUBNET=$(free_subnet "$SC_SUBNET" "$CD_SUBNET")
 CRIO_SUBNET=$(free_subnet "$SC_SUBNET" "$CD_SUBNET" "$CD2_SUBNET")
+# Whether root here cannot lower oom_score_adj (no CAP_SYS_RESOURCE): then every daemon raises
+# what a pod asks for to its own value, as swapcri does.
+if capsh --has-p=cap_sys_resource 2>/dev/null; then RESTRICT_OOM=false; else RESTRICT_OOM=true; fi
 
 rss_of() { # PID -> "VmRSS kB"
   awk '/^VmRSS:/{print $2}' "/proc/$1/status" 2>/dev/null || echo 0
@@ -111,8 +114,7 @@ address = "$CD_WORK/containerd.sock"
 address = "$CD_WORK/containerd.sock.ttrpc"
 [$cri]
 sandbox_image = "$REGISTRY_ADDR/pause:3.10"
-# As swapcri does: without CAP_SYS_RESOURCE nothing may lower oom_score_adj.
-restrict_oom_score_adj = $(capsh --has-p=cap_sys_resource 2>/dev/null && echo false || echo true)
+restrict_oom_score_adj = $RESTRICT_OOM
 [$cri.cni]
 bin_dir = "/usr/lib/cni"
 conf_dir = "$CD_WORK/cni"
@@ -160,8 +162,7 @@ sandbox = "$REGISTRY_ADDR/pause:3.10"
 [$images.registry]
 config_path = "$CD2_WORK/certs.d"
 [$runtime]
-# As swapcri does: without CAP_SYS_RESOURCE nothing may lower oom_score_adj.
-restrict_oom_score_adj = $(capsh --has-p=cap_sys_resource 2>/dev/null && echo false || echo true)
+restrict_oom_score_adj = $RESTRICT_OOM
 [$runtime.cni]
 bin_dirs = ["/usr/lib/cni"]
 conf_dir = "$CD2_WORK/cni"
@@ -186,7 +187,7 @@ start_crio() {
   for tool in crio pinns oomclamp; do
     ln -s "$(hack/tools.sh /var/cache/swapcri-tools $tool | tail -n 1)" "$CRIO_WORK/bin/$tool"
   done
-  if ! capsh --has-p=cap_sys_resource 2>/dev/null; then
+  if [ "$RESTRICT_OOM" = true ]; then
     cp "$CRIO_WORK/bin/oomclamp" "$CRIO_WORK/bin/runc"
     ln -s "$RUNC" "$CRIO_WORK/bin/runc.real"
     runtime=$CRIO_WORK/bin/runc
