@@ -1,10 +1,11 @@
 //! cgroup facts and housekeeping: the host's cgroup mode, where a process's cgroups are,
-//! OOM kills (oom.rs), removal of cgroups swapcri created, and moving helper processes out of
+//! OOM kills (oom.rs), ending every process of a group (kill.rs), removal of cgroups swapcri created, and moving helper processes out of
 //! the daemon's cgroup.
 
 pub mod control;
 pub mod detail;
 pub mod files;
+pub mod kill;
 pub mod memory_files;
 pub mod oom;
 pub mod pod;

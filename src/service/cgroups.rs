@@ -1,11 +1,12 @@
 //! cgroup reads for the pod service: statistics of a cgroup with CPU rates from the previous
-//! reading, and where a process's cgroup is.
+//! reading, where a process's cgroup is, and the kill of every process in one.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use crate::cgroup::detail::{read_detail, DetailDirs};
+use crate::cgroup::kill::{self, KillError};
 use crate::cgroup::stats::{read_stats, CgroupDirs};
 use crate::cgroup::Hierarchy;
 use crate::model::cgroup_stats::CgroupStats;
@@ -83,6 +84,22 @@ impl Cgroups {
     /// Drops the CPU reading kept under `key` (the container is gone or stopped).
     pub fn forget(&self, key: &str) {
         self.cpu.forget(key);
+    }
+
+    /// SIGKILL to every process of the cgroup `rel` and the groups below it, from the
+    /// daemon: `cgroup.kill` on v2, freeze, kill and thaw in the freezer hierarchy on v1.
+    /// Unsupported when neither can (the caller asks the runtime) or, on v1, when the group
+    /// listed no process (a runtime that put its freezer group elsewhere).
+    pub fn kill_all(&self, rel: &str) -> Result<(), KillError> {
+        if let Some(dir) = self.unified_dir(rel) {
+            return kill::kill_v2(&dir);
+        }
+        let dir = crate::cgroup::v1_dir(&self.hierarchies, "freezer", rel)
+            .ok_or_else(|| KillError::Unsupported("no freezer hierarchy".into()))?;
+        match kill::kill_v1(&dir)? {
+            0 => Err(KillError::Unsupported(format!("no process in {}", dir.display()))),
+            _ => Ok(()),
+        }
     }
 
     /// Removes a cgroup swapcri created (`rel` relative to the root) in every hierarchy.

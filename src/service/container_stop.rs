@@ -1,10 +1,16 @@
 use std::time::{Duration, Instant};
 use tracing::Instrument;
 
-use crate::error::Error;
-use crate::model::container::ContainerState;
-use crate::model::sandbox::ProcessRef;
+use std::str::FromStr;
 
+use nix::sys::signal::Signal;
+
+use crate::error::Error;
+use crate::model::container::{cri_signal, ContainerState};
+use crate::model::sandbox::ProcessRef;
+use crate::oci::{OciError, OciRuntime};
+
+use super::objects::Container;
 use super::pod_service::PodService;
 
 /// How long to wait for the exit after SIGKILL before giving up.
@@ -42,17 +48,15 @@ impl PodService {
         let runtime = self.runtimes.runtime(&sandbox.meta.runtime_handler)?;
         let cid = container.meta.id.clone();
         if container.status.state == ContainerState::Running && !timeout.is_zero() {
-            let signalled = runtime.kill(cid.as_str(), &container.meta.stop_signal, false);
-            if let Err(e) = signalled.instrument(super::span::step("runtime kill")).await {
-                tracing::debug!(container = %cid, error = %e, "stop signal not delivered");
-            }
+            self.send_stop_signal(&container, runtime.as_ref()).instrument(super::span::step("stop signal")).await;
             if self.wait_exit(&cid, timeout).instrument(super::span::step("wait for exit")).await {
                 tracing::info!(container = %cid, "container stopped");
                 return Ok(());
             }
             tracing::info!(container = %cid, timeout_s = timeout.as_secs(), "stop timeout passed, killing");
         }
-        if let Err(e) = runtime.kill(cid.as_str(), "SIGKILL", true).instrument(super::span::step("runtime kill")).await
+        if let Err(e) =
+            self.kill_every_process(&container, runtime.as_ref()).instrument(super::span::step("kill all")).await
         {
             // A container that exited meanwhile is gone from the runtime: nothing to signal.
             if self.wait_exit(&cid, Duration::ZERO).await {
@@ -80,6 +84,38 @@ impl PodService {
         }
         tracing::info!(container = %cid, "container killed");
         Ok(())
+    }
+
+    /// The stop signal to the container's init through a pidfd, without exec'ing the runtime;
+    /// through the runtime when the init cannot be named (a monitor from before a restart
+    /// that lost it) or the signal has no number here (real-time signals).
+    async fn send_stop_signal(&self, container: &Container, runtime: &dyn OciRuntime) {
+        let signal = Signal::from_str(cri_signal(&container.meta.stop_signal).as_str_name()).ok();
+        let sent = match (container.status.live_init(), signal) {
+            (Some(init), Some(signal)) => crate::blocking::run(|| init.signal(signal)),
+            _ => false,
+        };
+        if sent {
+            return;
+        }
+        if let Err(e) = runtime.kill(container.meta.id.as_str(), &container.meta.stop_signal, false).await {
+            tracing::debug!(container = %container.meta.id, error = %e, "stop signal not delivered");
+        }
+    }
+
+    /// SIGKILL to every process of the container: through its cgroup (`cgroup.kill` on v2,
+    /// freeze, kill and thaw on v1) without exec'ing the runtime; through the runtime when
+    /// the cgroup is unknown or cannot do it.
+    async fn kill_every_process(&self, container: &Container, runtime: &dyn OciRuntime) -> Result<(), OciError> {
+        if let Some(rel) = container.status.cgroup.as_deref() {
+            match crate::blocking::run(|| self.cgroups.kill_all(rel)) {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    tracing::debug!(container = %container.meta.id, error = %e, "cgroup kill left to the runtime")
+                }
+            }
+        }
+        runtime.kill(container.meta.id.as_str(), "SIGKILL", true).await
     }
 
     /// Polls the exit record until the container is no longer running or created: often

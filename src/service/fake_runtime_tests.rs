@@ -126,6 +126,27 @@ async fn stop_sends_the_stop_signal_and_returns_when_the_container_exits() {
 }
 
 #[tokio::test]
+async fn the_stop_signal_goes_to_the_live_init_without_the_runtime() {
+    use std::os::unix::process::ExitStatusExt;
+    let f = fixture(ContainerState::Running, "SIGQUIT", "", false);
+    // The test process stands in for the monitor, a child of it for the container's init.
+    let mut init = std::process::Command::new("sleep").arg("100").spawn().unwrap();
+    let mut status = state_of(&f);
+    status.pid = Some(init.id() as i32);
+    f.service.registry.save_container_status(&f.id, status).unwrap();
+    let fake = f.fake.clone();
+    let reaper = std::thread::spawn(move || {
+        let signal = init.wait().unwrap().signal();
+        fake.exit(131, 1);
+        signal
+    });
+    f.service.stop_container(f.id.as_str(), Duration::from_secs(30)).await.unwrap();
+    assert_eq!(reaper.join().unwrap(), Some(nix::libc::SIGQUIT));
+    assert!(f.fake.calls().is_empty(), "{:?}", f.fake.calls());
+    assert_eq!(state_of(&f).exit_code, 131);
+}
+
+#[tokio::test]
 async fn a_container_that_exits_during_start_finishes_after_it_started() {
     let f = fixture(ContainerState::Created, "SIGTERM", "start", false);
     f.service.start_container(f.id.as_str()).await.unwrap();
@@ -150,6 +171,46 @@ async fn stop_with_zero_timeout_kills_at_once() {
     let f = fixture(ContainerState::Running, "SIGTERM", "SIGKILL", false);
     f.service.stop_container(f.id.as_str(), Duration::ZERO).await.unwrap();
     assert_eq!(f.fake.calls(), vec!["kill SIGKILL all"]);
+}
+
+#[tokio::test]
+async fn a_kill_of_every_process_writes_cgroup_kill_and_execs_no_runtime() {
+    let root = tempfile::tempdir().unwrap();
+    let cgroup_root = root.path().to_path_buf();
+    let f = fixture_with(ContainerState::Running, "SIGTERM", "", false, |c| c.cgroup_root = cgroup_root);
+    let mut status = state_of(&f);
+    status.cgroup = Some("/pods/c".into());
+    f.service.registry.save_container_status(&f.id, status).unwrap();
+    let kill_file = root.path().join("pods/c/cgroup.kill");
+    std::fs::create_dir_all(kill_file.parent().unwrap()).unwrap();
+    std::fs::write(&kill_file, "").unwrap();
+    // The kernel's part: the write ends the processes, the monitor records the exit.
+    let fake = f.fake.clone();
+    let watched = kill_file.clone();
+    let kernel = std::thread::spawn(move || {
+        while std::fs::read_to_string(&watched).unwrap() != "1" {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        fake.exit(137, 1);
+    });
+    f.service.stop_container(f.id.as_str(), Duration::ZERO).await.unwrap();
+    kernel.join().unwrap();
+    assert!(f.fake.calls().is_empty(), "{:?}", f.fake.calls());
+    assert_eq!(state_of(&f).exit_code, 137);
+}
+
+#[tokio::test]
+async fn a_cgroup_that_cannot_kill_leaves_the_kill_to_the_runtime() {
+    let root = tempfile::tempdir().unwrap();
+    let cgroup_root = root.path().to_path_buf();
+    let f = fixture_with(ContainerState::Running, "SIGTERM", "SIGKILL", false, |c| c.cgroup_root = cgroup_root);
+    let mut status = state_of(&f);
+    // No cgroup.kill there: a kernel before 5.14.
+    status.cgroup = Some("/pods/c".into());
+    f.service.registry.save_container_status(&f.id, status).unwrap();
+    f.service.stop_container(f.id.as_str(), Duration::ZERO).await.unwrap();
+    assert_eq!(f.fake.calls(), vec!["kill SIGKILL all"]);
+    assert!(!root.path().join("pods/c/cgroup.kill").exists());
 }
 
 #[tokio::test]
