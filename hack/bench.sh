@@ -7,7 +7,8 @@
 #     shim, built by hack/tools.sh from hack/containerd's pinned module) and crio (CRI-O
 #     1.36.3, its pinns and oomclamp, built by hack/tools.sh from hack/crio's); then
 #     "pod + container from scratch" SCRATCH_SAMPLES times against each (critest's own spec
-#     takes one sample), the daemons' RSS idle, after the run and after IDLE seconds idle, and
+#     takes one sample), the daemons' RSS idle, after the run and after IDLE seconds idle, the
+#     list calls at 110 running pods (benches/list_stats.rs against each daemon's socket), and
 #     a side-by-side table of medians with swapcri's ratio to the best peer.
 #  2. The cargo benches: start latency against a bare `runc run`, ListContainerStats, how
 #     soon a pod whose PID-namespace holder is killed is reported NotReady, and what NRI
@@ -16,8 +17,10 @@
 # Environment: RUNC (default /usr/sbin/runc), PODS CONTAINERS IMAGES PARALLEL (the kit's
 # counts: 100 60 60 1), SCRATCH_SAMPLES (20), IDLE (60), RSS_RUNS (3: benchmark runs
 # against one daemon, RSS after each and IDLE seconds of rest), BENCH_SKIP (specs to skip, e.g.
-# "operations on Image" at PARALLEL=8), RUNTIMES ("swapcri containerd
-# containerd2 crio"; the table compares what OUTDIR holds), CRI_BENCH=0 or CARGO_BENCHES=0 to skip a part.
+# "operations on Image" at PARALLEL=8), LIST_BENCH=0 (no list calls at 110 pods), RUNTIMES
+# ("swapcri containerd containerd2 crio"; the table compares what OUTDIR holds), CRI_BENCH=0
+# or CARGO_BENCHES=0 to skip a part, CONFORMANCE=1 (instead of the benchmark, critest's
+# conformance suite against each runtime: OUTDIR/<runtime>/conformance/summary.txt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source hack/lib.sh
@@ -92,6 +95,8 @@ launch() {
 start_swapcri() {
   rm -rf "$SC_WORK" && mkdir -p "$SC_WORK"
   write_cri_test_config "$SC_WORK" "$RUNC" "$SC_SUBNET"
+  # NRI on a socket of its own for the suite's NRI specs, as the peers have it on by default.
+  [ "${CONFORMANCE:-0}" != 1 ] || with_private_nri "$SC_WORK"
   launch swapcri "$SC_WORK" "$SC_WORK/swapcri.sock" target/release/swapcri --config "$SC_WORK/config.toml"
 }
 
@@ -284,6 +289,18 @@ pull_layered() { # ENDPOINT OUTFILE
 # The kit's benchmark, then the from-scratch spec SCRATCH_SAMPLES times (critest -benchmark
 # sets its own focus: the other benchmark specs are skipped), then RSS after IDLE seconds
 # without requests.
+# The CRI validation suite against one runtime (CONFORMANCE=1): the counts, and each failure
+# with its reason, in OUTDIR/NAME/conformance/summary.txt.
+conformance_one() { # NAME ENDPOINT NRI_SOCKET
+  local nri=""
+  [ -S "$3" ] && nri=$3
+  echo "==> $1: critest conformance (hack/critest/run.sh${nri:+, NRI on $nri})"
+  mkdir -p "$OUT/$1"
+  NRI_SOCKET=$nri hack/critest/run.sh "$2" "$OUT/$1/conformance" >"$OUT/$1/conformance.log" 2>&1 || true
+  grep -m1 '^TOTAL' "$OUT/$1/conformance/summary.txt" 2>/dev/null | sed 's/^/    /' ||
+    echo "    no summary: $OUT/$1/conformance.log"
+}
+
 bench_one() { # NAME ENDPOINT PID
   local name=$1 endpoint=$2 pid=$3 dir="$OUT/$1"
   rm -rf "$dir" && mkdir -p "$dir/scratch"
@@ -322,6 +339,17 @@ PY
     sleep "$IDLE"
     echo "$(rss_of "$pid")" >"$dir/run-$n/rss-idle-after.txt"
   done
+  # Last, so the memory figures above are of the benchmark alone.
+  if [ "${LIST_BENCH:-1}" = 1 ]; then
+    echo "==> $name: the list calls at 110 running pods (benches/list_stats.rs)"
+    if LIST_ENDPOINT=$endpoint LIST_IMAGE=$REGISTRY_ADDR/e2e-test-images/busybox:1.29-2 \
+      cargo bench --locked --bench list_stats >"$dir/list-stats.txt" 2>&1; then
+      grep -E '^ +List' "$dir/list-stats.txt" | sed 's/^ */    /'
+    else
+      echo "    failed: $dir/list-stats.txt"
+      tail -5 "$dir/list-stats.txt"
+    fi
+  fi
 }
 
 if [ "${CRI_BENCH:-1}" = 1 ]; then
@@ -333,46 +361,33 @@ if [ "${CRI_BENCH:-1}" = 1 ]; then
 
   for runtime in ${RUNTIMES:-swapcri containerd containerd2 crio}; do
     case $runtime in
-      swapcri)
-        start_swapcri
-        sleep 5
-        bench_one swapcri "unix://$SC_WORK/swapcri.sock" "$(cat "$SC_WORK/pid")"
-        stop_pid "$SC_WORK/pid"
-        release_mounts "$SC_WORK"
-        ;;
+      swapcri) work=$SC_WORK socket=$SC_WORK/swapcri.sock ;;
       containerd)
         if ! command -v containerd >/dev/null; then
           echo "==> containerd left out: not installed (apt-get install containerd)"
           continue
         fi
-        start_containerd
-        sleep 5
-        bench_one containerd "unix://$CD_WORK/containerd.sock" "$(cat "$CD_WORK/pid")"
-        stop_pid "$CD_WORK/pid"
+        work=$CD_WORK socket=$CD_WORK/containerd.sock
         ;;
-      containerd2)
-        if ! start_containerd2; then
-          echo "==> containerd2 left out: it did not build or start (above; its log: $OUT/containerd2.log)"
-          stop_pid "$CD2_WORK/pid"
-          continue
-        fi
-        sleep 5
-        bench_one containerd2 "unix://$CD2_WORK/containerd.sock" "$(cat "$CD2_WORK/pid")"
-        stop_pid "$CD2_WORK/pid"
-        ;;
-      crio)
-        if ! start_crio; then
-          echo "==> crio left out: it did not build or start (above; its log: $OUT/crio.log)"
-          stop_pid "$CRIO_WORK/pid"
-          continue
-        fi
-        sleep 5
-        bench_one crio "unix://$CRIO_WORK/crio.sock" "$(cat "$CRIO_WORK/pid")"
-        stop_pid "$CRIO_WORK/pid"
-        ;;
+      containerd2) work=$CD2_WORK socket=$CD2_WORK/containerd.sock ;;
+      crio) work=$CRIO_WORK socket=$CRIO_WORK/crio.sock ;;
       *) echo "unknown runtime '$runtime' (swapcri, containerd, containerd2 or crio)" >&2; exit 1 ;;
     esac
+    if ! "start_$runtime"; then
+      echo "==> $runtime left out: it did not build or start (above; its log: $OUT/$runtime.log)"
+      stop_pid "$work/pid"
+      continue
+    fi
+    sleep 5
+    if [ "${CONFORMANCE:-0}" = 1 ]; then
+      conformance_one "$runtime" "unix://$socket" "$work/nri.sock"
+    else
+      bench_one "$runtime" "unix://$socket" "$(cat "$work/pid")"
+    fi
+    stop_pid "$work/pid"
+    [ "$runtime" != swapcri ] || release_mounts "$SC_WORK"
   done
+  [ "${CONFORMANCE:-0}" = 1 ] && exit 0
   runtimes=(swapcri)
   for peer in containerd containerd2 crio; do [ -d "$OUT/$peer" ] && runtimes+=("$peer"); done
   python3 hack/bench_table.py "$OUT" "${runtimes[@]}" | tee "$OUT/table.txt"

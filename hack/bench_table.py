@@ -4,7 +4,8 @@ ratio of the first runtime to the best of the others (the peers), and the target
 (or value) must meet.
     bench_table.py OUTDIR swapcri [PEER ...]
 OUTDIR/<runtime>/ holds the kit's raw files (pod_benchmark_data.json, ...), rss.txt,
-rss-idle-after.txt and scratch.txt (one from-scratch duration in ms per line)."""
+rss-idle-after.txt, scratch.txt (one from-scratch duration in ms per line) and list-stats.txt
+(benches/list_stats.rs against that runtime: the list calls' medians at 110 pods)."""
 import json
 import os
 import re
@@ -70,6 +71,19 @@ def lines_of(runtime, name):
     return [float(line) for line in open(path) if line.strip()]
 
 
+# The list calls at 110 pods (list-stats.txt) and swapcri's bound on each.
+LIST_CALLS = [("ListContainers", "5ms"), ("ListContainerStats", "20ms"), ("ListPodSandboxStats", "20ms")]
+
+
+def list_median(runtime, call):
+    path = os.path.join(outdir, runtime, "list-stats.txt")
+    for line in open(path) if os.path.exists(path) else []:
+        m = re.match(rf"\s+{call}\s+([0-9.]+) ms", line)
+        if m:
+            return [float(m.group(1))]
+    return []
+
+
 def rss(runtime):
     """(idle, after the run, after the idle wait) in MiB, from the files bench.sh wrote."""
     def kb(label):
@@ -117,6 +131,8 @@ def main():
     rows = [(label, [samples(r, kind, ops) for r in runtimes], target) for label, kind, ops, target in ROWS]
     rows.append(("pull, 5 layers 50 MB", [lines_of(r, "pull-layered.txt") for r in runtimes], "x1"))
     rows.append(("pod + container, scratch", [lines_of(r, "scratch.txt") for r in runtimes], "x0.5"))
+    for call, bound in LIST_CALLS:
+        rows.append((f"{call}, 110 pods", [list_median(r, call) for r in runtimes], bound))
     for label, per_runtime, target in rows:
         medians = [statistics.median(v) if v else None for v in per_runtime]
         mine = medians[0]
@@ -136,11 +152,11 @@ def main():
             ok = mine is not None and best is not None and mine >= want * best
             line += f"{ratio:>8}   >= x{want} at PARALLEL={wide}: {'ok' if ok else 'MISSED'}"
         print(line)
-    print(f"{'(samples: scratch)':<26}" + "".join(f"{len(v):>12}" for v in rows[-1][1]))
-    idles = {}
+    print(f"{'(samples: scratch)':<26}" + "".join(f"{len(v):>12}" for v in rows[-1 - len(LIST_CALLS)][1]))
+    idles, laters = {}, {}
     for runtime in runtimes:
         idle, after, later = rss(runtime)
-        idles[runtime] = idle
+        idles[runtime], laters[runtime] = idle, later
         print(f"RSS {runtime}: idle {fmt(idle)} MiB, after the run {fmt(after)} MiB, "
               f"after the idle wait {fmt(later)} MiB")
         reruns = []
@@ -155,6 +171,10 @@ def main():
     best = min((v for r, v in idles.items() if r != first and v is not None), default=None)
     if idle is not None and best is not None:
         print(f"  {first} idle <= 1/3 of the best peer's ({best / 3:.2f} MiB): {'ok' if idle <= best / 3 else 'MISSED'}")
+    best = min((v for r, v in laters.items() if r != first and v is not None), default=None)
+    if later is not None and best is not None:
+        print(f"  {first} after the run and the idle wait <= 1/3 of the best peer's ({best / 3:.2f} MiB): "
+              f"{'ok' if later <= best / 3 else 'MISSED'}")
     if idle is not None:
         print(f"  {first} after the run and the idle wait <= 20 MiB: "
               f"{'ok' if later is not None and later <= 20 else 'MISSED'}")
