@@ -20,7 +20,8 @@
 # "operations on Image" at PARALLEL=8), LIST_BENCH=0 (no list calls at 110 pods), RUNTIMES
 # ("swapcri containerd containerd2 crio"; the table compares what OUTDIR holds), CRI_BENCH=0
 # or CARGO_BENCHES=0 to skip a part, CONFORMANCE=1 (instead of the benchmark, critest's
-# conformance suite against each runtime: OUTDIR/<runtime>/conformance/summary.txt).
+# conformance suite against each runtime: OUTDIR/<runtime>/conformance/summary.txt),
+# LIST_ONLY=1 (of the benchmark, only the list calls at 110 pods).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source hack/lib.sh
@@ -286,9 +287,6 @@ pull_layered() { # ENDPOINT OUTFILE
   crictl -r "$1" -i "$1" rmi "$LAYERED" >/dev/null 2>&1 || true
 }
 
-# The kit's benchmark, then the from-scratch spec SCRATCH_SAMPLES times (critest -benchmark
-# sets its own focus: the other benchmark specs are skipped), then RSS after IDLE seconds
-# without requests.
 # The CRI validation suite against one runtime (CONFORMANCE=1): the counts, and each failure
 # with its reason, in OUTDIR/NAME/conformance/summary.txt.
 conformance_one() { # NAME ENDPOINT NRI_SOCKET
@@ -301,6 +299,9 @@ conformance_one() { # NAME ENDPOINT NRI_SOCKET
     echo "    no summary: $OUT/$1/conformance.log"
 }
 
+# The kit's benchmark, then the from-scratch spec SCRATCH_SAMPLES times (critest -benchmark
+# sets its own focus: the other benchmark specs are skipped), the layered pull, RSS after IDLE
+# seconds without requests and after each further run, and last the list calls.
 bench_one() { # NAME ENDPOINT PID
   local name=$1 endpoint=$2 pid=$3 dir="$OUT/$1"
   rm -rf "$dir" && mkdir -p "$dir/scratch"
@@ -340,15 +341,21 @@ PY
     echo "$(rss_of "$pid")" >"$dir/run-$n/rss-idle-after.txt"
   done
   # Last, so the memory figures above are of the benchmark alone.
-  if [ "${LIST_BENCH:-1}" = 1 ]; then
-    echo "==> $name: the list calls at 110 running pods (benches/list_stats.rs)"
-    if LIST_ENDPOINT=$endpoint LIST_IMAGE=$REGISTRY_ADDR/e2e-test-images/busybox:1.29-2 \
-      cargo bench --locked --bench list_stats >"$dir/list-stats.txt" 2>&1; then
-      grep -E '^ +List' "$dir/list-stats.txt" | sed 's/^ */    /'
-    else
-      echo "    failed: $dir/list-stats.txt"
-      tail -5 "$dir/list-stats.txt"
-    fi
+  [ "${LIST_BENCH:-1}" != 1 ] || list_one "$name" "$endpoint"
+}
+
+# The list calls at 110 running pods against one runtime (benches/list_stats.rs through its
+# socket), into OUTDIR/NAME/list-stats.txt.
+list_one() { # NAME ENDPOINT
+  local dir="$OUT/$1"
+  mkdir -p "$dir"
+  echo "==> $1: the list calls at 110 running pods (benches/list_stats.rs)"
+  if LIST_ENDPOINT=$2 LIST_IMAGE=$REGISTRY_ADDR/e2e-test-images/busybox:1.29-2 \
+    cargo bench --locked --bench list_stats >"$dir/list-stats.txt" 2>&1; then
+    grep -E '^ +List' "$dir/list-stats.txt" | sed 's/^ */    /'
+  else
+    echo "    failed: $dir/list-stats.txt"
+    tail -5 "$dir/list-stats.txt"
   fi
 }
 
@@ -381,6 +388,8 @@ if [ "${CRI_BENCH:-1}" = 1 ]; then
     sleep 5
     if [ "${CONFORMANCE:-0}" = 1 ]; then
       conformance_one "$runtime" "unix://$socket" "$work/nri.sock"
+    elif [ "${LIST_ONLY:-0}" = 1 ]; then
+      list_one "$runtime" "unix://$socket"
     else
       bench_one "$runtime" "unix://$socket" "$(cat "$work/pid")"
     fi
@@ -388,6 +397,7 @@ if [ "${CRI_BENCH:-1}" = 1 ]; then
     [ "$runtime" != swapcri ] || release_mounts "$SC_WORK"
   done
   [ "${CONFORMANCE:-0}" = 1 ] && exit 0
+  [ "${LIST_ONLY:-0}" = 1 ] && exit 0
   runtimes=(swapcri)
   for peer in containerd containerd2 crio; do [ -d "$OUT/$peer" ] && runtimes+=("$peer"); done
   python3 hack/bench_table.py "$OUT" "${runtimes[@]}" | tee "$OUT/table.txt"

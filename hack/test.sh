@@ -13,6 +13,20 @@ require_root
 install_packages
 ensure_cargo
 export RUST_BACKTRACE=${RUST_BACKTRACE:-0}
+# Cargo's build directory is kept between clones in the tools' cache: a fresh clone then
+# compiles swapcri itself, not its dependencies again. Not when target/ exists already or
+# CARGO_TARGET_DIR is set; emptied first when over 40 GiB (old dependency versions pile up).
+build_cache=/var/cache/swapcri-tools/cargo-target
+if [ -z "${CARGO_TARGET_DIR:-}" ] && [ ! -e target ] && [ ! -L target ]; then
+  if [ "$(du -s --block-size=1G "$build_cache" 2>/dev/null | cut -f1)" -gt 40 ] 2>/dev/null; then
+    echo "==> emptying the build cache $build_cache (over 40 GiB)"
+    rm -rf "$build_cache"
+  fi
+  mkdir -p "$build_cache"
+  chmod 0700 "$build_cache"
+  ln -s "$build_cache" target
+  echo "==> cargo builds in $build_cache (kept between clones; target/ links to it)"
+fi
 echo "==> the repository refers to nothing outside it (hack/check-self-contained.py)"
 status=0
 hack/check-self-contained.py || status=1
