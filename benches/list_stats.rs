@@ -89,7 +89,7 @@ async fn main() {
         let mut pod_config = sandbox_config(&format!("list-bench-{n}"), &target.logs.join(n.to_string()));
         // A cgroup parent per pod, as kubelet gives (containerd's pod stats need one).
         pod_config.linux.as_mut().unwrap().cgroup_parent = format!("/swapcri-list-bench/pod{n}");
-        std::fs::create_dir_all(&target.logs.join(n.to_string())).unwrap();
+        std::fs::create_dir_all(target.logs.join(n.to_string())).unwrap();
         let mut client = rt.clone();
         let reply = client
             .run_pod_sandbox(cri::RunPodSandboxRequest {
