@@ -1,9 +1,8 @@
-use std::time::{Duration, Instant};
-use tracing::Instrument;
-
 use std::str::FromStr;
+use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
+use tracing::Instrument;
 
 use crate::error::Error;
 use crate::model::container::{cri_signal, ContainerState};

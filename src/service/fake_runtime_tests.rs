@@ -184,14 +184,21 @@ async fn stop_with_zero_timeout_kills_at_once() {
     assert_eq!(f.fake.calls(), vec!["kill SIGKILL all"]);
 }
 
-#[tokio::test]
-async fn a_kill_of_every_process_writes_cgroup_kill_and_execs_no_runtime() {
+/// A running container whose cgroup is `/pods/c` under a cgroup v2 root of its own (the
+/// temporary directory returned); the fake runtime ends it on `exit_on`.
+fn in_cgroup(exit_on: &'static str) -> (tempfile::TempDir, Fixture) {
     let root = tempfile::tempdir().unwrap();
     let cgroup_root = root.path().to_path_buf();
-    let f = fixture_with(ContainerState::Running, "SIGTERM", "", false, |c| c.cgroup_root = cgroup_root);
+    let f = fixture_with(ContainerState::Running, "SIGTERM", exit_on, false, |c| c.cgroup_root = cgroup_root);
     let mut status = state_of(&f);
     status.cgroup = Some("/pods/c".into());
     f.service.registry.save_container_status(&f.id, status).unwrap();
+    (root, f)
+}
+
+#[tokio::test]
+async fn a_kill_of_every_process_writes_cgroup_kill_and_execs_no_runtime() {
+    let (root, f) = in_cgroup("");
     let kill_file = root.path().join("pods/c/cgroup.kill");
     std::fs::create_dir_all(kill_file.parent().unwrap()).unwrap();
     std::fs::write(&kill_file, "").unwrap();
@@ -212,13 +219,8 @@ async fn a_kill_of_every_process_writes_cgroup_kill_and_execs_no_runtime() {
 
 #[tokio::test]
 async fn a_cgroup_that_cannot_kill_leaves_the_kill_to_the_runtime() {
-    let root = tempfile::tempdir().unwrap();
-    let cgroup_root = root.path().to_path_buf();
-    let f = fixture_with(ContainerState::Running, "SIGTERM", "SIGKILL", false, |c| c.cgroup_root = cgroup_root);
-    let mut status = state_of(&f);
     // No cgroup.kill there: a kernel before 5.14.
-    status.cgroup = Some("/pods/c".into());
-    f.service.registry.save_container_status(&f.id, status).unwrap();
+    let (root, f) = in_cgroup("SIGKILL");
     f.service.stop_container(f.id.as_str(), Duration::ZERO).await.unwrap();
     assert_eq!(f.fake.calls(), vec!["kill SIGKILL all"]);
     assert!(!root.path().join("pods/c/cgroup.kill").exists());
