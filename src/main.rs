@@ -140,6 +140,9 @@ fn main() {
 fn run_helper_as_spawned() {
     let mut args = std::env::args_os().skip(1);
     let (Some(command), Some(file), None) = (args.next(), args.next(), args.next()) else { return };
+    if file.as_encoded_bytes().starts_with(b"-") {
+        return; // `--help` and the like: the parser answers
+    }
     let file = PathBuf::from(file);
     if command == "monitor" {
         swapcri::monitor::main(&file)
