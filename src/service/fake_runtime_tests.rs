@@ -127,14 +127,16 @@ async fn stop_sends_the_stop_signal_and_returns_when_the_container_exits() {
 
 #[tokio::test]
 async fn the_stop_signal_goes_to_the_live_init_without_the_runtime() {
-    let f = fixture(ContainerState::Running, "SIGQUIT", "", false);
+    // Not SIGINT or SIGQUIT: a shell's background job starts with both ignored, and a
+    // non-interactive shell cannot trap a signal ignored on entry.
+    let f = fixture(ContainerState::Running, "SIGUSR1", "", false);
     // The test process stands in for the monitor, a child of it for the container's init: a
     // shell that says which signal reached it. Other tests of this process reap any child
     // (the monitor's reaper), so the child's end is watched in /proc, not waited for.
     let dir = tempfile::tempdir().unwrap();
     let said = dir.path().join("signal");
     let script = format!(
-        "trap 'echo QUIT > {0}; exit 0' QUIT; trap 'echo TERM > {0}; exit 0' TERM; while :; do sleep 0.05; done",
+        "trap 'echo USR1 > {0}; exit 0' USR1; trap 'echo TERM > {0}; exit 0' TERM; while :; do sleep 0.05; done",
         said.display()
     );
     let init = std::process::Command::new("sh").arg("-c").arg(script).spawn().unwrap();
@@ -153,7 +155,7 @@ async fn the_stop_signal_goes_to_the_live_init_without_the_runtime() {
     });
     f.service.stop_container(f.id.as_str(), Duration::from_secs(30)).await.unwrap();
     watcher.join().unwrap();
-    assert_eq!(std::fs::read_to_string(&said).unwrap().trim(), "QUIT");
+    assert_eq!(std::fs::read_to_string(&said).unwrap().trim(), "USR1");
     assert!(f.fake.calls().is_empty(), "{:?}", f.fake.calls());
 }
 
