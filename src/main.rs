@@ -46,12 +46,6 @@ enum Command {
         #[command(subcommand)]
         command: swapcri::client::ClientCommand,
     },
-    /// Internal: the per-container monitor process.
-    #[command(hide = true)]
-    Monitor { config: PathBuf },
-    /// Internal: creates and pins a pod's namespaces.
-    #[command(hide = true, name = "sandbox-ns")]
-    SandboxNs { request: PathBuf },
     /// Check this node against the swap guidance: one line per check, non-zero exit on failures.
     Doctor {
         /// Print the checks as JSON.
@@ -125,7 +119,7 @@ enum ImageCommand {
 fn main() {
     // Before any thread: what a service manager passed is taken out of the environment.
     let manager = swapcri::service_manager::ServiceManager::take_from_env();
-    run_helper_as_spawned();
+    run_helper_if_asked();
     // Errors as one line (with their causes), never a debug dump or a backtrace.
     if let Err(e) = run(Cli::parse(), manager) {
         eprintln!("swapcri: {e:#}");
@@ -133,21 +127,27 @@ fn main() {
     }
 }
 
-/// The helper processes the daemon spawns (`swapcri monitor FILE`, `swapcri sandbox-ns
-/// FILE`) start here, before the command line parser is built: building it costs a helper
-/// about 1.5 ms of page faults, on every container and pod start. Any other form of the
-/// same commands still goes through the parser.
-fn run_helper_as_spawned() {
+/// Runs the helper processes the daemon spawns (`swapcri monitor FILE`, `swapcri sandbox-ns
+/// FILE`); returns for any other command. They are not in the command line parser: building
+/// it costs a helper about 100 page faults, on every container and pod start. A helper has
+/// no configuration, no async runtime and no threads before it forks.
+fn run_helper_if_asked() {
     let mut args = std::env::args_os().skip(1);
-    let (Some(command), Some(file), None) = (args.next(), args.next(), args.next()) else { return };
-    if file.as_encoded_bytes().starts_with(b"-") {
-        return; // `--help` and the like: the parser answers
-    }
-    let file = PathBuf::from(file);
-    if command == "monitor" {
-        swapcri::monitor::main(&file)
-    } else if command == "sandbox-ns" {
-        swapcri::sandbox::helper_main(&file)
+    let Some(command) = args.next() else { return };
+    let helper: fn(&std::path::Path) -> ! = if command == swapcri::monitor::COMMAND {
+        swapcri::monitor::main
+    } else if command == swapcri::sandbox::HELPER_COMMAND {
+        swapcri::sandbox::helper_main
+    } else {
+        return;
+    };
+    match (args.next(), args.next()) {
+        (Some(file), None) if !file.as_encoded_bytes().starts_with(b"-") => helper(std::path::Path::new(&file)),
+        _ => {
+            let command = command.to_string_lossy();
+            eprintln!("swapcri {command}: an internal command the daemon starts, as `swapcri {command} FILE`");
+            std::process::exit(2)
+        }
     }
 }
 
@@ -164,9 +164,6 @@ fn run(cli: Cli, manager: swapcri::service_manager::ServiceManager) -> anyhow::R
             return Ok(shell.try_generate(&cmd, &mut std::io::stdout().lock())?);
         }
         Some(Command::Man { dir }) => return write_man_pages(dir),
-        // Helper processes: no configuration, no async runtime, no threads before fork.
-        Some(Command::Monitor { config }) => swapcri::monitor::main(config),
-        Some(Command::SandboxNs { request }) => swapcri::sandbox::helper_main(request),
         _ => {}
     }
     let path = cli.config.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG_PATH));
@@ -219,11 +216,7 @@ fn run(cli: Cli, manager: swapcri::service_manager::ServiceManager) -> anyhow::R
         Command::Doctor { json, root, eviction_threshold, kubelet_config } => {
             doctor(&config, json, root, eviction_threshold, kubelet_config)?
         }
-        Command::Config { .. }
-        | Command::Monitor { .. }
-        | Command::SandboxNs { .. }
-        | Command::Completion { .. }
-        | Command::Man { .. } => {
+        Command::Config { .. } | Command::Completion { .. } | Command::Man { .. } => {
             unreachable!("handled before loading the config")
         }
     }

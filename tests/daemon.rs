@@ -23,6 +23,22 @@ fn version_flag_and_default_config() {
     assert!(text.contains("# "), "the default config is commented");
 }
 
+/// The helpers the daemon spawns take exactly one file; any other form is refused at once,
+/// and a file they cannot read is named.
+#[test]
+fn helper_commands_take_one_file() {
+    let run = |args: &[&str]| std::process::Command::new(env!("CARGO_BIN_EXE_swapcri")).args(args).output().unwrap();
+    for (command, args) in [("monitor", vec![]), ("monitor", vec!["--help"]), ("sandbox-ns", vec!["a", "b"])] {
+        let out = run(&[&[command], args.as_slice()].concat());
+        assert_eq!(out.status.code(), Some(2), "{command} {args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(&format!("`swapcri {command} FILE`")), "{stderr}");
+    }
+    let out = run(&["monitor", "/nonexistent/monitor.json"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/monitor.json"));
+}
+
 #[test]
 fn bad_config_is_refused_naming_the_key() {
     let dir = tempfile::tempdir().unwrap();

@@ -13,4 +13,4 @@ pub mod terminal;
 pub use handoff::{MonitorConfig, MonitorReport};
 pub use log::{CriLog, LineFramer, Stream};
 pub use process::main;
-pub use spawn::{reopen_log, spawn, MonitorError};
+pub use spawn::{reopen_log, spawn, MonitorError, COMMAND};

@@ -23,6 +23,9 @@ pub enum MonitorError {
     Control { path: String, message: String },
 }
 
+/// The subcommand that runs a monitor: `swapcri monitor CONFIG`.
+pub const COMMAND: &str = "monitor";
+
 /// Starts `swapcri monitor CONFIG` (in its own session, so it outlives the daemon) and
 /// waits until it reports the container created.
 /// Returns the monitor (pid + start time) and the container's init pid.
@@ -30,7 +33,7 @@ pub async fn spawn(config: &Path, stderr_log: &Path, timeout: Duration) -> Resul
     let stderr = std::fs::OpenOptions::new().create(true).append(true).open(stderr_log).map_err(MonitorError::Spawn)?;
     let mut child = tokio::process::Command::new(crate::SELF_EXE)
         .arg0("swapcri")
-        .arg("monitor")
+        .arg(COMMAND)
         .arg(config)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -10,6 +10,6 @@ mod tmpfs;
 
 pub use files::write_pod_files;
 pub use idmap::{bind_mapped, check as check_idmap};
-pub use namespaces::{create, helper_main, holders_of, release, stop_holder, NsRequest, UserNsRequest};
+pub use namespaces::{create, helper_main, holders_of, release, stop_holder, NsRequest, UserNsRequest, HELPER_COMMAND};
 pub use propagation::{ensure_shared, Shared};
 pub use tmpfs::{mount_tmpfs, unmount};

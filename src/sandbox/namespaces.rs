@@ -49,13 +49,16 @@ enum NsReport {
 /// The helper's request, in the sandbox's run directory; also names the helper's processes.
 const REQUEST_FILE: &str = "namespaces.json";
 
+/// The subcommand that runs the helper: `swapcri sandbox-ns REQUEST`.
+pub const HELPER_COMMAND: &str = "sandbox-ns";
+
 /// Runs the helper and returns the PID-namespace holder, if one was asked for.
 pub fn create(request: &NsRequest, work_dir: &Path) -> Result<Option<ProcessRef>, String> {
     let path = work_dir.join(REQUEST_FILE);
     std::fs::write(&path, serde_json::to_vec(request).map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
     let mut child = Command::new(crate::SELF_EXE)
         .arg0("swapcri")
-        .arg("sandbox-ns")
+        .arg(HELPER_COMMAND)
         .arg(&path)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -93,7 +96,7 @@ pub fn release(request: &NsRequest, holder: Option<ProcessRef>) {
 /// `work_dir`, found by their command line (for a sandbox whose record is lost).
 pub fn holders_of(work_dir: &Path) -> Vec<ProcessRef> {
     let request = work_dir.join(REQUEST_FILE);
-    let wanted = [b"swapcri".as_slice(), b"sandbox-ns", request.as_os_str().as_encoded_bytes()];
+    let wanted = [b"swapcri".as_slice(), HELPER_COMMAND.as_bytes(), request.as_os_str().as_encoded_bytes()];
     let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
     entries
         .flatten()
