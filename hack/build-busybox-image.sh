@@ -22,31 +22,5 @@ printf 'root:x:0:\nnogroup:x:65534:\n' >"$root/etc/group"
 if [ -n "${MARKER:-}" ]; then printf '%s\n' "$MARKER" >"$root/etc/marker"; fi
 for bin in ${EXTRA_BINS:-}; do cp "$bin" "$root/bin/"; done
 
-tar --numeric-owner --owner=0 --group=0 --sort=name --mtime=@0 -C "$root" -cf "$work/layer.tar" .
-diff_id=$(sha256sum "$work/layer.tar" | cut -d' ' -f1)
-gzip -n -c "$work/layer.tar" >"$work/layer.tar.gz"
-
-rm -rf "$out"
-mkdir -p "$out/blobs/sha256"
-put() { # put FILE -> prints "digest size"
-  local d s
-  d=$(sha256sum "$1" | cut -d' ' -f1)
-  s=$(stat -c %s "$1")
-  cp "$1" "$out/blobs/sha256/$d"
-  echo "$d $s"
-}
-read -r layer_digest layer_size < <(put "$work/layer.tar.gz")
-cat >"$work/config.json" <<JSON
-{"architecture":"amd64","os":"linux","config":{"Env":["PATH=/usr/sbin:/usr/bin:/sbin:/bin"],"Cmd":["/bin/sh"],"WorkingDir":"/"},"rootfs":{"type":"layers","diff_ids":["sha256:$diff_id"]}}
-JSON
-read -r config_digest config_size < <(put "$work/config.json")
-cat >"$work/manifest.json" <<JSON
-{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"sha256:$config_digest","size":$config_size},"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar+gzip","digest":"sha256:$layer_digest","size":$layer_size}]}
-JSON
-read -r manifest_digest manifest_size < <(put "$work/manifest.json")
-echo '{"imageLayoutVersion":"1.0.0"}' >"$out/oci-layout"
-cat >"$out/index.json" <<JSON
-{"schemaVersion":2,"manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:$manifest_digest","size":$manifest_size,"annotations":{"org.opencontainers.image.ref.name":"$ref"}}]}
-JSON
-tar -C "$out" -cf "$out.tar" .
-echo "built $out (and $out.tar): image sha256:$config_digest, ref $ref"
+image=$("$(dirname "$0")/oci-image.sh" "$root" "$out" "$ref")
+echo "built $out (and $out.tar): image $image, ref $ref"

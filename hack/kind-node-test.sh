@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source hack/lib.sh
 source hack/vm/lib.sh
+source hack/kind/lib.sh
 cat <<'EOF'
 ==> What this cannot test here (no image registry, no kubelet, a cgroup v1/v2 hybrid host):
     - a real kubelet: kubelet's requests are imitated with crictl (kubelet-shaped cgroup
@@ -28,15 +29,14 @@ t0=$(date +%s)
 say() { echo "==> $(date +%T) $*"; }
 
 work=$(mktemp -d /var/tmp/swapcri-kind.XXXXXX)
-DOCKER_SOCK=$work/docker.sock
-D=(/usr/bin/docker -H "unix://$DOCKER_SOCK")
+D=(/usr/bin/docker)
 NODE=swapcri-kind-node
 TAG=swapcri-standin
 dockerd_pid=
 cleanup() {
   set +e
   if [ -n "${KEEP:-}" ]; then
-    echo "==> KEEP is set: the node stays up; docker -H unix://$DOCKER_SOCK exec -it $NODE bash; remove with: kill $dockerd_pid, then rm -rf $work"
+    echo "==> KEEP is set: the node stays up; docker -H $DOCKER_HOST exec -it $NODE bash; remove with: kill $dockerd_pid, then rm -rf $work"
     return
   fi
   if [ -n "$dockerd_pid" ]; then
@@ -44,47 +44,14 @@ cleanup() {
     "${D[@]}" volume rm -f "$NODE-var" >/dev/null 2>&1
     "${D[@]}" rmi -f "$TAG/kind-node" "$TAG/kind-base" "$TAG/rust" >/dev/null 2>&1
     "${D[@]}" builder prune -af >/dev/null 2>&1
-    kill "$dockerd_pid"
-    wait "$dockerd_pid" 2>/dev/null
   fi
-  # dockerd leaves its netns and overlay mounts under the work directory.
-  grep -o " $work/[^ ]*" /proc/mounts | sort -r | xargs -r -n1 umount -l
+  stop_dockerd "$work/dockerd"
   rm -rf "$work"
 }
 trap cleanup EXIT
 
-# A private dockerd with no bridge and no iptables rules: the node container gets no network
-# but its own loopback and the pod networks swapcri makes inside it. Builds use the host's
-# network, for the package registries (Debian's, crates.io) and nothing else.
-# Its OCI runtime is runc behind a filter: a privileged container asks for every capability
-# the kernel knows, and runc fails to grant one that root itself lacks (as on this machine).
-held=$(capsh --decode="$(awk '/^CapBnd/ { print $2 }' /proc/self/status)" | cut -d= -f2 | tr a-z A-Z | jq -Rc 'split(",")')
-cat >"$work/runc-held-caps" <<EOF
-#!/bin/sh
-prev=
-for arg in "\$@"; do
-  case \$prev in
-    --bundle | -b) file=\$arg/config.json path=.process.capabilities ;; # create
-    --process | -p) file=\$arg path=.capabilities ;;                   # exec
-    *) file= ;;
-  esac
-  if [ -n "\$file" ]; then
-    jq --argjson held '$held' "\$path |= (if . then with_entries(.value |= map(select(. as \\\$c | \\\$held | index(\\\$c)))) else . end)" \
-      "\$file" >"\$file.held" && mv "\$file.held" "\$file"
-  fi
-  prev=\$arg
-done
-exec /usr/sbin/runc "\$@"
-EOF
-chmod +x "$work/runc-held-caps"
-say "starting a private dockerd (data root $work/docker)"
-/usr/sbin/dockerd --data-root "$work/docker" --exec-root "$work/exec" --pidfile "$work/docker.pid" \
-  --host "unix://$DOCKER_SOCK" --bridge=none --iptables=false --ip-masq=false \
-  --add-runtime "held-caps=$work/runc-held-caps" --default-runtime held-caps \
-  >"$work/dockerd.log" 2>&1 &
-dockerd_pid=$!
-for _ in $(seq 1 100); do "${D[@]}" version >/dev/null 2>&1 && break; sleep 0.2; done
-"${D[@]}" version --format 'dockerd {{.Server.Version}}' || { tail -20 "$work/dockerd.log"; exit 1; }
+say "starting a private dockerd (data root $work/dockerd/docker)"
+start_dockerd "$work/dockerd"
 
 # Stand-in base: what kind's base image carries that swapcri needs (systemd, CNI plugins in
 # /opt/cni/bin, iptables, mount), and kind's /etc/default/kubelet.
@@ -101,22 +68,9 @@ done
 tar -C "$work/base" -c . | "${D[@]}" import -c 'ENTRYPOINT ["/sbin/init"]' -c 'ENV container=docker' - "$TAG/kind-base" >/dev/null
 rm -rf "$work/base"
 
-# Stand-in Rust image: the same bookworm with a C toolchain, and this machine's Rust
-# toolchain where the official image keeps it.
+# Stand-in Rust image: the same bookworm with this machine's Rust toolchain.
 say "stand-in Rust image (this machine's toolchain: $(rustc --version))"
-rust_tar=$(rootfs_tarball gcc,libc6-dev,make,ca-certificates,pkg-config)
-mkdir -p "$work/rust/usr/local/cargo/bin"
-tar -C "$work/rust" -xf "$rust_tar"
-sysroot=$(rustc --print sysroot)
-mkdir -p "$work/rust/usr/local/rustup/toolchains"
-cp -a "$sysroot" "$work/rust/usr/local/rustup/toolchains/host"
-for tool in cargo rustc rustdoc; do ln -s "/usr/local/rustup/toolchains/host/bin/$tool" "$work/rust/usr/local/cargo/bin/$tool"; done
-# The machine reaches crates.io through its package-registry proxy, whose CA the host trusts.
-cp /etc/ssl/certs/ca-certificates.crt "$work/rust/etc/ssl/certs/ca-certificates.crt"
-tar -C "$work/rust" -c . | "${D[@]}" import \
-  -c 'ENV PATH=/usr/local/cargo/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-  -c 'ENV CARGO_HOME=/usr/local/cargo' - "$TAG/rust" >/dev/null
-rm -rf "$work/rust"
+rust_image "$TAG/rust" bookworm
 
 say "docker build (the Dockerfile as it is)"
 "${D[@]}" build --network host --build-arg BASE_IMAGE="$TAG/kind-base" --build-arg RUST_IMAGE="$TAG/rust" \

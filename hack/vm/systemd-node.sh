@@ -13,6 +13,9 @@
 # (hack/vm/node-e2e-node.sh; hack/node-e2e.sh prepares and names what it runs: NODE_E2E_DIR
 # holds kubelet, e2e_node.test, and the files driver, focus, skip and timeout; the reports
 # come back in NODE_E2E_DIR/report).
+# --kind: instead of the scenarios, a kind cluster made by Docker's engine on the node
+# (hack/vm/kind-node.sh; hack/kind-cluster.sh prepares KIND_DIR: the node images, kind, kubectl,
+# the cluster configuration and the files runtime, form and image).
 # SWAPCRI_VM_CRITEST=N: after the scenarios, critest's basic and pod specs N times with the
 # systemd driver and the node's vCPUs kept busy (hack/vm/critest-soak.sh; a long form, about
 # 3 minutes a run under emulation).
@@ -21,12 +24,13 @@ cd "$(dirname "$0")/../.."
 source hack/lib.sh
 source hack/vm/lib.sh
 t_start=$(date +%s)
-full_critest=0 node_e2e=0
+full_critest=0 node_e2e=0 kind=0
 case ${1:-} in
   --critest) full_critest=1 ;;
   --node-e2e) node_e2e=1 ;;
+  --kind) kind=1 ;;
   "") ;;
-  *) echo "usage: $0 [--critest|--node-e2e]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--critest|--node-e2e|--kind]" >&2; exit 2 ;;
 esac
 # Both run a suite of CRI clients with pods on a bridge with host ports.
 suite=$((full_critest + node_e2e))
@@ -37,14 +41,18 @@ PACKAGES=systemd,systemd-sysv,dbus,udev,kmod,iproute2,runc,procps,e2fsprogs,util
 # with apparmor_parser, run through sudo; swapcri loads its default profile), python3 (its
 # summary) and curl (the node e2e's Summary API check talks to the API server and kubelet).
 if [ "$suite" = 1 ]; then PACKAGES+=,iptables,apparmor,sudo,python3,curl; fi
+# kind: Docker's engine (with its containerd and runc), and what the checks read with.
+if [ "$kind" = 1 ]; then PACKAGES+=,docker.io,iptables,python3,curl; fi
 
-log "building swapcri's Debian package (hack/package.sh), and the same as a newer version"
-pkglog=$(mktemp)
-hack/package.sh >"$pkglog" || { cat "$pkglog" >&2; rm -f "$pkglog"; exit 1; }
-grep -v '^N:' "$pkglog" >&2 # lintian's tags, without their explanations
-first=$(tail -n 1 "$pkglog")
-rm -f "$pkglog"
-next=$(hack/package.sh --no-lintian --version "$(dpkg-deb -f "$first" Version)+e2e1" | tail -n 1)
+if [ "$kind" = 0 ]; then # the kind node runs swapcri inside its kind nodes only
+  log "building swapcri's Debian package (hack/package.sh), and the same as a newer version"
+  pkglog=$(mktemp)
+  hack/package.sh >"$pkglog" || { cat "$pkglog" >&2; rm -f "$pkglog"; exit 1; }
+  grep -v '^N:' "$pkglog" >&2 # lintian's tags, without their explanations
+  first=$(tail -n 1 "$pkglog")
+  rm -f "$pkglog"
+  next=$(hack/package.sh --no-lintian --version "$(dpkg-deb -f "$first" Version)+e2e1" | tail -n 1)
+fi
 hack/tools.sh /var/cache/swapcri-tools crictl >/dev/null
 fetch_kernel 6.12
 work=$(mktemp -d)
@@ -68,7 +76,7 @@ for unit in serial-getty@ttyS0.service getty@tty1.service systemd-firstboot.serv
   ln -sf /dev/null "$root/etc/systemd/system/$unit"
 done
 netfilter=
-if [ "$suite" = 1 ]; then
+if [ "$suite" = 1 ] || [ "$kind" = 1 ]; then
   # Host ports: iptables (nft) loads its modules on demand; these and what they need from
   # outside net/ (crc32c, …) come with their dependencies.
   mkdir -p "$root/lib/modules/$release/kernel"
@@ -76,6 +84,7 @@ if [ "$suite" = 1 ]; then
   netfilter="nf_tables nft_compat nft_chain_nat nf_nat nf_conntrack xt_MASQUERADE xt_mark xt_comment xt_multiport xt_conntrack xt_addrtype"
 fi
 # dummy: the node e2e node's default route (its API server needs one to advertise).
+[ "$kind" = 1 ] && netfilter+=" br_netfilter xt_statistic xt_nat ip6_tables ip6table_nat ip6table_filter iptable_nat iptable_filter"
 install_modules "$root" zram overlay bridge veth dummy $netfilter  # bridge, veth: the critest soak's pod network
 # Pods get a loopback-only network (the VM has no other; the critest soak brings a bridge of
 # its own).
@@ -84,11 +93,13 @@ for plugin in loopback bridge host-local portmap; do
 done
 mkdir -p "$root/etc/cni/net.d"
 echo '{"cniVersion": "1.0.0", "name": "lo-only", "plugins": [{"type": "loopback"}]}' >"$root/etc/cni/net.d/99-loopback.conflist"
-install -D -m 0644 "$first" "$root/e2e/pkg/first.deb"
-install -D -m 0644 "$next" "$root/e2e/pkg/next.deb"
+if [ "$kind" = 0 ]; then
+  install -D -m 0644 "$first" "$root/e2e/pkg/first.deb"
+  install -D -m 0644 "$next" "$root/e2e/pkg/next.deb"
+fi
 install -m 0755 /var/cache/swapcri-tools/crictl "$root/usr/local/bin/crictl"
 install -m 0644 contrib/crictl.yaml "$root/etc/crictl.yaml"
-install -m 0755 hack/vm/package-scenarios.sh "$root/e2e/package-scenarios.sh"
+install -D -m 0755 hack/vm/package-scenarios.sh "$root/e2e/package-scenarios.sh"
 # memtouch: the swap guard's thrasher.
 gcc -static -O2 -Wall -o "$work/memtouch" hack/vm/src/memtouch.c
 EXTRA_BINS="$work/memtouch" hack/build-busybox-image.sh "$work/busybox" localhost/busybox:latest >/dev/null
@@ -125,6 +136,13 @@ if [ "$critest_runs" -gt 0 ] || [ "$suite" = 1 ]; then
   install -m 0755 hack/vm/critest-soak.sh "$root/e2e/critest-soak.sh"
   if [ "$critest_runs" -gt 0 ]; then echo "$critest_runs" >"$root/e2e/critest-runs"; fi
 fi
+if [ "$kind" = 1 ]; then
+  mkdir -p "$root/e2e/kind"
+  cp -a "$KIND_DIR/." "$root/e2e/kind/"
+  install -m 0755 "$root/e2e/kind/kind" "$root/e2e/kind/kubectl" "$root/usr/local/bin/"
+  install -m 0755 hack/vm/kind-node.sh "$root/e2e/kind-node.sh"
+  install -m 0755 hack/kind-load.sh "$root/e2e/kind-load.sh"
+fi
 install -m 0644 hack/vm/helpers.sh "$root/e2e/helpers.sh"
 cat >"$root/e2e/run.sh" <<'EOF'
 #!/bin/sh
@@ -134,8 +152,10 @@ echo 256M >/sys/block/zram0/disksize
 mkswap /dev/zram0 >/dev/null && swapon -p 10 /dev/zram0
 mkswap /dev/vdb1 >/dev/null && swapon -p 100 /dev/vdb1
 echo "E2E-LOG booted in $(cut -d' ' -f1 /proc/uptime) s; $(systemctl is-system-running)"
-sh /e2e/package-scenarios.sh install
-if [ -f /e2e/node-e2e-node.sh ]; then
+[ -f /e2e/kind-node.sh ] || sh /e2e/package-scenarios.sh install
+if [ -f /e2e/kind-node.sh ]; then
+  HOME=/root bash /e2e/kind-node.sh
+elif [ -f /e2e/node-e2e-node.sh ]; then
   sh /e2e/node-e2e-node.sh
 elif [ -f /e2e/critest-node.sh ]; then
   sh /e2e/critest-node.sh
@@ -165,13 +185,13 @@ enable_in_root "$root" swapcri-e2e.service
 
 # The root disk (ext4 made from the tree, no mount needed) and the swap disk: vdb1 swap,
 # vdb2 data the system.slice reader reads.
-qemu-img create -q -f raw "$work/root.img" $((3 + node_e2e * 5))G
+qemu-img create -q -f raw "$work/root.img" $((3 + node_e2e * 5 + kind * 21))G
 mkfs.ext4 -q -F -d "$root" -L root "$work/root.img"
 rm -rf "$root"
 # The node e2e node gets 2 GiB more swap: the suite's LimitedSwap stress specs size their pods
 # from the node's memory and expect the swap share of such a pod to hold what passes its limit
 # (with 640 MiB of swap for 4 GiB, the Summary API spec's pod is OOM-killed).
-swap_mib=$((384 + node_e2e * 2048))
+swap_mib=$((384 + node_e2e * 2048 + kind * 2048))
 qemu-img create -q -f raw "$work/swap.img" $((swap_mib + 256))M
 printf 'label: dos\nsize=%sMiB, type=82\ntype=83\n' "$swap_mib" | sfdisk -q "$work/swap.img" >/dev/null
 # The node e2e suite's reports come back on a third disk, as a tar.
@@ -213,8 +233,12 @@ out=$work/console.log
 # transparent_hugepage=madvise: with THP on every anonymous mapping, 6.12 hardly swaps huge
 # pages out to a rotational disk under a cgroup limit (the hog's read fails short instead).
 # zswap off: swapped pages go to the devices, where the io protection is measured.
-vm_timeout=$((900 + critest_runs * 400 + full_critest * 10800 + node_e2e * ${NODE_E2E_TIMEOUT:-0}))
-timeout $vm_timeout qemu-system-x86_64 -accel tcg,thread=single -m $((2048 + node_e2e * 2048)) -smp 2 -nographic -no-reboot \
+vm_timeout=$((900 + critest_runs * 400 + full_critest * 10800 + node_e2e * ${NODE_E2E_TIMEOUT:-0} + kind * ${KIND_TIMEOUT:-0}))
+# The kind node's two vCPUs run on two host threads: its nodes boot systemd on a deadline
+# kind sets (30 s to reach multi-user.target).
+tcg_thread=single
+[ "$kind" = 1 ] && tcg_thread=multi
+timeout $vm_timeout qemu-system-x86_64 -accel tcg,thread=$tcg_thread -m $((2048 + node_e2e * 2048 + kind * 6144)) -smp 2 -nographic -no-reboot \
   -kernel "$kdir/boot/vmlinuz-$release" -initrd "$work/initrd.gz" \
   -drive "file=$work/root.img,if=virtio,format=raw,cache=unsafe" \
   -drive "file=$work/swap.img,if=virtio,format=raw,cache=unsafe" "${report_drive[@]}" \

@@ -12,6 +12,9 @@ const PATH: &str = "/org/freedesktop/systemd1";
 const MANAGER: &str = "org.freedesktop.systemd1.Manager";
 /// A call systemd does not answer in this long fails (systemd may be reloading).
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// systemd's own socket for root, which systemctl and runc use as root: it needs no bus daemon,
+/// and kind's node image (like other minimal systemd hosts) runs none.
+const PRIVATE_SOCKET: &str = "/run/systemd/private";
 
 #[derive(Debug, thiserror::Error)]
 pub enum SystemdError {
@@ -73,6 +76,18 @@ impl Property {
     }
 }
 
+/// systemd's private socket where it has one, the system bus otherwise.
+async fn connect() -> Result<Connection, SystemdError> {
+    if tokio::fs::try_exists(PRIVATE_SOCKET).await.unwrap_or(false) {
+        let private = zbus::connection::Builder::address(format!("unix:path={PRIVATE_SOCKET}").as_str()).p2p().build();
+        match private.await {
+            Ok(c) => return Ok(c),
+            Err(e) => tracing::debug!(error = %e, "systemd's private socket refused; trying the system bus"),
+        }
+    }
+    Connection::system().await.map_err(SystemdError::Connect)
+}
+
 /// A connection to systemd's manager, made on first use and remade after a failure (systemd
 /// re-executing itself, the bus restarting).
 #[derive(Default)]
@@ -89,7 +104,7 @@ impl Systemd {
         let connection = match guard.as_ref() {
             Some(c) => c.clone(),
             None => {
-                let c = Connection::system().await.map_err(SystemdError::Connect)?;
+                let c = connect().await?;
                 *guard = Some(c.clone());
                 c
             }

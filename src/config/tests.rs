@@ -93,3 +93,14 @@ fn overrides_replace_file_values() {
     let bad = config.apply(Overrides { run_root: Some("rel".into()), ..Default::default() });
     assert!(bad.unwrap_err().to_string().contains("run_root"));
 }
+
+#[test]
+fn the_kind_node_configuration_names_kinds_runc() {
+    // The file the kind node image installs (Dockerfile): kindest/node keeps runc in
+    // /usr/local/sbin, and its kubelet follows the systemd driver.
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("contrib/kind/config.toml");
+    let config = Config::load(&path, true).unwrap();
+    assert_eq!(config.runtime.default_handler, "runc");
+    assert_eq!(config.handler_specs()[0].binary, Path::new("/usr/local/sbin/runc"));
+    assert_eq!(config.runtime.cgroup_driver, CgroupDriver::Systemd);
+}

@@ -340,9 +340,11 @@ impl NodePlatform {
     }
 }
 
-/// The index entry for this node: Linux, the node's architecture, the best variant.
+/// The index entry for this node: Linux, the node's architecture, the best variant. An index
+/// whose only entry names no platform (what `ctr images import --digests` records for an
+/// archive, as in kind's node images) stands for that entry, as containerd reads it.
 fn select_platform<'a>(entries: &'a [Descriptor], node: &NodePlatform) -> Option<&'a Descriptor> {
-    entries
+    let named = entries
         .iter()
         .filter_map(|d| {
             let p = d.platform().as_ref()?;
@@ -352,7 +354,11 @@ fn select_platform<'a>(entries: &'a [Descriptor], node: &NodePlatform) -> Option
             node.fit(p.variant().as_deref()).map(|score| (score, d))
         })
         .max_by_key(|(score, _)| *score)
-        .map(|(_, d)| d)
+        .map(|(_, d)| d);
+    match entries {
+        [only] if only.platform().is_none() => Some(only),
+        _ => named,
+    }
 }
 
 fn to_digest(descriptor: &Descriptor, image: &str) -> Result<Digest, ImageError> {
@@ -445,6 +451,18 @@ mod tests {
         assert_eq!(chosen(&node(Arch::ARM, Some("v7")), &older), Some('d'));
         // Windows entries never match, whatever the architecture.
         assert_eq!(chosen(&node(Arch::Amd64, None), &all[1..2]), None);
+        // A lone entry that names no platform is the image; among others it is never chosen.
+        let mut bare = entry('7', "linux", "amd64", None);
+        bare.as_object_mut().unwrap().remove("platform");
+        let lone: ImageIndex =
+            serde_json::from_value(serde_json::json!({"schemaVersion": 2, "manifests": [bare.clone()]})).unwrap();
+        assert_eq!(chosen(&node(Arch::ARM64, None), lone.manifests()), Some('7'));
+        let mixed: ImageIndex = serde_json::from_value(
+            serde_json::json!({"schemaVersion": 2, "manifests": [bare, entry('a', "linux", "arm64", None)]}),
+        )
+        .unwrap();
+        assert_eq!(chosen(&node(Arch::Amd64, None), mixed.manifests()), None);
+        assert_eq!(chosen(&node(Arch::ARM64, None), mixed.manifests()), Some('a'));
         // This node's own platform finds its entry.
         let current = NodePlatform::current();
         assert!(select_platform(all, &current).is_some() || !matches!(current.arch, Arch::Amd64 | Arch::ARM64));
