@@ -18,7 +18,9 @@ for image in "$@"; do
     rm -f "$archive"
     skopeo copy -q "docker-daemon:$image" "oci-archive:$archive:$image"
   fi
-  docker cp "$archive" "$node:/tmp/swapcri-load.tar"
-  docker exec "$node" swapcri image import /tmp/swapcri-load.tar
-  docker exec "$node" rm -f /tmp/swapcri-load.tar
+  # Streamed in: `docker cp` cannot write under the node's tmpfs mounts (/tmp, /run), and
+  # /var/tmp lies on the node's /var volume, beside swapcri's store.
+  docker exec -i "$node" sh -c 'umask 077 && cat >/var/tmp/swapcri-load.tar' <"$archive"
+  docker exec "$node" swapcri image import /var/tmp/swapcri-load.tar
+  docker exec "$node" rm -f /var/tmp/swapcri-load.tar
 done

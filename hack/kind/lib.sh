@@ -49,7 +49,7 @@ stop_dockerd() {
     dockerd_pid=
   fi
   # dockerd leaves its netns and overlay mounts under the work directory.
-  grep -o " $work/[^ ]*" /proc/mounts | sort -r | xargs -r -n1 umount -l
+  { grep -o " $work/[^ ]*" /proc/mounts || true; } | sort -r | xargs -r -n1 umount -l
 }
 
 # rust_image TAG SUITE: a stand-in for the official Rust image (rust:1-SUITE) in the daemon

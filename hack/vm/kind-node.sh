@@ -80,9 +80,9 @@ done
 # The test image: busybox with memtouch, loaded into every node as `kind load` would.
 for n in $(kind get nodes); do
   if [ "$RUNTIME" = swapcri ]; then
-    /e2e/kind-load.sh "$n" "$dir/busybox.tar" >/dev/null 2>&1 || note "kind-load into $n failed"
+    /e2e/kind-load.sh "$n" "$dir/busybox.tar" >"$dir/load.log" 2>&1 || note "kind-load into $n failed: $(tail -n 3 "$dir/load.log" | tr '\n' ' ')"
   else
-    kind load image-archive "$dir/busybox.tar" --nodes "$n" >/dev/null 2>&1 || note "kind load into $n failed"
+    kind load image-archive "$dir/busybox.tar" --nodes "$n" >"$dir/load.log" 2>&1 || note "kind load into $n failed: $(tail -n 3 "$dir/load.log" | tr '\n' ' ')"
   fi
 done
 pod() { # pod NAME NODE RESOURCES-JSON [COMMAND]: a pod of the test image, not pulled
