@@ -62,6 +62,11 @@ build_node_image() {
     image=kindest/node:swapcri
     /usr/bin/docker build --network host --build-arg BASE_IMAGE="$node" --build-arg RUST_IMAGE=swapcri-standin/rust:trixie \
       -t "$image" . >"$work/build.log" 2>&1 || { tail -n 40 "$work/build.log" >&2; say "docker build failed"; exit 1; }
+    # A binary linked against another glibc than the base image's stops here, with the loader's words.
+    local ran
+    ran=$(/usr/bin/docker run --rm --network none --entrypoint /usr/local/bin/swapcri "$image" --version 2>&1) ||
+      { say "swapcri does not run in $image: $ran"; exit 1; }
+    say "$image runs $ran"
   fi
   say "saving $image for the VM ($(/usr/bin/docker image inspect -f '{{.Size}}' "$image" | numfmt --to=iec))"
   /usr/bin/docker save -o "$vm/images/node.tar" "$image"

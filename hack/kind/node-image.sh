@@ -182,6 +182,11 @@ for bin in kubeadm kubelet kubectl; do
   "${D[@]}" exec "$c" sh -c "chmod +x /usr/bin/$bin && chown root:root /usr/bin/$bin"
 done
 in_node() { "${D[@]}" exec -i "$c" "$@"; }
+# kubeadm, kubelet and kubectl of one release, the one /kind/version names: a skew stops here.
+for v in "$(in_node kubelet --version)" "$(in_node kubeadm version -o short)" \
+  "$(in_node kubectl version --client -o yaml | sed -n 's/^ *gitVersion: //p')"; do
+  [ "${v#Kubernetes }" = "$K8S_VERSION" ] || { echo "version skew in the node image: '$v', not $K8S_VERSION" >&2; exit 1; }
+done
 printf '%s' "$K8S_VERSION" | in_node sh -c 'cat >/kind/version'
 in_node mkdir -p /kind/manifests
 kindconst defaultCNIManifest | in_node sh -c 'cat >/kind/manifests/default-cni.yaml'
