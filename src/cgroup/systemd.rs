@@ -13,7 +13,7 @@ const MANAGER: &str = "org.freedesktop.systemd1.Manager";
 /// A call systemd does not answer in this long fails (systemd may be reloading).
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// systemd's own socket for root, which systemctl and runc use as root: it needs no bus daemon,
-/// and kind's node image (like other minimal systemd hosts) runs none.
+/// which kind's node image (like other minimal systemd hosts) does not run.
 const PRIVATE_SOCKET: &str = "/run/systemd/private";
 
 #[derive(Debug, thiserror::Error)]
@@ -76,16 +76,20 @@ impl Property {
     }
 }
 
-/// systemd's private socket where it has one, the system bus otherwise.
+/// The system bus where a bus daemon serves it; systemd's private socket otherwise.
 async fn connect() -> Result<Connection, SystemdError> {
+    let bus_error = match Connection::system().await {
+        Ok(c) => return Ok(c),
+        Err(e) => e,
+    };
     if tokio::fs::try_exists(PRIVATE_SOCKET).await.unwrap_or(false) {
         let private = zbus::connection::Builder::address(format!("unix:path={PRIVATE_SOCKET}").as_str()).p2p().build();
         match private.await {
             Ok(c) => return Ok(c),
-            Err(e) => tracing::debug!(error = %e, "systemd's private socket refused; trying the system bus"),
+            Err(e) => tracing::debug!(error = %e, "systemd's private socket refused too"),
         }
     }
-    Connection::system().await.map_err(SystemdError::Connect)
+    Err(SystemdError::Connect(bus_error))
 }
 
 /// A connection to systemd's manager, made on first use and remade after a failure (systemd
