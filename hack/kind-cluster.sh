@@ -13,7 +13,7 @@
 #   FORM=short|long              short (CI): one control-plane node Ready, a loaded image's pod
 #                                Running; long (default): both nodes and every check
 #   REUSE_IMAGE=1                the node image the last run of this RUNTIME built, if any
-# Prints one line per check and `kind-cluster: N passed, N failed`; the VM's whole console stays
+# Prints one line per check, the measured figures, and `kind-cluster: N passed, N failed`; the VM's whole console stays
 # in /var/cache/swapcri-vm/systemd-node-console.log. docs/kind.md has the figures.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -138,6 +138,7 @@ while read -r _ _ name verdict details; do
   echo "  $verdict ${name#kind-}: $details"
   if [ "$verdict" = PASS ]; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
 done < <({ grep -a '^\[systemd\] E2E-RESULT kind-' "$work/vm.log" || true; } | tr -d '\r')
+{ grep -a '^\[systemd\] E2E-FIGURE kind-' "$work/vm.log" || true; } | tr -d '\r' | sed 's/^\[systemd\] E2E-FIGURE kind-/  figure /'
 [ "$status" = 0 ] || [ "$fail" != 0 ] || fail=1 # the VM failed without a failed check: count it
 say "$RUNTIME, form $FORM: $(($(date +%s) - t0)) s in all"
 echo "kind-cluster: $pass passed, $fail failed"

@@ -149,11 +149,11 @@ build_crio() { # crio|pinns|oomclamp
 }
 
 # A program at the root of a pinned module, static: kind, etcd, CoreDNS, local-path-provisioner.
-build_module_main() { # TOOL MODULE-DIR PACKAGE [LDFLAGS]
+build_module_main() { # TOOL MODULE-DIR PACKAGE
   local out=$dir/$1
   fresh "$out" "$2/go.sum" && { echo "$out"; return; }
   echo "==> $1 ($3, $2)" >&2
-  go_module_build "$2" "$out" go build -trimpath -ldflags "-s -w ${4:-}" -o "$out.new" "$3"
+  go_module_build "$2" "$out" go build -trimpath -ldflags "-s -w" -o "$out.new" "$3"
   echo "$out"
 }
 

@@ -2,7 +2,8 @@
 # In the kind VM (hack/vm/systemd-node.sh --kind): Docker's engine on cgroup v2 with swap,
 # kind and kubectl; creates a kind cluster from the node image that hack/kind-cluster.sh
 # loaded, checks it and deletes it. Reads /e2e/kind/{runtime,form,image}; prints one
-# `E2E-RESULT kind-<check> PASS|FAIL <details>` line per check and E2E-LOG progress lines.
+# `E2E-RESULT kind-<check> PASS|FAIL <details>` line per check, `E2E-FIGURE kind-<name> <text>`
+# per measured figure (no verdict), and E2E-LOG progress lines.
 #   runtime  swapcri | containerd   (containerd: the stand-in kindest/node as it is)
 #   form     short (one control-plane node, a pod Running) | long (every check, two nodes)
 # Every wait is bounded and says what it waited for.
@@ -13,6 +14,7 @@ T0=$(date +%s)
 export KUBECONFIG=/root/.kube/config PATH=/usr/local/bin:$PATH
 note() { echo "E2E-LOG kind +$(($(date +%s) - T0))s $*"; }
 result() { echo "E2E-RESULT kind-$1 $2 $3"; }
+figure() { echo "E2E-FIGURE kind-$1 $2"; }
 check() { # check NAME CONDITION DETAILS
   if eval "$2"; then result "$1" PASS "$3"; else result "$1" FAIL "$3"; fi
 }
@@ -60,7 +62,7 @@ nodes_ready() { [ "$(k get nodes --no-headers | awk '$2 == "Ready"' | wc -l)" = 
 wait_for 1200 "every node Ready" nodes_ready
 READY=$(k get nodes -o wide --no-headers)
 check nodes-ready 'nodes_ready' "$(echo "$READY" | awk '{print $1, $2, $NF}' | tr '\n' ';') $((SECONDS - t_create))s from kind create"
-result time-to-ready PASS "$((SECONDS - t_create)) s from kind create to every node Ready"
+figure time-to-ready "$((SECONDS - t_create)) s from kind create to every node Ready"
 want_runtime=containerd://
 [ "$RUNTIME" = swapcri ] && want_runtime=swapcri://
 check node-runtime '[ "$(echo "$READY" | grep -c " $want_runtime")" = "$(echo "$READY" | wc -l)" ]' \
@@ -160,7 +162,7 @@ pod besteffort "$WORKER" '{}'
 for p in burstable guaranteed besteffort; do wait_for 300 "pod $p Running" running $p; done
 in_pod() { k exec "$1" -- cat "$2" 2>&1; }
 want=$(awk -v r=268435456 -v m="$MEM" -v s="$SWAP" 'BEGIN { printf "%.0f", int(r / m * s) }')
-page=4096
+page=$(getconf PAGESIZE)
 want_pages=$((want / page * page))
 B=$(in_pod burstable /sys/fs/cgroup/memory.swap.max)
 check swap-burstable '[ "$B" = "$want_pages" ]' "Burstable 256Mi/512Mi: memory.swap.max $B, LimitedSwap: 268435456 / $MEM x $SWAP = $want (page-rounded $want_pages)"
@@ -211,7 +213,7 @@ check node-restart 'all_running_on_worker && [ "$(worker_pods)" = "$before_pods"
 for n in $(kind get nodes); do
   if [ "$RUNTIME" = swapcri ]; then unit=swapcri.service; else unit=containerd.service; fi
   rss=$(node_sh "$n" "ps -o rss= -p \$(systemctl show -p MainPID --value $unit)" | tr -d ' ')
-  result "rss-$n" PASS "$unit RSS $((rss / 1024)) MiB after the checks"
+  figure "rss-$n" "$unit RSS $((rss / 1024)) MiB after the checks"
 done
 
 # --- deletion leaves nothing behind -------------------------------------------------------

@@ -82,14 +82,11 @@ async fn connect() -> Result<Connection, SystemdError> {
         Ok(c) => return Ok(c),
         Err(e) => e,
     };
-    if tokio::fs::try_exists(PRIVATE_SOCKET).await.unwrap_or(false) {
-        let private = zbus::connection::Builder::address(format!("unix:path={PRIVATE_SOCKET}").as_str()).p2p().build();
-        match private.await {
-            Ok(c) => return Ok(c),
-            Err(e) => tracing::debug!(error = %e, "systemd's private socket refused too"),
-        }
-    }
-    Err(SystemdError::Connect(bus_error))
+    let private = zbus::connection::Builder::address(format!("unix:path={PRIVATE_SOCKET}").as_str()).p2p().build();
+    private.await.map_err(|e| {
+        tracing::debug!(error = %e, "systemd's private socket refused too");
+        SystemdError::Connect(bus_error)
+    })
 }
 
 /// A connection to systemd's manager, made on first use and remade after a failure (systemd

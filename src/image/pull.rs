@@ -344,7 +344,12 @@ impl NodePlatform {
 /// whose only entry names no platform (what `ctr images import --digests` records for an
 /// archive, as in kind's node images) stands for that entry, as containerd reads it.
 fn select_platform<'a>(entries: &'a [Descriptor], node: &NodePlatform) -> Option<&'a Descriptor> {
-    let named = entries
+    if let [only] = entries {
+        if only.platform().is_none() {
+            return Some(only);
+        }
+    }
+    entries
         .iter()
         .filter_map(|d| {
             let p = d.platform().as_ref()?;
@@ -354,11 +359,7 @@ fn select_platform<'a>(entries: &'a [Descriptor], node: &NodePlatform) -> Option
             node.fit(p.variant().as_deref()).map(|score| (score, d))
         })
         .max_by_key(|(score, _)| *score)
-        .map(|(_, d)| d);
-    match entries {
-        [only] if only.platform().is_none() => Some(only),
-        _ => named,
-    }
+        .map(|(_, d)| d)
 }
 
 fn to_digest(descriptor: &Descriptor, image: &str) -> Result<Digest, ImageError> {
