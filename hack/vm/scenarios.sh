@@ -407,7 +407,12 @@ if [ -f /proc/pressure/memory ]; then
       sleep 5
       HIGH=$(gctr high /kubepods/burstable/podhigh "96 hot" --annotation swapcri.io/priority=1000)
     fi
-    HOT=$(gctr hot-$ACTION /kubepods/burstable/podhot$ACTION "96 hot 45" --annotation swapcri.io/priority=-10)
+    # Hot for 45 s where the guard must see the thrash end (throttle), to the end for a kill:
+    # the second kill comes 60 s after the first, and a thrasher whose hot phase ended by then
+    # is rightly no longer a victim.
+    hot_for=" 45"
+    [ $ACTION = kill ] && hot_for=""
+    HOT=$(gctr hot-$ACTION /kubepods/burstable/podhot$ACTION "96 hot$hot_for" --annotation swapcri.io/priority=-10)
     KNOBS0=$(knobs "$HOT")
     DET=$(wait_for 90 is_thrashing "$HOT") DET_AT=$(date +%s)
     ACT=$(wait_for 5 is_acted "$HOT") KNOBS1=$(knobs "$HOT") GA=$(gaction "$HOT")
