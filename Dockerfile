@@ -2,7 +2,9 @@
 #   docker build -t kindest/node:swapcri .
 #   kind create cluster --image kindest/node:swapcri --config contrib/kind/cluster.yaml
 # See docs/kind.md. The binary must link against the glibc of the base image: build it on the
-# same Debian release (kindest/node of Kubernetes 1.37 is Debian trixie).
+# same Debian release (kindest/node of Kubernetes 1.37 is Debian trixie). Needs BuildKit (the
+# default builder since Docker 23; DOCKER_BUILDKIT=1 before): the crate downloads and cargo's
+# build directory are cache mounts, so a rebuild compiles swapcri itself, not its dependencies.
 ARG BASE_IMAGE=kindest/node:v1.37.0
 ARG RUST_IMAGE=rust:1-trixie
 
@@ -12,7 +14,8 @@ RUN apt-get update -qq \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
-RUN cargo build --release --locked && install -m 0755 target/release/swapcri /swapcri
+RUN --mount=type=cache,target=/usr/local/cargo/registry --mount=type=cache,target=/src/target \
+    cargo build --release --locked && install -m 0755 target/release/swapcri /swapcri
 
 FROM ${BASE_IMAGE}
 COPY --from=build /swapcri /usr/local/bin/swapcri

@@ -50,8 +50,10 @@ install -m 0755 "$(hack/tools.sh /var/cache/swapcri-tools kubectl | tail -n 1)" 
 # build_node_image: kind's node image stand-in, then (swapcri) the Dockerfile on it, saved for
 # the VM and kept for REUSE_IMAGE=1.
 build_node_image() {
-  say "a private Docker daemon for the image builds"
-  start_dockerd "$work/dockerd"
+  # Its data root is kept between runs for BuildKit's cache: the Dockerfile's cache mounts
+  # keep the crates and cargo's build directory, so a run compiles swapcri, not its dependencies.
+  say "a private Docker daemon for the image builds (data root $cache/kind-docker)"
+  start_dockerd "$work/dockerd" "$cache/kind-docker"
   local node image
   node=$(hack/kind/node-image.sh "$work/node" | tail -n 1)
   image=$node
@@ -71,6 +73,9 @@ build_node_image() {
   say "saving $image for the VM ($(/usr/bin/docker image inspect -f '{{.Size}}' "$image" | numfmt --to=iec))"
   /usr/bin/docker save -o "$vm/images/node.tar" "$image"
   echo "$image" >"$vm/image"
+  # The images are built anew each run; only the build cache is kept, within a bound.
+  /usr/bin/docker image prune -af >/dev/null
+  /usr/bin/docker builder prune -f --keep-storage 12GB >/dev/null
   stop_dockerd "$work/dockerd"
   rm -rf "$work/dockerd" "$work/node"
   rm -f "$saved" "$saved.name"

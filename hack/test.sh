@@ -2,9 +2,10 @@
 # Runs every test: unit, integration (real daemon, registry and runc on this host), the CRI
 # fuzzer, the crash churn, the VM e2e tests on real cgroup v2 with swap (the initramfs VMs,
 # kernels 6.1 and 6.12, and a systemd-booted node), Kubernetes' node e2e suite with a real
-# kubelet on that node (hack/node-e2e.sh) and the CRI validation suite (critest,
-# hack/critest.sh); all but cargo test skipped when cargo test filters are given. Tools
-# Debian does not package are built from the Go modules pinned under hack/ (hack/tools.sh).
+# kubelet on that node (hack/node-e2e.sh), the CRI validation suite (critest, hack/critest.sh)
+# and a kind cluster of swapcri nodes (hack/kind-cluster.sh); all but cargo test skipped when
+# cargo test filters are given. Tools Debian does not package are built from the Go modules
+# pinned under hack/ (hack/tools.sh).
 #   sudo hack/test.sh [cargo test filters…]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -65,5 +66,8 @@ if [ $# -eq 0 ]; then
   hack/node-e2e.sh || status=$?
   echo "==> CRI validation suite (hack/critest.sh)"
   hack/critest.sh /tmp/swapcri-critest || status=$?
+  # The long form: FORM=long (two nodes, every check), and RUNTIME=containerd; see docs/kind.md.
+  echo "==> a kind cluster of swapcri nodes (hack/kind-cluster.sh, short form)"
+  FORM=short hack/kind-cluster.sh || status=$?
 fi
 exit $status

@@ -1,14 +1,17 @@
 # Shared by the kind scripts (sourced after hack/lib.sh): a private Docker daemon.
 
-# start_dockerd WORK: a dockerd of its own under WORK (data root, exec root, socket), with no
+# start_dockerd WORK [DATA_ROOT]: a dockerd of its own under WORK (exec root, socket; its data
+# root too unless DATA_ROOT names one kept between runs, for BuildKit's cache), with no
 # bridge and no iptables rules, so it touches none of the machine's networks: a container gets
 # no network but its own unless it asks for the host's (builds reach the package registries
 # that way). Its OCI runtime is runc behind a filter: a privileged container asks for every
 # capability the kernel knows, and runc fails to grant one that root itself lacks (as where
-# root lacks CAP_SYS_RESOURCE). Sets DOCKER_HOST and dockerd_pid; stop_dockerd undoes it.
+# root lacks CAP_SYS_RESOURCE). Builds use BuildKit, as Docker 23 and later do by default (the
+# Dockerfile's cache mounts need it). Sets DOCKER_HOST and dockerd_pid; stop_dockerd undoes it.
 start_dockerd() {
-  local work=$1 held
-  mkdir -p "$work"
+  local work=$1 data=${2:-$1/docker} held
+  mkdir -p "$work" "$data"
+  chmod 0700 "$work" "$data"
   held=$(capsh --decode="$(awk '/^CapBnd/ { print $2 }' /proc/self/status)" | cut -d= -f2 | tr a-z A-Z | jq -Rc 'split(",")')
   cat >"$work/runc-held-caps" <<WRAP
 #!/bin/sh
@@ -28,12 +31,12 @@ done
 exec /usr/sbin/runc "\$@"
 WRAP
   chmod +x "$work/runc-held-caps"
-  export DOCKER_HOST=unix://$work/docker.sock
-  /usr/sbin/dockerd --data-root "$work/docker" --exec-root "$work/exec" --pidfile "$work/docker.pid" \
+  export DOCKER_HOST=unix://$work/docker.sock DOCKER_BUILDKIT=1
+  /usr/sbin/dockerd --data-root "$data" --exec-root "$work/exec" --pidfile "$work/docker.pid" \
     --host "$DOCKER_HOST" --bridge=none --iptables=false --ip-masq=false \
     --add-runtime "held-caps=$work/runc-held-caps" --default-runtime held-caps \
     >"$work/dockerd.log" 2>&1 &
-  dockerd_pid=$!
+  dockerd_pid=$! dockerd_data=$data
   local _
   for _ in $(seq 1 100); do /usr/bin/docker version >/dev/null 2>&1 && break; sleep 0.2; done
   /usr/bin/docker version --format 'dockerd {{.Server.Version}}' >&2 ||
@@ -48,8 +51,8 @@ stop_dockerd() {
     wait "$dockerd_pid" 2>/dev/null
     dockerd_pid=
   fi
-  # dockerd leaves its netns and overlay mounts under the work directory.
-  { grep -o " $work/[^ ]*" /proc/mounts || true; } | sort -r | xargs -r -n1 umount -l
+  # dockerd leaves its netns and overlay mounts under the work directory and its data root.
+  { grep -o -e " $work/[^ ]*" -e " ${dockerd_data:-$work}/[^ ]*" /proc/mounts || true; } | sort -ru | xargs -r -n1 umount -l
 }
 
 # rust_image TAG SUITE: a stand-in for the official Rust image (rust:1-SUITE) in the daemon

@@ -125,27 +125,41 @@ wait_for 300 "the client pod Running" running client
 # Every replica answers by name through the Service: DNS (CoreDNS) and kube-proxy's rules.
 seen=""
 for _ in $(seq 1 24); do
-  seen="$seen $(k exec client -- wget -q -T 5 -O - http://web.default.svc.cluster.local/ 2>/dev/null)"
+  seen="$seen $(k exec client -- timeout 5 wget -q -O - http://web.default.svc.cluster.local/ 2>/dev/null)"
 done
 distinct=$(echo "$seen" | tr ' ' '\n' | grep . | sort -u | wc -l)
 check service-by-name '[ "$distinct" -ge 2 ]' "24 requests to web.default.svc.cluster.local from another pod answered by $distinct replicas: $(echo "$seen" | tr ' ' '\n' | grep . | sort | uniq -c | tr '\n' ' ')"
+if [ "$distinct" -lt 2 ]; then # which step failed: the name, the Service's address or the pod network
+  svc_ip=$(k get service web -o jsonpath='{.spec.clusterIP}')
+  pod_ip=$(k get pods -l app=web -o jsonpath='{.items[0].status.podIP}')
+  for probe in "nslookup web.default.svc.cluster.local" "cat /etc/resolv.conf" "timeout 5 wget -O - http://web.default.svc.cluster.local/" \
+    "timeout 5 wget -O - http://$svc_ip/" "timeout 5 wget -O - http://$pod_ip:8080/" "ip route"; do
+    note "service diagnosis: $probe: $(k exec client -- sh -c "$probe" 2>&1 | tr '\n' ' ')"
+  done
+  note "service diagnosis: endpoints $(k get endpointslices -l kubernetes.io/service-name=web -o jsonpath='{.items[*].endpoints[*].addresses}')"
+  for n in $(kind get nodes); do
+    note "service diagnosis: $n routes $(node_sh "$n" 'ip route' | tr '\n' ';') rules for web: $(node_sh "$n" "iptables-save 2>/dev/null | grep -c default/web; nft list ruleset 2>/dev/null | grep -c web")"
+  done
+fi
 
 # --- the streaming verbs ---------------------------------------------------------------
 LOGS=$(k logs loaded 2>&1)
 check kubectl-logs '[ "$LOGS" = started ]' "kubectl logs: $LOGS"
 EXEC=$(k exec loaded -- sh -c 'echo out; echo err >&2; exit 3' 2>&1; echo "status $?")
-check kubectl-exec 'echo "$EXEC" | tr "\n" " " | grep -q "out err .*status 3"' "$(echo "$EXEC" | tr '\n' ' ')"
+# stdout and stderr are separate streams: their order in one file is not theirs to keep.
+check kubectl-exec 'echo "$EXEC" | grep -qx out && echo "$EXEC" | grep -qx err && echo "$EXEC" | grep -q "status 3$"' "$(echo "$EXEC" | tr '\n' ' ')"
 TTY=$(script -qc "kubectl exec -it loaded -- sh -c 'tty; exit 0'" /dev/null </dev/null 2>&1 | tr -d '\r')
 check kubectl-exec-tty 'echo "$TTY" | grep -q "^/dev/pts/"' "kubectl exec -it: $(echo "$TTY" | tr '\n' ' ')"
 k run attachee --image localhost/busybox:latest --image-pull-policy Never --restart Never -i --command -- sh -c 'read line; echo "got $line"' \
   <<<"hello" >"$dir/attach.out" 2>&1
 ATTACH=$(grep -v "^If you don't see" "$dir/attach.out")
 check kubectl-attach 'echo "$ATTACH" | grep -q "got hello"' "kubectl run -i (attach with stdin): $(echo "$ATTACH" | tr '\n' ' ')"
+k delete pod attachee --wait=false >/dev/null 2>&1 # done, and no longer Running
 first_web=$(k get pods -l app=web -o jsonpath='{.items[0].metadata.name}')
 k port-forward "pod/$first_web" 18080:8080 >"$dir/pf.log" 2>&1 &
 pf=$!
 wait_for 60 "port-forward listening" grep -q Forwarding "$dir/pf.log"
-PF=$(wget -q -T 10 -O - http://127.0.0.1:18080/ 2>&1)
+PF=$(curl -sS -m 10 http://127.0.0.1:18080/ 2>&1)
 kill $pf 2>/dev/null
 check kubectl-port-forward '[ "$PF" = "$first_web" ]' "port-forward to $first_web answered: $PF"
 echo "copied in $(date +%s)" >"$dir/cp.txt"
@@ -197,17 +211,33 @@ done
 check summary-swap '[ "$agree" = yes ]' "Summary API swapUsageBytes $summary, kernel memory.swap.current $before/$after (hog of $hog_mib MiB, limit 512Mi)"
 
 # --- a node restarted -------------------------------------------------------------------
+# The node's processes all end with its container: every pod on it is back only once kubelet
+# started its containers again (a restart count above the one before), and every sandbox
+# swapcri listed before is still listed (its records outlive the restart).
 worker_pods() { k get pods -o wide --no-headers --field-selector "spec.nodeName=$WORKER" | awk '{print $1}' | sort | tr '\n' ' '; }
-before_pods=$(worker_pods)
+restarts() { k get pods --field-selector "spec.nodeName=$WORKER,status.phase!=Succeeded" \
+  -o jsonpath='{range .items[*]}{.metadata.name}={.status.containerStatuses[0].restartCount}/{.status.containerStatuses[0].ready}{"\n"}{end}' | sort; }
+before_pods=$(worker_pods) before_restarts=$(restarts)
 before_ids=$(node_sh "$WORKER" 'crictl pods -q | sort' | tr '\n' ' ')
 t_restart=$SECONDS
 docker restart "$WORKER" >/dev/null
-all_running_on_worker() { ! k get pods --no-headers --field-selector "spec.nodeName=$WORKER" | grep -v ' Running ' | grep -q . && nodes_ready; }
-wait_for 900 "the worker's pods Running after docker restart" all_running_on_worker
+back_again() { # every pod there before: restarted since, ready, Running
+  local now
+  now=$(restarts) || return 1
+  nodes_ready || return 1
+  local name count now_count
+  while IFS== read -r name count; do
+    now_count=$(sed -n "s|^$name=\([0-9]*\)/true$|\1|p" <<<"$now")
+    [ -n "$now_count" ] && [ "$now_count" -gt "${count%/*}" ] || return 1
+  done <<<"$before_restarts"
+}
+wait_for 900 "the worker's pods restarted and ready after docker restart" back_again ||
+  note "after the restart: $(restarts | tr '\n' ' '); before: $(echo "$before_restarts" | tr '\n' ' ')"
+wait_for 120 "crictl answering on $WORKER" node_sh "$WORKER" 'crictl pods -q'
 after_ids=$(node_sh "$WORKER" 'crictl pods -q | sort' | tr '\n' ' ')
 lost=$(comm -23 <(tr ' ' '\n' <<<"$before_ids" | grep .) <(tr ' ' '\n' <<<"$after_ids" | grep .) | wc -l)
-check node-restart 'all_running_on_worker && [ "$(worker_pods)" = "$before_pods" ] && [ "$lost" = 0 ]' \
-  "after docker restart $WORKER ($((SECONDS - t_restart))s): pods $(worker_pods); sandboxes before ${before_ids:-none}, $lost of them no longer listed"
+check node-restart 'back_again && [ "$(worker_pods)" = "$before_pods" ] && [ "$lost" = 0 ]' \
+  "after docker restart $WORKER ($((SECONDS - t_restart))s): restart counts $(restarts | tr '\n' ' ')(before: $(echo "$before_restarts" | tr '\n' ' ')); $(echo "$before_ids" | wc -w) sandboxes before, $lost of them no longer listed, $(echo "$after_ids" | wc -w) now"
 
 # --- what each node's runtime uses --------------------------------------------------------
 for n in $(kind get nodes); do
