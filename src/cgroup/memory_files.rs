@@ -41,7 +41,8 @@ pub fn compare(dir: &Path, planned: &[(&str, CgroupValue)], page_size: u64) -> R
             let found = match std::fs::read_to_string(dir.join(file)) {
                 Ok(text) => text.trim().to_string(),
                 Err(e) => {
-                    vanished |= e.kind() == io::ErrorKind::NotFound;
+                    // ENOENT, or ENODEV from a cgroup being removed under the read.
+                    vanished = true;
                     format!("unreadable ({e})")
                 }
             };
