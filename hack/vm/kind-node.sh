@@ -151,7 +151,7 @@ check kubectl-exec 'echo "$EXEC" | grep -qx out && echo "$EXEC" | grep -qx err &
 # script's input stays open 10 s: at its end script types an end-of-file character (NUL when
 # its input is no terminal), which the remote terminal echoes while the command still runs.
 TTY=$(script -qc "kubectl exec -it loaded -- sh -c 'tty; exit 0'" /dev/null < <(sleep 10) 2>&1 | tr -d '\r')
-check kubectl-exec-tty '[ "$TTY" = "$(echo "$TTY" | grep -x "/dev/pts/[0-9]*")" ] && [ -n "$TTY" ]' "kubectl exec -it: $(echo "$TTY" | tr '\n' ' ')"
+check kubectl-exec-tty '[[ $TTY =~ ^/dev/pts/[0-9]+$ ]]' "kubectl exec -it: $(echo "$TTY" | tr '\n' ' ')"
 k run attachee --image localhost/busybox:latest --image-pull-policy Never --restart Never -i --command -- sh -c 'read line; echo "got $line"' \
   <<<"hello" >"$dir/attach.out" 2>&1
 ATTACH=$(grep -v "^If you don't see" "$dir/attach.out")
