@@ -80,8 +80,7 @@ impl PodService {
         let mut status = container.status.clone();
         status.resources = Some(resources);
         if status.state == ContainerState::Running {
-            let alive = || status.live_init().is_some();
-            let mismatches = self.memory.check(&container.cgroup(&sandbox), &container.meta.id, &plan, alive);
+            let mismatches = self.memory.check(&container.cgroup(&sandbox), &container.meta.id, &plan, status.live_init());
             status.memory_mismatches = mismatches;
         }
         status.memory_plan = Some(plan);

@@ -12,6 +12,7 @@ use crate::config::{MemoryQosConfig, Reservation, SwapConfig};
 use crate::error::Error;
 use crate::model::ids::{ContainerId, SandboxId};
 use crate::model::node::NodeFacts;
+use crate::model::sandbox::ProcessRef;
 use crate::policy::memory::{self, MemoryPlan, PlanSettings, PodMemoryContext};
 
 use super::objects::Sandbox;
@@ -142,22 +143,16 @@ impl MemoryQos {
     /// Reads the plan's files back from the container's cgroup (cgroup v2 only). A cgroup
     /// that is gone once the container's init has exited is no mismatch: the kernel keeps a
     /// cgroup while a process is in it, and systemd removes a scope as soon as it empties.
-    /// An exiting init leaves its cgroup before it turns zombie, so a missing cgroup gives
-    /// the init a moment (`EXIT_GRACE`) to be seen gone.
-    pub fn check(
-        &self,
-        cgroup: &str,
-        id: &ContainerId,
-        plan: &MemoryPlan,
-        init_alive: impl Fn() -> bool,
-    ) -> Vec<String> {
+    /// An exiting init has left its cgroup before it turns zombie: only an init that runs
+    /// and is not in its exit makes a missing cgroup a mismatch.
+    pub fn check(&self, cgroup: &str, id: &ContainerId, plan: &MemoryPlan, init: Option<ProcessRef>) -> Vec<String> {
         if !self.node.cgroup_v2() {
             return Vec::new();
         }
         let dir = self.cgroup_root.join(cgroup.trim_start_matches('/'));
         let mismatches = match memory_files::compare(&dir, &plan.files(), self.node.memory.page_size) {
             memory_files::ReadBack::Compared(m) => m.iter().map(ToString::to_string).collect(),
-            memory_files::ReadBack::Missing if !alive_after_grace(&init_alive) => {
+            memory_files::ReadBack::Missing if !init.is_some_and(|p| p.is_alive() && !p.is_exiting()) => {
                 tracing::info!(container = %id, cgroup = %dir.display(), "memory plan not read back: the container exited and its cgroup is gone");
                 return Vec::new();
             }
@@ -222,41 +217,3 @@ impl MemoryQos {
     }
 }
 
-/// How long a missing cgroup's init may take to be seen gone: from leaving its cgroup in
-/// exit to turning zombie (the kernel removes a cgroup only once no task is in it).
-const EXIT_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
-
-/// Whether the init still runs after `EXIT_GRACE` (polled; returns as soon as it is gone).
-fn alive_after_grace(init_alive: &impl Fn() -> bool) -> bool {
-    let deadline = std::time::Instant::now() + EXIT_GRACE;
-    while init_alive() {
-        if std::time::Instant::now() >= deadline {
-            return true;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    false
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::cell::Cell;
-
-    #[test]
-    fn an_init_seen_gone_within_the_grace_is_not_alive() {
-        // (polls during which the init still shows alive, expected verdict)
-        for (alive_polls, expected) in [(0, false), (3, false), (usize::MAX, true)] {
-            let polls = Cell::new(0usize);
-            let init_alive = || {
-                polls.set(polls.get() + 1);
-                polls.get() <= alive_polls
-            };
-            let started = std::time::Instant::now();
-            assert_eq!(alive_after_grace(&init_alive), expected, "alive for {alive_polls} polls");
-            if expected {
-                assert!(started.elapsed() >= EXIT_GRACE, "waited the grace out");
-            }
-        }
-    }
-}
