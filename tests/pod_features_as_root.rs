@@ -151,10 +151,26 @@ async fn tty_updates_v1_notes_and_monitor_cgroup() {
     assert!(log.contains("on-a-terminal"), "{log}");
 
     // cgroup v2 values cannot apply on this node's v1 memory controller: dropped, noted.
+    // kubelet names every huge page size the kernel has (limit 0: none); a node whose hugetlb
+    // controller is not where runc looks still starts the container.
+    let hugepage_limits = std::fs::read_dir("/sys/kernel/mm/hugepages")
+        .map(|dir| {
+            dir.flatten()
+                .filter_map(|e| {
+                    let kb: u64 =
+                        e.file_name().to_str()?.strip_prefix("hugepages-")?.strip_suffix("kB")?.parse().ok()?;
+                    let page_size =
+                        if kb % (1 << 20) == 0 { format!("{}GB", kb >> 20) } else { format!("{}MB", kb >> 10) };
+                    Some(cri::HugepageLimit { page_size, limit: 0 })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     let mut worker = container_config("worker", &["sh", "-c", "while true; do sleep 1; done"]);
     worker.linux.as_mut().unwrap().resources = Some(cri::LinuxContainerResources {
         memory_limit_in_bytes: 128 * 1024 * 1024,
         unified: [("memory.swap.max".to_string(), "0".to_string())].into(),
+        hugepage_limits,
         ..Default::default()
     });
     let worker = start(&daemon, &pod, &pod_config, worker).await;

@@ -166,6 +166,9 @@ pub struct NodeFacts {
     pub apparmor_default: Option<String>,
     /// Huge page sizes the kernel offers (`2MB`, `1GB`), smallest first.
     pub hugepage_sizes: Vec<String>,
+    /// Whether hugepage limits can be set (the hugetlb controller is where runc looks); when
+    /// not, containers get none, as containerd does by default.
+    pub hugetlb_limits: bool,
     /// User namespaces for pods (with the kernel's id-mapped mounts).
     pub userns: UsernsSupport,
 }

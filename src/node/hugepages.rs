@@ -3,6 +3,9 @@
 
 use std::path::Path;
 
+use crate::cgroup::Hierarchy;
+use crate::model::node::CgroupMode;
+
 /// Reads `<sys>/kernel/mm/hugepages/hugepages-<N>kB`; none when the kernel has no hugetlbfs.
 pub fn probe(sys: &Path) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(sys.join("kernel/mm/hugepages")) else { return Vec::new() };
@@ -10,6 +13,17 @@ pub fn probe(sys: &Path) -> Vec<String> {
         entries.flatten().filter_map(|e| size_name(&e.file_name().to_string_lossy())).collect();
     sizes.sort();
     sizes.into_iter().map(|(_, name)| name).collect()
+}
+
+/// Whether a container's hugepage limits can be set where runc sets them: the hugetlb controller
+/// listed in the root's `cgroup.controllers` on cgroup v2, mounted as a v1 hierarchy otherwise
+/// (a hybrid node may have it in neither, and runc then fails every create that names one).
+pub fn controller(mode: CgroupMode, cgroup_root: &Path, hierarchies: &[Hierarchy]) -> bool {
+    match mode {
+        CgroupMode::Unified => std::fs::read_to_string(cgroup_root.join("cgroup.controllers"))
+            .is_ok_and(|s| s.split_whitespace().any(|c| c == "hugetlb")),
+        CgroupMode::Hybrid | CgroupMode::Legacy => crate::cgroup::v1_dir(hierarchies, "hugetlb", "").is_some(),
+    }
 }
 
 /// `hugepages-2048kB` → (2048, `2MB`): the largest unit that divides the size.
@@ -54,5 +68,34 @@ mod tests {
             std::fs::create_dir_all(sys.path().join("kernel/mm/hugepages").join(d)).unwrap();
         }
         assert_eq!(probe(sys.path()), ["2MB", "1GB"]);
+    }
+
+    #[test]
+    fn the_controller_where_runc_looks_for_it() {
+        let root = tempfile::tempdir().unwrap();
+        let v1 = |mountpoint: &str, options: &[&str]| Hierarchy {
+            mountpoint: mountpoint.into(),
+            v2: false,
+            options: options.iter().map(|o| o.to_string()).collect(),
+        };
+        let v2 = Hierarchy { mountpoint: root.path().into(), v2: true, options: vec![] };
+        let mounted =
+            [v1("/sys/fs/cgroup/memory", &["rw", "memory"]), v1("/sys/fs/cgroup/hugetlb", &["rw", "hugetlb"])];
+        let unmounted = [v1("/sys/fs/cgroup/memory", &["rw", "memory"]), v2.clone()];
+        std::fs::write(root.path().join("cgroup.controllers"), "cpuset cpu io memory hugetlb pids\n").unwrap();
+        for (mode, hierarchies, want) in [
+            (CgroupMode::Hybrid, &mounted[..], true),
+            (CgroupMode::Legacy, &mounted[..], true),
+            // On a hybrid node hugetlb in the v2 hierarchy is not where runc's v1 manager looks.
+            (CgroupMode::Hybrid, &unmounted[..], false),
+            (CgroupMode::Legacy, &[][..], false),
+            (CgroupMode::Unified, &[v2.clone()][..], true),
+        ] {
+            assert_eq!(controller(mode, root.path(), hierarchies), want, "{mode:?} {hierarchies:?}");
+        }
+        std::fs::write(root.path().join("cgroup.controllers"), "cpuset cpu io memory pids\n").unwrap();
+        assert!(!controller(CgroupMode::Unified, root.path(), &[v2.clone()]), "not enabled at the root");
+        std::fs::remove_file(root.path().join("cgroup.controllers")).unwrap();
+        assert!(!controller(CgroupMode::Unified, root.path(), &[v2]), "no cgroup.controllers");
     }
 }

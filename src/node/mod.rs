@@ -42,6 +42,7 @@ pub fn probe(config: &crate::config::Config) -> NodeFacts {
         apparmor_enabled,
         apparmor_default,
         hugepage_sizes: hugepages::probe(Path::new("/sys")),
+        hugetlb_limits: hugepages::controller(cgroup_mode, cgroup_root, &crate::cgroup::hierarchies()),
         userns: userns::probe(kernel, &config.image_root().join("layers"), &config.run_root),
     };
     if facts.min_oom_score_adj > -1000 {
@@ -61,6 +62,6 @@ pub fn probe(config: &crate::config::Config) -> NodeFacts {
         "node memory"
     );
     tracing::info!(cgroup_mode = ?facts.cgroup_mode, capabilities = facts.held_capabilities.len(), apparmor = facts.apparmor_enabled,
-        userns = facts.userns.supported, userns_detail = %facts.userns.detail, "node facts");
+        hugetlb_limits = facts.hugetlb_limits, userns = facts.userns.supported, userns_detail = %facts.userns.detail, "node facts");
     facts
 }

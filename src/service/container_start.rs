@@ -29,7 +29,8 @@ impl PodService {
         status.state = ContainerState::Running;
         status.started_at = started_at;
         if let Some(plan) = &status.memory_plan {
-            let mismatches = self.memory.check(&container.cgroup(&sandbox), &container.meta.id, plan, status.live_init());
+            let mismatches =
+                self.memory.check(&container.cgroup(&sandbox), &container.meta.id, plan, status.live_init());
             status.memory_mismatches = mismatches;
         }
         self.registry.save_container_status(&container.meta.id, status)?;

@@ -80,7 +80,8 @@ impl PodService {
         let mut status = container.status.clone();
         status.resources = Some(resources);
         if status.state == ContainerState::Running {
-            let mismatches = self.memory.check(&container.cgroup(&sandbox), &container.meta.id, &plan, status.live_init());
+            let mismatches =
+                self.memory.check(&container.cgroup(&sandbox), &container.meta.id, &plan, status.live_init());
             status.memory_mismatches = mismatches;
         }
         status.memory_plan = Some(plan);

@@ -54,6 +54,7 @@ fn fixture_with(
         apparmor_enabled: false,
         apparmor_default: None,
         hugepage_sizes: vec!["2MB".into(), "1GB".into()],
+        hugetlb_limits: true,
         userns: crate::model::node::UsernsSupport::unsupported(),
     };
     let config = Arc::new(config);

@@ -333,6 +333,7 @@ async fn fuzzer(root: &Path) -> Fuzzer {
         apparmor_enabled: false,
         apparmor_default: None,
         hugepage_sizes: vec!["2MB".into(), "1GB".into()],
+        hugetlb_limits: true,
         userns: UsernsSupport::unsupported(),
     };
     let config = Arc::new(config);

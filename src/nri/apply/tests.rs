@@ -14,6 +14,7 @@ fn node(mode: CgroupMode) -> NodeFacts {
         apparmor_enabled: false,
         apparmor_default: None,
         hugepage_sizes: vec!["2MB".into()],
+        hugetlb_limits: true,
         userns: crate::model::node::UsernsSupport::unsupported(),
     }
 }

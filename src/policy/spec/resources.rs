@@ -32,7 +32,12 @@ pub fn linux_resources(
         memory.set_limit(Some(limit));
         resources.set_memory(Some(memory));
     }
-    if !r.hugepage_limits.is_empty() {
+    if !r.hugepage_limits.is_empty() && !node.hugetlb_limits {
+        // kubelet names every size the node has (0 for none); only a real ask is worth a word.
+        if r.hugepage_limits.iter().any(|h| h.limit > 0) {
+            warnings.push("hugepage limits dropped: this node has no hugetlb cgroup controller".into());
+        }
+    } else if !r.hugepage_limits.is_empty() {
         let limits = r
             .hugepage_limits
             .iter()
@@ -97,6 +102,7 @@ mod tests {
             apparmor_enabled: false,
             apparmor_default: None,
             hugepage_sizes: vec!["2MB".into(), "1GB".into()],
+            hugetlb_limits: true,
             userns: crate::model::node::UsernsSupport::unsupported(),
         }
     }
@@ -105,6 +111,34 @@ mod tests {
     fn nulls_are_dropped_at_every_level() {
         let doc = without_nulls(json!({"cpu": {"shares": 2, "quota": null}, "memory": {"limit": null}, "x": null}));
         assert_eq!(doc, json!({"cpu": {"shares": 2}, "memory": {}}));
+    }
+
+    #[test]
+    fn hugepage_limits_only_where_the_controller_is() {
+        let limits = |two_mb: u64| cri::LinuxContainerResources {
+            hugepage_limits: vec![
+                cri::HugepageLimit { page_size: "2MB".into(), limit: two_mb },
+                cri::HugepageLimit { page_size: "1GB".into(), limit: 0 },
+            ],
+            ..Default::default()
+        };
+        let with = node(CgroupMode::Hybrid);
+        let without = NodeFacts { hugetlb_limits: false, ..node(CgroupMode::Hybrid) };
+        for (node, two_mb, want, warned) in [
+            (
+                &with,
+                4 << 20,
+                Some(json!([{"pageSize": "2MB", "limit": 4194304}, {"pageSize": "1GB", "limit": 0}])),
+                false,
+            ),
+            (&without, 0, None, false),
+            (&without, 4 << 20, None, true),
+        ] {
+            let mut warnings = Vec::new();
+            let doc = update_document(&linux_resources(&limits(two_mb), &BTreeMap::new(), node, &mut warnings));
+            assert_eq!(doc.get("hugepageLimits").cloned(), want, "controller {} limit {two_mb}", node.hugetlb_limits);
+            assert_eq!(!warnings.is_empty(), warned, "{warnings:?}");
+        }
     }
 
     #[test]
