@@ -160,7 +160,7 @@ async fn tty_updates_v1_notes_and_monitor_cgroup() {
                     let kb: u64 =
                         e.file_name().to_str()?.strip_prefix("hugepages-")?.strip_suffix("kB")?.parse().ok()?;
                     let page_size =
-                        if kb % (1 << 20) == 0 { format!("{}GB", kb >> 20) } else { format!("{}MB", kb >> 10) };
+                        if kb.is_multiple_of(1 << 20) { format!("{}GB", kb >> 20) } else { format!("{}MB", kb >> 10) };
                     Some(cri::HugepageLimit { page_size, limit: 0 })
                 })
                 .collect()
