@@ -166,7 +166,27 @@ async fn tty_updates_v1_notes_and_monitor_cgroup() {
                 .collect()
         })
         .unwrap_or_default();
+    // kubelet creates containers by image id and passes the pod's own name for the image:
+    // statuses and listings give that name (kubelet compares it with the pod's spec).
+    let image_id = daemon
+        .images()
+        .await
+        .image_status(cri::ImageStatusRequest {
+            image: Some(cri::ImageSpec { image: IMAGE.into(), ..Default::default() }),
+            verbose: false,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .image
+        .unwrap()
+        .id;
     let mut worker = container_config("worker", &["sh", "-c", "while true; do sleep 1; done"]);
+    worker.image = Some(cri::ImageSpec {
+        image: image_id.clone(),
+        user_specified_image: "test/busybox".into(),
+        ..Default::default()
+    });
     worker.linux.as_mut().unwrap().resources = Some(cri::LinuxContainerResources {
         memory_limit_in_bytes: 128 * 1024 * 1024,
         unified: [("memory.swap.max".to_string(), "0".to_string())].into(),
@@ -181,6 +201,36 @@ async fn tty_updates_v1_notes_and_monitor_cgroup() {
         .await
         .unwrap()
         .into_inner();
+    let shown = verbose.status.as_ref().unwrap().image.as_ref().unwrap();
+    assert_eq!((shown.image.as_str(), shown.user_specified_image.as_str()), ("test/busybox", "test/busybox"));
+    assert_eq!(verbose.status.as_ref().unwrap().image_ref, image_id);
+    let listed = daemon
+        .runtime()
+        .await
+        .list_containers(cri::ListContainersRequest {
+            filter: Some(cri::ContainerFilter { id: worker.clone(), ..Default::default() }),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .containers;
+    assert_eq!(listed[0].image.as_ref().unwrap().image, "test/busybox");
+    // By id alone (crictl): the image's tag.
+    let mut by_id = container_config("by-id", &["true"]);
+    by_id.image = Some(cri::ImageSpec { image: image_id.clone(), ..Default::default() });
+    let by_id = daemon
+        .runtime()
+        .await
+        .create_container(cri::CreateContainerRequest {
+            pod_sandbox_id: pod.clone(),
+            config: Some(by_id),
+            sandbox_config: Some(pod_config.clone()),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .container_id;
+    assert_eq!(status(&daemon, &by_id).await.image.unwrap().image, IMAGE);
     let info: serde_json::Value = serde_json::from_str(&verbose.info["info"]).unwrap();
     let v1_host = !std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
     if v1_host {

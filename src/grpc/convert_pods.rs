@@ -53,7 +53,7 @@ pub fn container(c: &Container) -> cri::Container {
         id: c.meta.id.to_string(),
         pod_sandbox_id: c.meta.sandbox_id.to_string(),
         metadata: c.meta.config.metadata.clone(),
-        image: Some(cri::ImageSpec { image: c.meta.image_ref.clone(), ..Default::default() }),
+        image: Some(status_image(c)),
         image_ref: c.meta.image_id.to_string(),
         state: c.status.state.to_cri() as i32,
         created_at: c.meta.created_at,
@@ -72,7 +72,7 @@ pub fn container_status(c: &Container) -> cri::ContainerStatus {
         started_at: c.status.started_at,
         finished_at: c.status.finished_at,
         exit_code: c.status.exit_code,
-        image: Some(cri::ImageSpec { image: c.meta.image_ref.clone(), ..Default::default() }),
+        image: Some(status_image(c)),
         image_ref: c.meta.image_id.to_string(),
         reason: c.status.reason.clone(),
         message: c.status.message.clone(),
@@ -112,4 +112,13 @@ pub fn event(e: &crate::service::Event) -> cri::ContainerEventResponse {
         pod_sandbox_status: e.sandbox.as_ref().map(sandbox_status),
         containers_statuses: e.containers.iter().map(container_status).collect(),
     }
+}
+
+/// The image of a container's status and listing: the name the pod's author wrote when
+/// kubelet passed it (what `kubectl get pod` shows and kubelet compares with the pod's spec),
+/// else the one the record keeps.
+fn status_image(c: &Container) -> cri::ImageSpec {
+    let user_specified_image = c.meta.config.image.as_ref().map(|i| i.user_specified_image.clone()).unwrap_or_default();
+    let image = if user_specified_image.is_empty() { c.meta.image_ref.clone() } else { user_specified_image.clone() };
+    cri::ImageSpec { image, user_specified_image, ..Default::default() }
 }

@@ -56,7 +56,7 @@ pub struct ContainerMeta {
     #[serde(default)]
     pub name: String,
     pub config: cri::ContainerConfig,
-    /// The image as the request named it, and the id it resolved to.
+    /// The image's name (`ImageRecord::status_name`), and the id it resolved to.
     #[serde(default)]
     pub image_ref: String,
     #[serde(default)]

@@ -87,6 +87,20 @@ pub struct ImageRecord {
     pub created_at: i64,
 }
 
+impl ImageRecord {
+    /// The name a container's record keeps for this image: the one the request used, unless
+    /// that was the image's id (kubelet creates containers by id), then its first tag.
+    /// Statuses prefer the name the pod's author wrote, when kubelet passed it.
+    pub fn status_name(&self, requested: &str) -> String {
+        let id = self.id.as_str();
+        let by_id = requested == id || id.strip_prefix("sha256:") == Some(requested);
+        match self.repo_tags.iter().next() {
+            Some(tag) if by_id => tag.clone(),
+            _ => requested.to_string(),
+        }
+    }
+}
+
 /// One unpacked layer, shared by every image that lists its diff id.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LayerRecord {
@@ -114,5 +128,31 @@ mod tests {
             assert!(Digest::parse(bad).is_none(), "{bad}");
         }
         assert_eq!(Digest::of(b"").as_str(), "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    }
+
+    #[test]
+    fn a_container_by_id_keeps_a_name_of_its_image() {
+        let digest = Digest::of(b"config");
+        let id = digest.as_str().to_string();
+        let hex = id.trim_start_matches("sha256:").to_string();
+        let image = |tags: &[&str]| ImageRecord {
+            id: ImageId::from_config_digest(&digest),
+            repo_tags: tags.iter().map(|t| t.to_string()).collect(),
+            repo_digests: BTreeSet::new(),
+            manifest: digest.clone(),
+            layers: vec![],
+            user: String::new(),
+            created_at: 0,
+        };
+        let tagged = image(&["registry.k8s.io/pause:3.10.2", "registry.k8s.io/pause:latest"]);
+        for (image, requested, want) in [
+            // kubelet and crictl by id: a name the image has.
+            (&tagged, id.as_str(), "registry.k8s.io/pause:3.10.2"),
+            (&tagged, hex.as_str(), "registry.k8s.io/pause:3.10.2"),
+            (&tagged, "pause", "pause"),
+            (&image(&[]), id.as_str(), id.as_str()),
+        ] {
+            assert_eq!(image.status_name(requested), want, "{requested}");
+        }
     }
 }

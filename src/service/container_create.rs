@@ -69,7 +69,7 @@ impl PodService {
                 id: id.clone(),
                 sandbox_id: sandbox.meta.id.clone(),
                 name,
-                image_ref: image_name,
+                image_ref: image.status_name(&image_name),
                 image_id: image.id.clone(),
                 log_path,
                 created_at: now_nanos(),
