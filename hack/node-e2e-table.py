@@ -4,7 +4,9 @@ group (the suite's top-level describe, without its labels), one column per run, 
 `passed/failed/skipped` of the specs that ran there, and a last row for the Summary API swap
 check. The shards of one form (`<form>-shardKofN`) make one column, which says how many of
 them ran. Also names every spec one run passed that another one, run on the same set, failed.
-    node-e2e-table.py [DIR]    DIR default /var/tmp/swapcri-node-e2e (one <runtime>-<driver>-<form>/report each)"""
+    node-e2e-table.py [DIR]    DIR default /var/tmp/swapcri-node-e2e (one <runtime>-<driver>-<form>/report each)
+    node-e2e-table.py --totals DIR RUNTIME
+                               the long form's shards of RUNTIME: which are done, and the totals so far"""
 import collections
 import json
 import os
@@ -44,7 +46,43 @@ def swap_check(report_dir):
     return f"{results.count('PASS')}/{results.count('FAIL')}" if results else "no result"
 
 
+def long_totals(root, runtime):
+    """One line per place of the long form: shards done of N, specs passed/failed/skipped, time."""
+    places = {}
+    for name in sorted(os.listdir(root)):
+        m = re.fullmatch(re.escape(runtime) + r"-(\w+)-long-(host|vm)-shard(\d+)of(\d+)(-cri-stats-off)?", name)
+        summary = os.path.join(root, name, "report", "summary.txt")
+        if not m or not os.path.exists(summary):
+            continue
+        text = open(summary).read()
+        total = re.search(r"^TOTAL (\d+)\s+PASSED (\d+)\s+FAILED (\d+)\s+SKIPPED (\d+)", text, re.M)
+        self_skipped = re.search(r"^SELF-SKIPPED (\d+)", text, re.M)
+        wall = re.search(r"wall=(\d+)s", text)
+        key = (m.group(2), m.group(1), m.group(4), m.group(5) or "")
+        done, counts = places.setdefault(key, (set(), collections.Counter()))
+        done.add(int(m.group(3)))
+        if total:
+            counts.update(passed=int(total.group(2)), failed=int(total.group(3)))
+        counts.update(skipped=int(self_skipped.group(1)) if self_skipped else 0, seconds=int(wall.group(1)) if wall else 0)
+    if not places:
+        print(f"long form, {runtime}: no shard done yet")
+    overall = collections.Counter()
+    for (place, driver, n, suffix), (done, counts) in sorted(places.items()):
+        missing = sorted(set(range(1, int(n) + 1)) - done)
+        print(f"long form, {runtime} on the {place} ({driver}{suffix}): {len(done)} of {n} shards done"
+              f"{' (not yet: ' + ', '.join(map(str, missing)) + ')' if missing else ''}; "
+              f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped; {counts['seconds']} s")
+        overall.update(counts)
+    if len(places) > 1:
+        print(f"long form, {runtime} so far: {overall['passed']} passed, {overall['failed']} failed, "
+              f"{overall['skipped']} skipped; {overall['seconds']} s")
+
+
 def main():
+    if sys.argv[1:2] == ["--totals"]:
+        if len(sys.argv) != 4:
+            sys.exit(__doc__)
+        return long_totals(sys.argv[2], sys.argv[3])
     root = sys.argv[1] if len(sys.argv) > 1 else "/var/tmp/swapcri-node-e2e"
     runs, shards = {}, {}
     for name in sorted(os.listdir(root)):

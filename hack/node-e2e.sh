@@ -8,16 +8,25 @@
 #   RUNTIME=swapcri|containerd             the runtime kubelet drives (default swapcri;
 #                                          containerd 2.4.2 from hack/containerd, for comparison)
 #   FORM=short|standard|long               what runs (default short; see docs/testing.md)
+#   PLACE=vm|host                          where: the systemd VM node (default), or this host
+#                                          natively (hack/node-e2e-host.sh; cgroupfs driver)
 #   SHARD=K/N                              only the K-th of N round-robin parts of the form's
-#                                          specs (hack/node-e2e-shard.py), for the long form
-#   PROCS=N                                ginkgo processes (default 1; 4 in the long form):
-#                                          specs run N at a time, [Serial] ones alone at the end
+#                                          specs (hack/node-e2e-shard.py); in the long form,
+#                                          of the PLACE's part (host: every spec but [Serial]
+#                                          and VM_ONLY ones; vm: those)
+#   FORM=long without SHARD                every shard of both places (of PLACE's alone when
+#                                          set) that has no report yet for this e2e_node.test:
+#                                          HOST_SHARDS (default 4) and VM_SHARDS (default 8);
+#                                          prints which are done and the totals so far
+#   PROCS=N                                ginkgo processes (default 1; long form 4 in the VM,
+#                                          12 on the host): specs run N at a time, [Serial]
+#                                          ones alone at the end
 #   FOCUS=REGEX SKIP=REGEX TIMEOUT=SECONDS  instead of the form's
 #   CRI_STATS=true|false                   kubelet's PodAndContainerStatsFromCRI (default true)
 # Prints `node-e2e: <runtime> <driver>: N passed, N failed, N skipped`; the JUnit and JSON
 # reports, the suite's log and swapcri's journal stay in
 # /var/tmp/swapcri-node-e2e/<runtime>-<driver>-<form>/report (form `custom` with FOCUS,
-# `<form>-shardKofN` with SHARD).
+# `<form>-shardKofN` with SHARD, `long-<place>-shardKofN` in the long form).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source hack/lib.sh
@@ -26,8 +35,16 @@ install_packages
 ensure_cargo
 
 RUNTIME=${RUNTIME:-swapcri}
-DRIVER=${DRIVER:-systemd}
 FORM=${FORM:-short}
+PLACE_SET=${PLACE:-}
+PLACE=${PLACE:-vm}
+case $PLACE in
+  vm) DRIVER=${DRIVER:-systemd} ;;
+  # This host's init is not systemd: kubelet and the runtime use cgroupfs.
+  host) [ "${DRIVER:-cgroupfs}" = cgroupfs ] || { echo "PLACE=host runs the cgroupfs driver only" >&2; exit 2; }
+    DRIVER=cgroupfs ;;
+  *) echo "PLACE=vm or host" >&2; exit 2 ;;
+esac
 case $RUNTIME in swapcri | containerd) ;; *) echo "RUNTIME=swapcri or containerd" >&2; exit 2 ;; esac
 case $DRIVER in systemd | cgroupfs) ;; *) echo "DRIVER=systemd or cgroupfs" >&2; exit 2 ;; esac
 
@@ -50,7 +67,10 @@ case $FORM in
   # The conformance specs, the swap specs, and the memory QoS, pids limit, log rotation,
   # critical pod, image GC, eviction and restart specs that run on one node.
   long) focus='\[NodeConformance\]|Swap|MemoryQoS|PodPidsLimit|ContainerLogRotation|CriticalPod|ImageGarbageCollect|ImageGC|Eviction|Restart Kubelet|Container Restart'
-    skip=$SKIP_ALWAYS timeout=28800 procs=4 ;;
+    skip=$SKIP_ALWAYS timeout=28800 procs=4
+    # On the host the specs mostly wait (for kubelet's sync, probes, grace periods): 12 at a
+    # time keep its 2 cores below half busy.
+    [ "$PLACE" = vm ] || { timeout=7200 procs=12; } ;;
   *) echo "FORM=short, standard or long" >&2; exit 2 ;;
 esac
 [ -z "${FOCUS:-}" ] || FORM=custom
@@ -58,33 +78,70 @@ case ${CRI_STATS:=true} in true) ;; false) FORM=$FORM-cri-stats-off ;; *) echo "
 FOCUS=${FOCUS:-$focus}
 SKIP=${SKIP:-$skip}
 TIMEOUT=${TIMEOUT:-$timeout}
+PROCS_SET=${PROCS:-}
 PROCS=${PROCS:-$procs}
 case $PROCS in [1-9] | [1-9][0-9]) ;; *) echo "PROCS=1..99" >&2; exit 2 ;; esac
-if [ -n "${SHARD:-}" ]; then
-  [[ $SHARD =~ ^([1-9][0-9]*)/([1-9][0-9]*)$ ]] || { echo "SHARD=K/N" >&2; exit 2; }
-  shard_k=${BASH_REMATCH[1]} shard_n=${BASH_REMATCH[2]}
-  [ "$shard_k" -le "$shard_n" ] || { echo "SHARD=K/N with K <= N" >&2; exit 2; }
-  FORM=${FORM%-cri-stats-off}-shard${shard_k}of${shard_n}
-  [ "$CRI_STATS" = true ] || FORM=$FORM-cri-stats-off
-fi
-
+# The long form's specs the host cannot run although they are not [Serial], with the reason;
+# they run in the VM's part. A Guaranteed container's oom_score_adj is -997, which a runtime
+# without CAP_SYS_RESOURCE (root on this host) cannot give: the pod-level resize specs of
+# Guaranteed pods check it after the containers they restart.
+VM_ONLY=${VM_ONLY-'PLR Pod InPlace Resize.*(PLR guaranteed qos|pod-level guaranteed pods)'}
 log() { echo "node-e2e: $(date +%T) $*" >&2; }
 log "kubelet, e2e_node.test and agnhost of Kubernetes 1.37.2 (hack/tools.sh, cached)"
 tools=$(hack/tools.sh /var/cache/swapcri-tools kubelet e2e_node.test agnhost)
 kubelet=$(sed -n 1p <<<"$tools") e2e_node=$(sed -n 2p <<<"$tools") agnhost=$(sed -n 3p <<<"$tools")
+# What a long form's shard report holds: the suite's binary and images, the form's selection
+# and how it is cut into shards.
+selection=$(printf '%s\n' "$(sha256sum <"$e2e_node")" "$(test_images_stamp)" "$(sha256sum <hack/node-e2e-shard.py)" \
+  "$FOCUS" "$SKIP" "$VM_ONLY" | sha256sum | cut -c1-16)
+long_place=
+if [ -n "${SHARD:-}" ]; then
+  [[ $SHARD =~ ^([1-9][0-9]*)/([1-9][0-9]*)$ ]] || { echo "SHARD=K/N" >&2; exit 2; }
+  shard_k=${BASH_REMATCH[1]} shard_n=${BASH_REMATCH[2]}
+  [ "$shard_k" -le "$shard_n" ] || { echo "SHARD=K/N with K <= N" >&2; exit 2; }
+  base=${FORM%-cri-stats-off}
+  [ "$base" != long ] || { long_place=$PLACE; base=long-$PLACE; }
+  FORM=$base-shard${shard_k}of${shard_n}
+  [ "$CRI_STATS" = true ] || FORM=$FORM-cri-stats-off
+elif [ "${FORM%-cri-stats-off}" = long ]; then
+  # The whole long form, resumable: each shard of each place in turn, but those whose report
+  # is there for this e2e_node.test and selection; stops at a shard that leaves none.
+  status=0
+  for place in ${PLACE_SET:-host vm}; do
+    if [ "$place" = host ]; then n=${HOST_SHARDS:-4} driver=cgroupfs; else n=${VM_SHARDS:-8} driver=$DRIVER; fi
+    for k in $(seq "$n"); do
+      dir=/var/tmp/swapcri-node-e2e/$RUNTIME-$driver-long-$place-shard${k}of$n
+      [ "$CRI_STATS" = true ] || dir=$dir-cri-stats-off
+      if [ -f "$dir/report/summary.txt" ] && [ "$(cat "$dir/selection" 2>/dev/null)" = "$selection" ]; then
+        log "$place shard $k/$n done: $(grep -m1 '^TOTAL' "$dir/report/summary.txt") ($(grep -m1 -o 'wall=[0-9]*s' "$dir/report/summary.txt"))"
+        continue
+      fi
+      log "$place shard $k/$n: running"
+      env RUNTIME="$RUNTIME" DRIVER="$driver" PLACE="$place" SHARD="$k/$n" FORM=long CRI_STATS="$CRI_STATS" \
+        FOCUS= SKIP="$SKIP" VM_ONLY="$VM_ONLY" PROCS="${PROCS_SET:-}" "$0" || status=1
+      [ -f "$dir/report/summary.txt" ] || { log "$place shard $k/$n left no report: stopping here"; exit 1; }
+    done
+  done
+  python3 hack/node-e2e-table.py --totals /var/tmp/swapcri-node-e2e "$RUNTIME" >&2
+  exit $status
+fi
 if [ -n "${SHARD:-}" ]; then
   dry=$(mktemp -d)
   "$e2e_node" --ginkgo.dry-run --ginkgo.focus="$FOCUS" --ginkgo.skip="$SKIP" --ginkgo.no-color \
     --ginkgo.json-report="$dry/dry.json" >"$dry/dry.log" 2>&1 ||
     { tail -n 20 "$dry/dry.log" >&2; echo "node-e2e: the dry run of e2e_node.test failed" >&2; exit 1; }
-  FOCUS=$(python3 hack/node-e2e-shard.py "$dry/dry.json" "$shard_k" "$shard_n")
+  # The module cache hack/tools.sh built the suite from holds its source.
+  FOCUS=$(python3 hack/node-e2e-shard.py "$dry/dry.json" "$shard_k" "$shard_n" \
+    --source-root /var/cache/swapcri-tools/gopath/pkg/mod ${long_place:+--place "$long_place" --vm-only "$VM_ONLY"})
   rm -rf "$dry"
 fi
 log "the suite's images in the local registry"
 registry_up
-if ! curl -sf "http://$REGISTRY_ADDR/v2/e2e-test-images/agnhost/tags/list" | grep -q '"2.66.1"'; then
+if ! test_images_current agnhost; then
   images_log=$(mktemp)
-  AGNHOST=$agnhost hack/critest/images.sh >"$images_log" 2>&1 || { tail -n 20 "$images_log" >&2; exit 1; }
+  k8s=$(awk '$1 == "k8s.io/kubernetes" { print $2; exit }' hack/k8s/go.mod)
+  AGNHOST=$agnhost AGNHOST_SRC=/var/cache/swapcri-tools/gopath/pkg/mod/k8s.io/kubernetes@$k8s/test/images/agnhost \
+    hack/critest/images.sh >"$images_log" 2>&1 || { tail -n 20 "$images_log" >&2; exit 1; }
   rm -f "$images_log"
 fi
 
@@ -107,12 +164,18 @@ echo "$FOCUS" >"$dir/focus"
 echo "$SKIP" >"$dir/skip"
 echo "$TIMEOUT" >"$dir/timeout"
 echo "$PROCS" >"$dir/procs"
+echo "$selection" >"$dir/selection"
 if [ "$PROCS" -gt 1 ]; then
   install -m 0755 "$(hack/tools.sh /var/cache/swapcri-tools ginkgo)" "$dir/ginkgo"
 fi
-log "$RUNTIME, $DRIVER driver, form $FORM, $PROCS process(es): focus '${FOCUS:0:400}'"
+log "$RUNTIME, $DRIVER driver, on the $PLACE, form $FORM, $PROCS process(es): focus '${FOCUS:0:400}'"
 status=0
-NODE_E2E_DIR=$dir NODE_E2E_TIMEOUT=$TIMEOUT hack/vm/systemd-node.sh --node-e2e || status=$?
+if [ "$PLACE" = host ]; then
+  [ "$RUNTIME" = containerd ] || { log "swapcri (cargo build --release)"; cargo build --release --quiet; }
+  NODE_E2E_DIR=$dir hack/node-e2e-host.sh || status=$?
+else
+  NODE_E2E_DIR=$dir NODE_E2E_TIMEOUT=$TIMEOUT hack/vm/systemd-node.sh --node-e2e || status=$?
+fi
 summary=$dir/report/summary.txt
 if [ -f "$summary" ]; then
   read -r _ total _ passed _ failed _ skipped <<<"$(grep -m1 '^TOTAL' "$summary")"
@@ -124,7 +187,8 @@ if [ -f "$summary" ]; then
     echo "node-e2e: $RUNTIME $DRIVER: the Summary API swap check left no result"
   log "reports in $dir/report (junit.xml, report.json, e2e_node.log, $RUNTIME.log, summary-swap*)"
 else
-  echo "node-e2e: $RUNTIME $DRIVER: no report came back (the node's console: /var/cache/swapcri-vm/systemd-node-console.log)"
+  where=$([ "$PLACE" = host ] && echo "hack/node-e2e-host.sh's messages above" || echo "the node's console: /var/cache/swapcri-vm/systemd-node-console.log")
+  echo "node-e2e: $RUNTIME $DRIVER: no report came back ($where)"
   status=1
 fi
 exit $status

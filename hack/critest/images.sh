@@ -4,14 +4,17 @@
 # registry_up in hack/lib.sh), which swapcri mirrors registry.k8s.io, gcr.io and docker.io to.
 #   hack/critest/images.sh [WORKDIR]     (default /var/tmp/swapcri-critest-images)
 # BUSYBOX=/path/to/static/busybox skips the busybox build. AGNHOST=/path/to/agnhost (built by
-# hack/tools.sh from Kubernetes' module) adds the images Kubernetes' node e2e suite pulls:
+# hack/tools.sh from Kubernetes' module) and AGNHOST_SRC=its source directory in that module
+# (test/images/agnhost: the image's own files) add the images Kubernetes' node e2e suite pulls:
 # agnhost (the program on the busybox root, as its own image puts it on Alpine), busybox,
 # nginx, nonewprivs, nonroot and pause at the tags Kubernetes 1.37 names.
 #
 # busybox is built once from Debian's busybox source package (upstream defconfig, static):
 # Debian's busybox-static runs applets inside its shell without exec (which defeats the suite's
-# masked-paths check) and has no ipcs or pgrep, which two specs run. When that build fails,
-# busybox-static stands in and the script says so. The pause, web-server (nginx and httpd)
+# masked-paths check) and has no ipcs or pgrep, which two specs run. Its shell passes on
+# environment variables whose names are not shell names (`data-1`, from a ConfigMap's
+# envFrom), as upstream's does: Debian's patch drops them unless FEATURE_DI_ENV_HACK. When
+# that build fails, busybox-static stands in and the script says so. The pause, web-server (nginx and httpd)
 # and no-new-privileges programs are ours, in hack/critest/src/. Layers and configs carry
 # fixed timestamps, so a rebuild gives the same digests. WORKDIR/images.txt lists what was
 # pushed.
@@ -28,6 +31,8 @@ e2e=e2e-test-images
 crit=k8s-staging-cri-tools
 path_env="PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 mkdir -p "$bin"
+# What these images are built from, read before anything is built.
+stamp=$(test_images_stamp)
 curl -fsS "http://$REGISTRY_ADDR/v2/" >/dev/null || { echo "no registry on $REGISTRY_ADDR" >&2; exit 1; }
 
 # A private apt configuration whose deb-src entries mirror the node's own deb entries: the
@@ -49,6 +54,8 @@ source_apt_config() { # DIR
     -o "Dir::State::Lists=$dir/lists" -o "APT::Get::List-Cleanup=0" -o "APT::Sandbox::User=root")
 }
 
+# Names what build_busybox makes; a cached binary of another build is made again.
+busybox_build="defconfig static no-tc di-env-hack"
 build_busybox() {
   local src=$work/busybox-src
   mkdir -p "$src"
@@ -66,16 +73,18 @@ build_busybox() {
     export SOURCE_DATE_EPOCH=$epoch
     make -s defconfig >/dev/null
     # Static; tc does not build against current kernel headers.
-    sed -i -e 's/^# CONFIG_STATIC is not set/CONFIG_STATIC=y/' -e 's/^CONFIG_TC=y/# CONFIG_TC is not set/' .config
+    sed -i -e 's/^# CONFIG_STATIC is not set/CONFIG_STATIC=y/' -e 's/^CONFIG_TC=y/# CONFIG_TC is not set/' \
+      -e 's/^# CONFIG_FEATURE_DI_ENV_HACK is not set/CONFIG_FEATURE_DI_ENV_HACK=y/' .config
     yes '' | make -s oldconfig >/dev/null 2>&1 || true
     make -s -j"$(nproc)" >"$src/build.log" 2>&1
   )
   cp "$src/tree/busybox" "$bin/busybox"
+  echo "$busybox_build" >"$bin/busybox.build"
 }
 
 if [ -n "${BUSYBOX:-}" ]; then
   bb=$BUSYBOX
-elif [ -x "$bin/busybox" ] || build_busybox; then
+elif { [ -x "$bin/busybox" ] && [ "$(cat "$bin/busybox.build" 2>/dev/null)" = "$busybox_build" ]; } || build_busybox; then
   bb=$bin/busybox
 else
   bb=/bin/busybox
@@ -223,11 +232,21 @@ configure nonewprivs --config.cmd /usr/local/bin/nnp
 if [ -n "${AGNHOST:-}" ]; then
   agnhost_files() {
     install -m 0755 "$AGNHOST" "$1/agnhost"
+    # The certificate and key its image adds, for the specs' HTTPS servers.
+    install -m 0644 "${AGNHOST_SRC:?AGNHOST_SRC: the source directory of agnhost}/porter/localhost.crt" \
+      "$AGNHOST_SRC/porter/localhost.key" "$1/"
     ln -s agnhost "$1/agnhost-2"
     mkdir -p "$1/uploads"
-    # What its Alpine base has and specs run: bash (busybox's shell stands in).
+    # What its Alpine base has and specs run: bash (busybox's shell stands in), and curl
+    # (the node's, with the libraries it links).
     printf '#!/bin/sh\nexec /bin/sh "$@"\n' >"$1/bin/bash"
     chmod 0755 "$1/bin/bash"
+    install -D -m 0755 "$(command -v curl)" "$1/usr/bin/curl"
+    local lib
+    for lib in $(ldd "$(command -v curl)" | grep -o '/[^ ]*'); do
+      mkdir -p "$1$(dirname "$lib")"
+      cp -L "$lib" "$1$lib"
+    done
     echo "user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh" >>"$1/etc/passwd"
     echo "user-defined-in-image:!:19000:0:99999:7:::" >>"$1/etc/shadow"
     echo "user-defined-in-image:x:1000:" >>"$1/etc/group"
@@ -275,4 +294,5 @@ for p in "${pushes[@]}"; do
   skopeo copy -q --dest-tls-verify=false "oci:$oci:$tag" "docker://$REGISTRY_ADDR/$ref"
   echo "$REGISTRY_ADDR/$ref" >>"$list"
 done
+echo "$stamp${AGNHOST:+ agnhost}" >"$work/images.stamp"
 echo "==> pushed ${#pushes[@]} images to $REGISTRY_ADDR (list: $list)" >&2

@@ -20,7 +20,8 @@ REPORT=$WORK/report
 
 write_config() { # DRIVER
   printf 'log_level = "info"\n[runtime]\ncgroup_driver = "%s"\n' "$1"
-  printf '[runtime.handlers.runc]\nbinary = "/usr/local/bin/runc-new"\n'
+  # test-handler: the runtime handler the suite's RuntimeClass specs name (runc).
+  for handler in runc test-handler; do printf '[runtime.handlers.%s]\nbinary = "/usr/local/bin/runc-new"\n' "$handler"; done
   printf '[network]\nconfig_dir = "/etc/swapcri/cni-node-e2e"\n'
   for r in registry.k8s.io gcr.io k8s.gcr.io docker.io registry-1.docker.io quay.io; do
     printf '[registries."%s"]\nmirrors = ["127.0.0.1:5000"]\n' "$r"
@@ -72,6 +73,11 @@ version = 3
 [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
   runtime_type = 'io.containerd.runc.v2'
   [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+    BinaryName = '/usr/local/bin/runc-new'
+    SystemdCgroup = $systemd
+[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.test-handler]
+  runtime_type = 'io.containerd.runc.v2'
+  [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.test-handler.options]
     BinaryName = '/usr/local/bin/runc-new'
     SystemdCgroup = $systemd
 [plugins.'io.containerd.cri.v1.runtime'.cni]
