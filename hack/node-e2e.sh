@@ -90,10 +90,10 @@ log() { echo "node-e2e: $(date +%T) $*" >&2; }
 log "kubelet, e2e_node.test and agnhost of Kubernetes 1.37.2 (hack/tools.sh, cached)"
 tools=$(hack/tools.sh /var/cache/swapcri-tools kubelet e2e_node.test agnhost)
 kubelet=$(sed -n 1p <<<"$tools") e2e_node=$(sed -n 2p <<<"$tools") agnhost=$(sed -n 3p <<<"$tools")
-# What a long form's shard report holds: the suite's binary and images, the form's selection
-# and how it is cut into shards.
-selection=$(printf '%s\n' "$(sha256sum <"$e2e_node")" "$(test_images_stamp)" "$(sha256sum <hack/node-e2e-shard.py)" \
-  "$FOCUS" "$SKIP" "$VM_ONLY" | sha256sum | cut -c1-16)
+# What a long form's shard report holds: the suite's binary and images, how the node is set
+# up, the form's selection and how it is cut into shards.
+selection=$(cat "$e2e_node" hack/node-e2e-host.sh hack/vm/node-e2e-node.sh hack/node-e2e-shard.py |
+  printf '%s\n' "$(sha256sum)" "$(test_images_stamp)" "$FOCUS" "$SKIP" "$VM_ONLY" | sha256sum | cut -c1-16)
 long_place=
 if [ -n "${SHARD:-}" ]; then
   [[ $SHARD =~ ^([1-9][0-9]*)/([1-9][0-9]*)$ ]] || { echo "SHARD=K/N" >&2; exit 2; }

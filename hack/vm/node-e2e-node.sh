@@ -138,8 +138,11 @@ write_kubelet_config "$DRIVER" "$(cat $IN/cri_stats)" >$WORK/kubelet-base.yaml
 note "node e2e: $RUNTIME with the $DRIVER driver, $(cat $IN/procs) process(es); focus: $(cut -c1-300 $IN/focus); skip: $(cat $IN/skip)"
 cd $WORK
 t0=$(date +%s)
+# The feature gate goes to the suite too: it gives kubelet its gates, and specs skip or adapt
+# by the suite's own view of them (/metrics/cadvisor's figures come from the runtime with it).
 set -- --container-runtime-endpoint $ENDPOINT --image-service-endpoint $ENDPOINT \
   --kubelet-config-file $WORK/kubelet-base.yaml --prepull-images=false \
+  --feature-gates "PodAndContainerStatsFromCRI=$(cat $IN/cri_stats)" \
   --kubelet-flags=--runtime-cgroups=/system.slice/$RUNTIME.service \
   --node-name swapcri-node --report-dir $REPORT
 procs=$(cat $IN/procs 2>/dev/null || echo 1)
