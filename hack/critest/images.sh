@@ -7,7 +7,7 @@
 # hack/tools.sh from Kubernetes' module) and AGNHOST_SRC=its source directory in that module
 # (test/images/agnhost: the image's own files) add the images Kubernetes' node e2e suite pulls:
 # agnhost (the program on the busybox root, as its own image puts it on Alpine), busybox,
-# nginx, nonewprivs, nonroot and pause at the tags Kubernetes 1.37 names.
+# glibc-dns-testing, nginx, nonewprivs, nonroot and pause at the tags Kubernetes 1.37 names.
 #
 # busybox is built once from Debian's busybox source package (upstream defconfig, static):
 # Debian's busybox-static runs applets inside its shell without exec (which defeats the suite's
@@ -257,6 +257,14 @@ if [ -n "${AGNHOST:-}" ]; then
     --config.exposedports 80/tcp --config.exposedports 8080/tcp --config.exposedports 8081/tcp \
     --config.exposedports 9376/tcp --config.exposedports 5000/tcp
   configure busybox --tag nonroot --config.user 1234
+  # glibc-dns-testing: Debian bookworm's minimal root with dnsutils, as its own image is
+  # (bookworm-slim and dnsutils), from hack/vm's cached debootstrap (glibc's hostname -f).
+  glibc_tar=$(bash -c 'source "$1/../vm/lib.sh" && rootfs_tarball dnsutils bookworm' _ "$here")
+  rm -rf "$work/rootfs-glibc" && mkdir -p "$work/rootfs-glibc"
+  tar -C "$work/rootfs-glibc" -xf "$glibc_tar"
+  image_from_dir glibc-dns-testing "$work/rootfs-glibc"
+  rm -rf "$work/rootfs-glibc"
+  configure glibc-dns-testing --config.env "$path_env" --config.cmd bash
 fi
 
 # The benchmark's image-listing set: distinct image ids.
@@ -282,6 +290,7 @@ pushes=(
 )
 for t in $bench_tags; do pushes+=("busybox-$t docker/library/busybox:$t"); done
 if [ -n "${AGNHOST:-}" ]; then
+  pushes+=("glibc-dns-testing $e2e/glibc-dns-testing:2.1.1")
   pushes+=("agnhost $e2e/agnhost:2.66.1" "agnhost $e2e/agnhost:2.55" "busybox $e2e/busybox:1.37.0-2"
     "nginx $e2e/nginx:1.27.0-2" "nginx $e2e/nginx:1.28.0-2" "nonewprivs $e2e/nonewprivs:1.4"
     "nonroot $e2e/nonroot:1.5" "pause-3.10 pause:3.10.2")
