@@ -16,7 +16,8 @@ fn invalid(what: &str, value: &str, why: &str) -> PolicyError {
     PolicyError::Invalid(format!("{what} {value:?}: {why}"))
 }
 
-/// A hostname: DNS labels (letters, digits, '-', '.'), at most 64 characters.
+/// A hostname: DNS labels (letters, digits, '-', '.'), at most 64 characters; it may end in
+/// the root's dot (kubelet's FQDN for `setHostnameAsFQDN` when the cluster domain is empty).
 pub fn check_hostname(hostname: &str) -> Result<(), PolicyError> {
     if hostname.is_empty() {
         return Ok(());
@@ -30,7 +31,8 @@ pub fn check_hostname(hostname: &str) -> Result<(), PolicyError> {
             && !l.starts_with('-')
             && !l.ends_with('-')
     };
-    if !hostname.split('.').all(label) {
+    let relative = hostname.strip_suffix('.').unwrap_or(hostname);
+    if !relative.split('.').all(label) {
         return Err(invalid("hostname", hostname, "not a DNS name (letters, digits, '-' and '.')"));
     }
     Ok(())
@@ -121,6 +123,9 @@ mod tests {
             ("", true),
             ("web-0", true),
             ("web-0.nginx.default", true),
+            ("web-0.nginx.default.svc.", true),
+            (".", false),
+            ("a..", false),
             ("bad\nname", false),
             ("-lead", false),
             ("a..b", false),
