@@ -73,6 +73,7 @@ runtime_pid=
 progress=
 cleanup() {
   set +e
+  trap - ERR # what is already gone is no failure here
   [ -n "$progress" ] && kill "$progress" 2>/dev/null
   log "cleaning up: the suite, kubelet, pods, $RUNTIME, mounts, cgroups, kernel settings"
   [ -n "$suite_pid" ] && kill -TERM -- "-$suite_pid" 2>/dev/null
