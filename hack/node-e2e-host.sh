@@ -118,8 +118,9 @@ if [ "$RUNTIME" = containerd ]; then
     mkdir -p "$WORK/containerd/certs.d/$r"
     printf '[host."http://%s"]\n  capabilities = ["pull", "resolve"]\n' "$REGISTRY_ADDR" >"$WORK/containerd/certs.d/$r/hosts.toml"
   done
-  restrict=false
-  grep -q '^CapEff:.*' /proc/self/status && (( 0x$(awk '/^CapEff:/ {print $2}' /proc/self/status) & (1 << 24) )) || restrict=true
+  # CAP_SYS_RESOURCE is bit 24 of the effective set.
+  restrict=true
+  (( 0x$(awk '/^CapEff:/ {print $2}' /proc/self/status) & (1 << 24) )) && restrict=false
   # As containerd's documentation sets it up for kubelet, in directories of its own.
   cat >"$WORK/containerd/config.toml" <<EOF
 version = 3

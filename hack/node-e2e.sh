@@ -92,9 +92,12 @@ log "kubelet, e2e_node.test and agnhost of Kubernetes 1.37.2 (hack/tools.sh, cac
 tools=$(hack/tools.sh /var/cache/swapcri-tools kubelet e2e_node.test agnhost)
 kubelet=$(sed -n 1p <<<"$tools") e2e_node=$(sed -n 2p <<<"$tools") agnhost=$(sed -n 3p <<<"$tools")
 # What a long form's shard report holds: the suite's binary and images, how the node is set
-# up, the form's selection and how it is cut into shards.
-selection=$(cat "$e2e_node" hack/node-e2e-host.sh hack/vm/node-e2e-node.sh hack/node-e2e-shard.py |
-  printf '%s\n' "$(sha256sum)" "$(test_images_stamp)" "$FOCUS" "$SKIP" "$VM_ONLY" | sha256sum | cut -c1-16)
+# up, the form's selection and how it is cut into shards (read for the long form only: the
+# suite's binary is large).
+selection=
+[ "${FORM%-cri-stats-off}" != long ] ||
+  selection=$(cat "$e2e_node" hack/node-e2e-host.sh hack/vm/node-e2e-node.sh hack/node-e2e-shard.py |
+    printf '%s\n' "$(sha256sum)" "$(test_images_stamp)" "$FOCUS" "$SKIP" "$VM_ONLY" | sha256sum | cut -c1-16)
 long_place=
 if [ -n "${SHARD:-}" ]; then
   [[ $SHARD =~ ^([1-9][0-9]*)/([1-9][0-9]*)$ ]] || { echo "SHARD=K/N" >&2; exit 2; }
@@ -167,7 +170,7 @@ echo "$FOCUS" >"$dir/focus"
 echo "$SKIP" >"$dir/skip"
 echo "$TIMEOUT" >"$dir/timeout"
 echo "$PROCS" >"$dir/procs"
-echo "$selection" >"$dir/selection"
+[ -z "$selection" ] || echo "$selection" >"$dir/selection"
 if [ "$PROCS" -gt 1 ]; then
   install -m 0755 "$(hack/tools.sh /var/cache/swapcri-tools ginkgo)" "$dir/ginkgo"
 fi

@@ -218,18 +218,7 @@ async fn tty_updates_v1_notes_and_monitor_cgroup() {
     // By id alone (crictl): the image's tag.
     let mut by_id = container_config("by-id", &["true"]);
     by_id.image = Some(cri::ImageSpec { image: image_id.clone(), ..Default::default() });
-    let by_id = daemon
-        .runtime()
-        .await
-        .create_container(cri::CreateContainerRequest {
-            pod_sandbox_id: pod.clone(),
-            config: Some(by_id),
-            sandbox_config: Some(pod_config.clone()),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .container_id;
+    let by_id = start(&daemon, &pod, &pod_config, by_id).await;
     assert_eq!(status(&daemon, &by_id).await.image.unwrap().image, IMAGE);
     let info: serde_json::Value = serde_json::from_str(&verbose.info["info"]).unwrap();
     let v1_host = !std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
