@@ -7,7 +7,7 @@
 # specs switch kubelet to LimitedSwap themselves. Pods get a bridge network; images come from
 # the node's registry under their real names. Prints `E2E-RESULT node-e2e-<runtime>-<driver>
 # PASS|FAIL <counts>`, the failures, then checks the Summary API's swap figures
-# (summary-swap.sh), and writes the reports to the third disk (/dev/vdc) as a tar.
+# (summary-swap.sh; not in a long-form shard), and writes the reports to the third disk (/dev/vdc) as a tar.
 export PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 CONF=/etc/swapcri/config.toml
 T0=$(date +%s)
@@ -181,10 +181,13 @@ else
   tail -n 40 $REPORT/e2e_node.log | cut -c1-300 | sed 's/^/E2E-LOG e2e_node: /'
 fi
 sed -n '/^FAILED:/,$p' $REPORT/summary.txt | sed "s/^/E2E-LOG $DRIVER: /"
-sh /e2e/summary-swap.sh "$RUNTIME" "$DRIVER" "$ENDPOINT" | tee $REPORT/summary-swap.txt
-for log in kubelet services; do
-  cp /var/lib/summary-swap/$log.log $REPORT/summary-swap-$log.log 2>/dev/null
-done
+# The long form's shards leave it out: the short and standard forms check it once per run.
+if [ "$(cat $IN/summary_swap 2>/dev/null)" != false ]; then
+  sh /e2e/summary-swap.sh "$RUNTIME" "$DRIVER" "$ENDPOINT" | tee $REPORT/summary-swap.txt
+  for log in kubelet services; do
+    cp /var/lib/summary-swap/$log.log $REPORT/summary-swap-$log.log 2>/dev/null
+  done
+fi
 cp /var/log/syslog $REPORT/ 2>/dev/null
 journalctl -u $RUNTIME.service --no-pager -o short-precise >$REPORT/$RUNTIME.log 2>&1
 kill $registry 2>/dev/null
