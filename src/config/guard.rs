@@ -82,11 +82,7 @@ mod tests {
 
     #[test]
     fn values_out_of_range_name_their_key() {
-        let with = |f: fn(&mut GuardConfig)| {
-            let mut c = GuardConfig::default();
-            f(&mut c);
-            c.check().err().map(|(key, _)| key)
-        };
+        let with = |f: fn(&mut GuardConfig)| crate::config::range::refused(GuardConfig::check, f);
         assert_eq!(with(|_| {}), None);
         assert_eq!(with(|c| c.throttle_io_weight = 0), Some("guard.throttle_io_weight"));
         assert_eq!(with(|c| c.throttle_cpu_weight = 10_001), Some("guard.throttle_cpu_weight"));

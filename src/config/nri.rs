@@ -70,11 +70,7 @@ mod tests {
 
     #[test]
     fn values_out_of_range_name_their_key() {
-        let with = |f: fn(&mut NriConfig)| {
-            let mut c = NriConfig::default();
-            f(&mut c);
-            c.check().err().map(|(key, _)| key)
-        };
+        let with = |f: fn(&mut NriConfig)| crate::config::range::refused(NriConfig::check, f);
         assert_eq!(with(|_| {}), None);
         assert_eq!(with(|c| c.registration_timeout_ms = 10), Some("nri.registration_timeout_ms"));
         assert_eq!(with(|c| c.request_timeout_ms = 0), Some("nri.request_timeout_ms"));

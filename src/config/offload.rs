@@ -57,11 +57,7 @@ mod tests {
 
     #[test]
     fn values_out_of_range_name_their_key() {
-        let with = |f: fn(&mut OffloadConfig)| {
-            let mut c = OffloadConfig::default();
-            f(&mut c);
-            c.check().err().map(|(key, _)| key)
-        };
+        let with = |f: fn(&mut OffloadConfig)| crate::config::range::refused(OffloadConfig::check, f);
         assert_eq!(with(|_| {}), None);
         assert_eq!(with(|c| c.interval_seconds = 0), Some("offload.interval_seconds"));
         assert_eq!(with(|c| c.psi_some_percent = 0.0), Some("offload.psi_some_percent"));

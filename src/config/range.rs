@@ -31,6 +31,31 @@ pub fn non_negative(key: &'static str, value: f64) -> Result<(), Invalid> {
     Err((key, format!("{value} is not a finite figure of 0 or more")))
 }
 
+/// A count or a size that must not be 0 (seconds, bytes, connections).
+pub fn positive(key: &'static str, value: u64) -> Result<(), Invalid> {
+    if value > 0 {
+        return Ok(());
+    }
+    Err((key, "must be at least 1".to_string()))
+}
+
+/// A share of a whole: above 0, at most 1.
+pub fn fraction(key: &'static str, value: f64) -> Result<(), Invalid> {
+    if value > 0.0 && value <= 1.0 {
+        return Ok(());
+    }
+    Err((key, format!("{value} is not in (0, 1]")))
+}
+
+/// Tests: the key a section's check refuses once `change` is made to its defaults (None:
+/// accepted).
+#[cfg(test)]
+pub fn refused<S: Default>(check: fn(&S) -> Result<(), Invalid>, change: impl FnOnce(&mut S)) -> Option<&'static str> {
+    let mut section = S::default();
+    change(&mut section);
+    check(&section).err().map(|(key, _)| key)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -51,6 +76,12 @@ mod tests {
             (non_negative("k", 250.0), true),
             (non_negative("k", -1.0), false),
             (non_negative("k", f64::INFINITY), false),
+            (positive("k", 1), true),
+            (positive("k", 0), false),
+            (fraction("k", 1.0), true),
+            (fraction("k", 0.0), false),
+            (fraction("k", 1.5), false),
+            (fraction("k", f64::NAN), false),
         ];
         for (i, (result, ok)) in cases.iter().enumerate() {
             assert_eq!(result.is_ok(), *ok, "case {i}: {result:?}");

@@ -55,6 +55,13 @@ fn values_and_errors() {
         Case { text: "[image]\npull_progress_timeout_secs = 0", error_mentions: Some("pull_progress_timeout_secs") },
         Case { text: "[image]\npull_min_rate_window_secs = 0", error_mentions: Some("pull_min_rate_window_secs") },
         Case { text: "[image]\npull_min_bytes_per_second = 0", error_mentions: None },
+        Case { text: "[image]\nmax_layers = 0", error_mentions: Some("image.max_layers") },
+        Case { text: "[runtime]\nmax_log_line_bytes = 0", error_mentions: Some("runtime.max_log_line_bytes") },
+        Case { text: "[memory_qos]\nthrottling_factor = 1.5", error_mentions: Some("memory_qos.throttling_factor") },
+        Case { text: "[memory_qos]\nnode_allocatable_bytes = 0", error_mentions: Some("node_allocatable_bytes") },
+        Case { text: "[streaming]\nmax_buffered_bytes = 1024", error_mentions: Some("streaming.max_buffered_bytes") },
+        Case { text: "[streaming]\nmax_connections = 0", error_mentions: Some("streaming.max_connections") },
+        Case { text: "[network]\nplugin_timeout_seconds = 0", error_mentions: Some("plugin_timeout_seconds") },
         Case {
             text: "[registries.\"r.local:5000\"]\nplain_http = true\nmirrors = [\"m.local\"]",
             error_mentions: None,
@@ -103,4 +110,45 @@ fn the_kind_node_configuration_names_kinds_runc() {
     assert_eq!(config.runtime.default_handler, "runc");
     assert_eq!(config.handler_specs()[0].binary, Path::new("/usr/local/sbin/runc"));
     assert_eq!(config.runtime.cgroup_driver, CgroupDriver::Systemd);
+}
+
+/// docs/config.md's default column, key by key, against `Config::default()`: a default in
+/// backticks is that TOML value, `unset` is an absent key; rows whose default is prose (a
+/// rule) or whose key is a template (`handlers.<name>.…`) are left out.
+#[test]
+fn the_reference_gives_the_defaults_the_code_has() {
+    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/config.md")).unwrap();
+    let defaults = toml::Value::try_from(Config::default()).unwrap();
+    let (mut section, mut checked) = (None::<String>, 0);
+    for line in doc.lines() {
+        if let Some(title) = line.strip_prefix("## ") {
+            section = match title {
+                "Top level" => Some(String::new()),
+                t if t.starts_with("`[") && !t.contains('"') => Some(t.trim_matches(['`', '[', ']']).to_string()),
+                _ => None,
+            };
+            continue;
+        }
+        let Some(section) = &section else { continue };
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let [_, key, default, ..] = cells[..] else { continue };
+        let Some(key) = key.strip_prefix('`').and_then(|k| k.strip_suffix('`')) else { continue };
+        if key.contains('<') {
+            continue;
+        }
+        let table =
+            if section.is_empty() { defaults.as_table() } else { defaults.get(section).and_then(|v| v.as_table()) };
+        let actual = table.unwrap_or_else(|| panic!("no section {section:?}")).get(key);
+        let want = if default == "unset" {
+            None
+        } else if let Some(text) = default.strip_prefix('`').and_then(|d| d.strip_suffix('`')) {
+            let value = format!("v = {text}").parse::<toml::Table>().map(|mut t| t.remove("v").unwrap());
+            Some(value.unwrap_or_else(|_| toml::Value::String(text.to_string())))
+        } else {
+            continue;
+        };
+        assert_eq!(actual, want.as_ref(), "docs/config.md [{section}] {key}: the default column says {default}");
+        checked += 1;
+    }
+    assert!(checked >= 80, "only {checked} defaults read from docs/config.md: has its table format changed?");
 }

@@ -56,11 +56,7 @@ mod tests {
 
     #[test]
     fn values_out_of_range_name_their_key() {
-        let with = |f: fn(&mut ThrashConfig)| {
-            let mut c = ThrashConfig::default();
-            f(&mut c);
-            c.check().err().map(|(key, _)| key)
-        };
+        let with = |f: fn(&mut ThrashConfig)| crate::config::range::refused(ThrashConfig::check, f);
         assert_eq!(with(|_| {}), None);
         assert_eq!(with(|c| c.pressured_some_percent = 0.0), Some("thrash.pressured_some_percent"));
         assert_eq!(with(|c| c.thrashing_some_percent = 150.0), Some("thrash.thrashing_some_percent"));

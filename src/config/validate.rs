@@ -1,7 +1,7 @@
 //! What serde cannot check in a configuration: absolute paths, a known handler, sane
 //! numbers, one section at a time.
 
-use super::range::within;
+use super::range::{fraction, positive, within, Invalid};
 use super::{Config, ConfigError};
 
 impl Config {
@@ -9,9 +9,47 @@ impl Config {
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.validate_paths()?;
         self.validate_runtime()?;
-        self.validate_memory_and_system()?;
-        self.validate_network_and_streaming()?;
-        self.validate_images()
+        self.validate_system()?;
+        self.validate_network()?;
+        self.validate_streaming()?;
+        self.validate_images()?;
+        self.validate_ranges().map_err(|(key, message)| ConfigError::Invalid { key: key.to_string(), message })
+    }
+
+    /// Every numeric setting against its range (config/range.rs), section by section.
+    fn validate_ranges(&self) -> Result<(), Invalid> {
+        let (r, s, i) = (&self.runtime, &self.streaming, &self.image);
+        positive("runtime.max_log_line_bytes", r.max_log_line_bytes as u64)?;
+        if let Some(factor) = self.memory_qos.throttling_factor {
+            fraction("memory_qos.throttling_factor", factor)?;
+        }
+        if let Some(bytes) = self.memory_qos.node_allocatable_bytes {
+            positive("memory_qos.node_allocatable_bytes", bytes)?;
+        }
+        within("system.io_weight", self.system.io_weight, 1..=10_000)?;
+        self.thrash.check()?;
+        self.guard.check()?;
+        self.offload.check()?;
+        self.nri.check()?;
+        positive("network.plugin_timeout_seconds", self.network.plugin_timeout_seconds)?;
+        positive("streaming.token_ttl_seconds", s.token_ttl_seconds)?;
+        positive("streaming.handshake_timeout_seconds", s.handshake_timeout_seconds)?;
+        positive("streaming.max_connections", s.max_connections as u64)?;
+        positive("streaming.max_frame_bytes", s.max_frame_bytes as u64)?;
+        // One frame must fit; the limit is kept as a u32 on the wire.
+        within(
+            "streaming.max_buffered_bytes",
+            s.max_buffered_bytes as u64,
+            s.max_frame_bytes as u64..=u32::MAX as u64,
+        )?;
+        positive("image.pull_progress_timeout_secs", i.pull_progress_timeout_secs)?;
+        within("image.pull_min_rate_window_secs", i.pull_min_rate_window_secs, 1..=3600)?;
+        positive("image.max_concurrent_downloads", i.max_concurrent_downloads as u64)?;
+        positive("image.max_manifest_bytes", i.max_manifest_bytes)?;
+        positive("image.max_config_bytes", i.max_config_bytes)?;
+        positive("image.max_layers", i.max_layers as u64)?;
+        positive("image.max_layer_unpacked_bytes", i.max_layer_unpacked_bytes)?;
+        positive("image.max_image_unpacked_bytes", i.max_image_unpacked_bytes)
     }
 
     fn validate_paths(&self) -> Result<(), ConfigError> {
@@ -52,9 +90,6 @@ impl Config {
                 }
             }
         }
-        if self.runtime.max_log_line_bytes == 0 {
-            return Err(invalid("runtime.max_log_line_bytes", "must be at least 1".into()));
-        }
         if !self.runtime.default_cgroup_parent.starts_with('/') {
             return Err(invalid("runtime.default_cgroup_parent", "must start with /".into()));
         }
@@ -69,26 +104,10 @@ impl Config {
         Ok(())
     }
 
-    fn validate_memory_and_system(&self) -> Result<(), ConfigError> {
+    fn validate_system(&self) -> Result<(), ConfigError> {
         let invalid = |key: &str, message: String| ConfigError::Invalid { key: key.to_string(), message };
-        if let Some(factor) = self.memory_qos.throttling_factor {
-            if !(factor > 0.0 && factor <= 1.0) {
-                return Err(invalid("memory_qos.throttling_factor", format!("{factor} is not in (0, 1]")));
-            }
-        }
-        if self.memory_qos.node_allocatable_bytes == Some(0) {
-            return Err(invalid("memory_qos.node_allocatable_bytes", "must be above 0".into()));
-        }
         if self.system.cgroup.is_empty() || self.system.cgroup.split('/').any(|p| p == "..") {
             return Err(invalid("system.cgroup", format!("{:?} is not a cgroup path", self.system.cgroup)));
-        }
-        if let Err((key, message)) = within("system.io_weight", self.system.io_weight, 1..=10_000)
-            .and_then(|_| self.thrash.check())
-            .and_then(|_| self.guard.check())
-            .and_then(|_| self.offload.check())
-            .and_then(|_| self.nri.check())
-        {
-            return Err(invalid(key, message));
         }
         for dev in &self.system.io_devices {
             let valid = dev.split_once(':').is_some_and(|(a, b)| a.parse::<u32>().is_ok() && b.parse::<u32>().is_ok());
@@ -99,22 +118,10 @@ impl Config {
         Ok(())
     }
 
-    fn validate_network_and_streaming(&self) -> Result<(), ConfigError> {
+    fn validate_network(&self) -> Result<(), ConfigError> {
         let invalid = |key: &str, message: String| ConfigError::Invalid { key: key.to_string(), message };
         if !self.network.config_dir.is_absolute() || self.network.plugin_dirs.iter().any(|d| !d.is_absolute()) {
             return Err(invalid("network", "config_dir and plugin_dirs must be absolute paths".into()));
-        }
-        if self.streaming.address.parse::<std::net::SocketAddr>().is_err() {
-            return Err(invalid("streaming.address", format!("{:?} is not IP:port", self.streaming.address)));
-        }
-        if self.streaming.tls_cert_file.as_os_str().is_empty() != self.streaming.tls_key_file.as_os_str().is_empty() {
-            return Err(invalid("streaming.tls_cert_file", "tls_cert_file and tls_key_file go together".into()));
-        }
-        if self.streaming.token_ttl_seconds == 0 {
-            return Err(invalid("streaming.token_ttl_seconds", "must be at least 1".into()));
-        }
-        if self.network.plugin_timeout_seconds == 0 {
-            return Err(invalid("network.plugin_timeout_seconds", "must be at least 1".into()));
         }
         let ifname = &self.network.interface;
         if ifname.is_empty() || ifname.len() > 15 || ifname.contains(['/', ' ', ':']) {
@@ -129,44 +136,20 @@ impl Config {
         Ok(())
     }
 
+    fn validate_streaming(&self) -> Result<(), ConfigError> {
+        let invalid = |key: &str, message: String| ConfigError::Invalid { key: key.to_string(), message };
+        if self.streaming.address.parse::<std::net::SocketAddr>().is_err() {
+            return Err(invalid("streaming.address", format!("{:?} is not IP:port", self.streaming.address)));
+        }
+        if self.streaming.tls_cert_file.as_os_str().is_empty() != self.streaming.tls_key_file.as_os_str().is_empty() {
+            return Err(invalid("streaming.tls_cert_file", "tls_cert_file and tls_key_file go together".into()));
+        }
+        Ok(())
+    }
+
+    /// Registry keys and mirrors (the image limits are ranges).
     fn validate_images(&self) -> Result<(), ConfigError> {
         let invalid = |key: &str, message: String| ConfigError::Invalid { key: key.to_string(), message };
-        let s = &self.streaming;
-        for (key, value) in [
-            ("streaming.handshake_timeout_seconds", s.handshake_timeout_seconds),
-            ("streaming.max_connections", s.max_connections as u64),
-            ("streaming.max_frame_bytes", s.max_frame_bytes as u64),
-        ] {
-            if value == 0 {
-                return Err(invalid(key, "must be at least 1".into()));
-            }
-        }
-        if s.max_buffered_bytes < s.max_frame_bytes || s.max_buffered_bytes > u32::MAX as usize {
-            return Err(invalid(
-                "streaming.max_buffered_bytes",
-                "must hold one frame (at least streaming.max_frame_bytes) and be under 4 GiB".into(),
-            ));
-        }
-        if self.image.pull_progress_timeout_secs == 0 {
-            return Err(invalid("image.pull_progress_timeout_secs", "must be at least 1".into()));
-        }
-        if !(1..=3600).contains(&self.image.pull_min_rate_window_secs) {
-            return Err(invalid("image.pull_min_rate_window_secs", "must be between 1 and 3600".into()));
-        }
-        if self.image.max_concurrent_downloads == 0 {
-            return Err(invalid("image.max_concurrent_downloads", "must be at least 1".into()));
-        }
-        for (key, value) in [
-            ("image.max_manifest_bytes", self.image.max_manifest_bytes),
-            ("image.max_config_bytes", self.image.max_config_bytes),
-            ("image.max_layers", self.image.max_layers as u64),
-            ("image.max_layer_unpacked_bytes", self.image.max_layer_unpacked_bytes),
-            ("image.max_image_unpacked_bytes", self.image.max_image_unpacked_bytes),
-        ] {
-            if value == 0 {
-                return Err(invalid(key, "must be at least 1".into()));
-            }
-        }
         for (host, registry) in &self.registries {
             if host.is_empty() || host.contains('/') {
                 return Err(invalid(

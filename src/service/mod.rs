@@ -1,75 +1,38 @@
-//! The typed services behind the gRPC adapters, one file per RPC.
+//! The typed services behind the gRPC adapters. `PodService` (pods and containers),
+//! `ImageService`, `RuntimeService` and `StreamingService` are at the top; the rest is grouped
+//! by role:
+//! - `rpc/`: one file per CRI call;
+//! - `owners/`: the records, runtime handlers, memory plans, cgroup reads and node operations
+//!   the calls use;
+//! - `steps/`: what several calls share (pod namespaces and cgroups, bundles, layers, image
+//!   volumes, image lookup, the NRI review of a memory plan, rollback);
+//! - `background/`: the exit watch, the holder watch, the writable-layer walk, the NRI exit
+//!   relay, start-up recovery;
+//! - `adapters/`: what NRI, the swap supervisor and the metrics see of the pods.
 
-mod cgroups;
-mod container_bundle;
-mod container_create;
-mod container_exec_sync;
-mod container_list;
-mod container_remove;
-mod container_reopen_log;
-mod container_start;
-mod container_status;
-mod container_stop;
-mod container_update;
-mod cri_metrics;
-mod events;
-mod exit_watch;
-#[cfg(test)]
-mod fake_runtime_tests;
-#[cfg(test)]
-mod fuzz_tests;
-mod holder_watch;
-mod host;
-mod image_fs_info;
-mod image_list;
-mod image_pull;
-mod image_remove;
+pub(in crate::service) mod adapters;
+pub(in crate::service) mod background;
 mod image_service;
-mod image_status;
-mod image_volumes;
-mod layers;
-mod memory;
-mod metrics_source;
-mod monitor_cgroup;
-mod nri_domain;
-mod nri_stops;
-mod objects;
+pub(in crate::service) mod owners;
 mod pod_service;
-pub mod quarantine;
-mod recovery;
-mod registry;
-mod rollback;
-mod runtime_config;
+pub(in crate::service) mod rpc;
 mod runtime_service;
-mod runtime_status;
-mod runtime_version;
-mod runtimes;
-mod samples;
-mod sandbox_list;
-mod sandbox_remove;
-mod sandbox_run;
-mod sandbox_status;
-mod sandbox_stop;
-mod sandbox_update;
-mod sandbox_watch;
-mod span;
-mod stats;
-mod streaming;
-mod swap_pods;
-mod writable_refresh;
-mod writable_usage;
+pub(in crate::service) mod steps;
+mod streaming_service;
+#[cfg(test)]
+mod tests;
 
-pub use samples::{ContainerSample, PodSample, Sample};
-
-pub use cri_metrics::{ContainerMetrics, FsCapacity, PodMetrics};
-pub use events::{Event, EventKind};
-pub use host::{Host, NodeHost};
 pub use image_service::{ImageService, ImageUsers, ImageView};
-pub use objects::{Container, Sandbox};
+pub use owners::events::{Event, EventKind};
+pub use owners::host::{Host, NodeHost};
+pub use owners::objects::{Container, Sandbox};
+pub use owners::quarantine;
+pub use owners::runtimes::{HandlerCapabilities, RuntimeHandler, Runtimes};
+pub use owners::samples::{ContainerSample, PodSample, Sample};
 pub use pod_service::PodService;
+pub use rpc::cri_metrics::{ContainerMetrics, FsCapacity, PodMetrics};
+pub use rpc::runtime_status::{Condition, RuntimeStatus};
+pub use rpc::runtime_version::VersionInfo;
+pub use rpc::sandbox_status::SandboxStatusView;
 pub use runtime_service::RuntimeService;
-pub use runtime_status::{Condition, RuntimeStatus};
-pub use runtime_version::VersionInfo;
-pub use runtimes::{HandlerCapabilities, RuntimeHandler, Runtimes};
-pub use sandbox_status::SandboxStatusView;
-pub use streaming::{StreamWants, StreamingService};
+pub use streaming_service::{StreamWants, StreamingService};

@@ -8,13 +8,15 @@ use crate::error::Error;
 use crate::image::ImageStore;
 use crate::model::node::NodeFacts;
 
-use super::cgroups::Cgroups;
-use super::host::{Host, NodeHost};
-use super::image_service::ImageUsers;
-use super::memory::MemoryQos;
-use super::registry::Registry;
-use super::runtimes::Runtimes;
-use super::{holder_watch, nri_stops, writable_usage};
+use crate::service::owners::cgroups::Cgroups;
+use crate::service::owners::host::{Host, NodeHost};
+use crate::service::image_service::ImageUsers;
+use crate::service::owners::memory::MemoryQos;
+use crate::service::owners::registry::Registry;
+use crate::service::owners::runtimes::Runtimes;
+use crate::service::owners::holder_watch;
+use crate::service::adapters::nri_stops;
+use crate::service::owners::writable_usage;
 
 /// Pod sandboxes and containers: the RPC files orchestrate these owners, each behind a small
 /// interface of its own.

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use crate::config::Config;
 
-use super::runtimes::Runtimes;
+use crate::service::owners::runtimes::Runtimes;
 
 /// Runtime-wide facts: configuration and what was probed at start-up.
 pub struct RuntimeService {

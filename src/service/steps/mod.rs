@@ -1,0 +1,10 @@
+//! Steps several calls share: a pod's namespaces and cgroup parent, a container's bundle, its
+//! image's layers and image volumes, the image lookup, the NRI review of a memory plan, undo
+//! steps and spans.
+
+pub(in crate::service) mod bundle;
+pub(in crate::service) mod image_volumes;
+pub(in crate::service) mod layers;
+pub(in crate::service) mod monitor_cgroup;
+pub(in crate::service) mod rollback;
+pub(in crate::service) mod span;
