@@ -1,4 +1,5 @@
-//! The service-level error and the one place where error kinds become gRPC status codes.
+//! The service-level error and the one place where error kinds, and the gRPC layer's own
+//! answers (`CallEnd`), become gRPC status codes.
 //! A subsystem's error comes in through `Classify`: it keeps its own type as the source and
 //! says its kind itself, so nothing here names a subsystem.
 
@@ -104,6 +105,32 @@ fn out_of_space(e: &(dyn std::error::Error + 'static)) -> bool {
 impl From<Error> for tonic::Status {
     fn from(e: Error) -> Self {
         tonic::Status::new(code(e.kind()), e.to_string())
+    }
+}
+
+/// How a call ended that no service returned an error for: the gRPC layer's own answers.
+#[derive(Debug)]
+pub enum CallEnd {
+    /// The client's deadline passed; the call goes on to its end.
+    DeadlinePassed,
+    /// The client went away while it waited (what it stopped waiting for).
+    ClientLeft(&'static str),
+    /// The call's task failed (panicked or was aborted).
+    TaskFailed(String),
+    /// An events subscriber fell this many events behind and was dropped.
+    EventsLagged(u64),
+}
+
+impl From<CallEnd> for tonic::Status {
+    fn from(end: CallEnd) -> Self {
+        match end {
+            CallEnd::DeadlinePassed => tonic::Status::deadline_exceeded("the client's deadline passed"),
+            CallEnd::ClientLeft(what) => tonic::Status::cancelled(format!("the client stopped waiting for {what}")),
+            CallEnd::TaskFailed(e) => tonic::Status::internal(format!("the call failed: {e}")),
+            CallEnd::EventsLagged(missed) => {
+                tonic::Status::resource_exhausted(format!("fell {missed} events behind; subscribe again"))
+            }
+        }
     }
 }
 

@@ -13,6 +13,7 @@
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use crate::error::CallEnd;
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -97,7 +98,7 @@ where
                     Ok(response) => response,
                     Err(e) => {
                         tracing::error!(%method, error = %e, "the call's task failed");
-                        Ok(tonic::Status::internal(format!("the call failed: {e}")).into_http())
+                        Ok(tonic::Status::from(CallEnd::TaskFailed(e.to_string())).into_http())
                     }
                 }
             };
@@ -113,7 +114,7 @@ where
                 }
                 Err(_) => {
                     tracing::info!(%method, "the client's deadline passed; the call goes on to its end");
-                    Ok(tonic::Status::deadline_exceeded("the client's deadline passed").into_http())
+                    Ok(tonic::Status::from(CallEnd::DeadlinePassed).into_http())
                 }
             }
         })

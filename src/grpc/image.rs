@@ -12,6 +12,7 @@ use crate::service::ImageService;
 use super::convert;
 use super::deadline::ClientGone;
 use super::stream::{batched, ListStream};
+use crate::error::CallEnd;
 
 pub struct ImageApi {
     images: Arc<ImageService>,
@@ -91,7 +92,7 @@ impl CriImageService for ImageApi {
             let id = match gone {
                 Some(ClientGone(gone)) => tokio::select! {
                     id = pull => id?,
-                    () = gone.cancelled() => return Err(Status::cancelled("the client stopped waiting for the pull")),
+                    () = gone.cancelled() => return Err(CallEnd::ClientLeft("the pull").into()),
                 },
                 None => pull.await?,
             };

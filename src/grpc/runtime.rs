@@ -12,6 +12,7 @@ use crate::service::{PodService, RuntimeService, StreamWants, StreamingService};
 
 use super::stream::{batched, ListStream};
 use super::{convert, convert_metrics, convert_pods, convert_stats};
+use crate::error::CallEnd;
 use tracing::Instrument;
 
 pub struct RuntimeApi {
@@ -419,7 +420,7 @@ impl CriRuntimeService for RuntimeApi {
                 Ok(event) => Some((Ok(convert_pods::event(&event)), Some(receiver))),
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => {
                     tracing::warn!(missed, "container events subscriber too slow: dropped");
-                    let status = Status::resource_exhausted(format!("fell {missed} events behind; subscribe again"));
+                    let status = Status::from(CallEnd::EventsLagged(missed));
                     Some((Err(status), None))
                 }
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => None,
