@@ -406,5 +406,4 @@ fn remove_any(path: &Path) {
 }
 
 #[cfg(test)]
-#[path = "store_tests.rs"]
 mod tests;

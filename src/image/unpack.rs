@@ -303,5 +303,4 @@ pub fn layer_stats(dir: &Path) -> Result<LayerStats, UnpackError> {
 }
 
 #[cfg(test)]
-#[path = "unpack_tests.rs"]
 mod tests;

@@ -174,6 +174,26 @@ pub struct NodeFacts {
 }
 
 impl NodeFacts {
+    /// Tests: a node of that cgroup mode with 16 GiB and no swap, both huge page sizes, no
+    /// tmpfs noswap, no user namespaces, no AppArmor, no capabilities held, and the full
+    /// oom_score_adj range; a test changes what it is about.
+    #[cfg(test)]
+    pub fn fixture(cgroup_mode: CgroupMode) -> NodeFacts {
+        NodeFacts {
+            cgroup_mode,
+            memory: MemoryFacts::without_swap(16 << 30),
+            noswap: NoswapSupport::unsupported(),
+            system_protection: None,
+            held_capabilities: vec![],
+            min_oom_score_adj: -1000,
+            apparmor_enabled: false,
+            apparmor_default: None,
+            hugepage_sizes: vec!["2MB".into(), "1GB".into()],
+            hugetlb_limits: true,
+            userns: UsernsSupport::unsupported(),
+        }
+    }
+
     /// cgroup v2 only: the memory and io files swapcri writes exist.
     pub fn cgroup_v2(&self) -> bool {
         self.cgroup_mode == CgroupMode::Unified

@@ -4,19 +4,7 @@ use crate::nri::adjust::Adjustment;
 use crate::nri::plugin::PluginId;
 
 fn node(mode: CgroupMode) -> NodeFacts {
-    NodeFacts {
-        memory: crate::model::node::MemoryFacts::without_swap(16 << 30),
-        noswap: crate::model::node::NoswapSupport::unsupported(),
-        system_protection: None,
-        cgroup_mode: mode,
-        held_capabilities: vec![],
-        min_oom_score_adj: -500,
-        apparmor_enabled: false,
-        apparmor_default: None,
-        hugepage_sizes: vec!["2MB".into()],
-        hugetlb_limits: true,
-        userns: crate::model::node::UsernsSupport::unsupported(),
-    }
+    NodeFacts { min_oom_score_adj: -500, hugepage_sizes: vec!["2MB".into()], ..NodeFacts::fixture(mode) }
 }
 
 fn spec() -> Spec {

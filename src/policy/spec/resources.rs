@@ -88,23 +88,11 @@ fn without_nulls(value: serde_json::Value) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::node::{CgroupMode, MemoryFacts, NoswapSupport};
+    use crate::model::node::CgroupMode;
     use serde_json::json;
 
     fn node(mode: CgroupMode) -> NodeFacts {
-        NodeFacts {
-            memory: MemoryFacts::without_swap(16 << 30),
-            noswap: NoswapSupport::unsupported(),
-            system_protection: None,
-            cgroup_mode: mode,
-            held_capabilities: vec![],
-            min_oom_score_adj: 0,
-            apparmor_enabled: false,
-            apparmor_default: None,
-            hugepage_sizes: vec!["2MB".into(), "1GB".into()],
-            hugetlb_limits: true,
-            userns: crate::model::node::UsernsSupport::unsupported(),
-        }
+        NodeFacts { min_oom_score_adj: 0, ..NodeFacts::fixture(mode) }
     }
 
     #[test]

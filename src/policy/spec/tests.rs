@@ -13,17 +13,9 @@ use crate::policy::caps;
 
 fn node(mode: CgroupMode) -> NodeFacts {
     NodeFacts {
-        memory: crate::model::node::MemoryFacts::without_swap(16 << 30),
-        noswap: crate::model::node::NoswapSupport::unsupported(),
-        system_protection: None,
-        cgroup_mode: mode,
         held_capabilities: caps::names_in_mask(0x1fffeffffff),
         min_oom_score_adj: 0,
-        apparmor_enabled: false,
-        apparmor_default: None,
-        hugepage_sizes: vec!["2MB".into(), "1GB".into()],
-        hugetlb_limits: true,
-        userns: crate::model::node::UsernsSupport::unsupported(),
+        ..NodeFacts::fixture(mode)
     }
 }
 

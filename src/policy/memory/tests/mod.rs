@@ -358,5 +358,4 @@ fn disagreements_are_recorded_with_both_values() {
     );
 }
 
-#[path = "plan_tests.rs"]
 mod plans;
