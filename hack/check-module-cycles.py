@@ -11,7 +11,8 @@ mod.rs's own items is a loop. Strongly connected components of more than one fil
 printed, with their edges, and fail the check.
 
 It also fails on an import that points up the layers docs/architecture.md lists (LAYERS
-below): a file may import its own layer and those beneath it.
+below; layer 4 is ordered inside too): a file may import its own layer and those beneath
+it; and on a top-level module that LAYERS or the documentation's list of layers leaves out.
   hack/check-module-cycles.py [SRC]      (default: src)
 """
 import os
@@ -23,17 +24,25 @@ GROUP = re.compile(r"(?<![\w:])(crate|super|self|[a-z_][a-z0-9_]*)((?:::[A-Za-z_
 
 
 # docs/architecture.md's layers, by top-level module; the crate root (lib.rs: the module list
-# and SELF_EXE) may be named from anywhere.
+# and SELF_EXE) may be named from anywhere. Layer 4 is ordered inside as well (its second
+# figure): a module imports those of its own rank and below.
 LAYERS = {
-    "cri": 0, "blocking": 0, "crash": 0,
-    "model": 1, "store": 1, "error": 1,
-    "config": 2,
-    "policy": 3,
-    "cgroup": 4, "node": 4, "oci": 4, "process_tree": 4, "image": 4, "network": 4, "monitor": 4,
-    "sandbox": 4, "streaming": 4, "nri": 4, "metrics": 4, "swap": 4,
-    "service": 5,
-    "grpc": 6, "daemon": 6, "client": 6, "doctor": 6, "service_manager": 6,
+    "cri": (0, 0), "blocking": (0, 0), "crash": (0, 0),
+    "model": (1, 0), "store": (1, 0), "error": (1, 0),
+    "config": (2, 0),
+    "policy": (3, 0),
+    "cgroup": (4, 0), "sandbox": (4, 0), "process_tree": (4, 0), "image": (4, 0), "network": (4, 0),
+    "nri": (4, 0),
+    "node": (4, 1), "oci": (4, 1),
+    "monitor": (4, 2), "metrics": (4, 2),
+    "streaming": (4, 3), "swap": (4, 3),
+    "service": (5, 0),
+    "grpc": (6, 0), "daemon": (6, 0), "client": (6, 0), "doctor": (6, 0), "service_manager": (6, 0),
 }
+
+
+def rank(layer):
+    return f"{layer[0]}.{layer[1]}" if layer[0] == 4 else str(layer[0])
 
 
 def upward(graph):
@@ -47,7 +56,7 @@ def upward(graph):
             if a is None or b is None:
                 out.append((here, to, "a top-level module no layer lists"))
             elif b > a:
-                out.append((here, to, f"layer {a} imports layer {b}"))
+                out.append((here, to, f"layer {rank(a)} imports layer {rank(b)}"))
     return sorted(out)
 
 
@@ -105,10 +114,12 @@ def edges(mods):
     graph = {m: set() for m in mods}
     for here, file in mods.items():
         text = open(file, encoding="utf-8").read()
-        is_test = bool(here) and (here[-1] == "tests" or here[-1].endswith("_tests"))
+        # A test file is `tests.rs`, or any file under a `tests/` folder.
+        is_test = any(part == "tests" for part in here)
         if is_test or re.search(r"^#!\[cfg\(test\)\]", text, re.M):
             continue
-        text = strip_tests(text)
+        # `pub(in crate::…)` limits who sees an item: it imports nothing.
+        text = re.sub(r"pub\(in [^)]*\)", "pub", strip_tests(text))
         paths = []
         for m in GROUP.finditer(text):
             for item in re.split(r"[,\s]+", m.group(3)):
@@ -169,9 +180,20 @@ def main():
     ups = upward(graph)
     for here, to, why in ups:
         print(f"upward import: {name(here)} -> {name(to)} ({why})")
+    # Every top-level module has a layer, and docs/architecture.md's list of layers names it.
+    tops = sorted({m[0] for m in mods if m})
+    unlisted = [t for t in tops if t not in LAYERS]
+    doc = os.path.join(os.path.dirname(os.path.abspath(src)), "docs", "architecture.md")
+    layers_text = open(doc, encoding="utf-8").read().split("Files import one way")[-1].split("No file imports")[0]
+    undocumented = [t for t in tops if f"`{t}`" not in layers_text]
+    for t in unlisted:
+        print(f"no layer for the top-level module {t} (LAYERS)")
+    for t in undocumented:
+        print(f"docs/architecture.md's layers do not name `{t}`")
+
     count = sum(len(v) for v in graph.values())
     print(f"{len(mods)} files, {count} imports, {len(loops)} loop(s), {len(ups)} upward import(s)")
-    return 1 if loops or ups else 0
+    return 1 if loops or ups or unlisted or undocumented else 0
 
 
 if __name__ == "__main__":

@@ -90,10 +90,7 @@ pub async fn run(config: Config, mut manager: ServiceManager) -> Result<(), Daem
     let (runtime, images, pods) = build(config.clone())?;
     pods.recover_network().await;
     pods.adopt_survivors();
-    tokio::spawn(pods.clone().watch_exits());
-    tokio::spawn(pods.clone().watch_holders());
-    tokio::spawn(pods.clone().refresh_writable_usage());
-    crate::swap::start(&pods.swap, pods.clone());
+    pods.start_background();
     tokio::spawn(return_freed_memory());
     let nri = start_nri(&pods, &config).await?;
     let activated = manager.activated_socket.is_some();
@@ -167,16 +164,7 @@ pub async fn run(config: Config, mut manager: ServiceManager) -> Result<(), Daem
 
 /// NRI (with `[nri] enable`): its socket, the pre-installed plugins, and the relay of exits.
 async fn start_nri(pods: &Arc<PodService>, config: &Config) -> Result<Arc<crate::nri::Nri>, DaemonError> {
-    if !pods.nri.enabled() {
-        return Ok(pods.nri.clone());
-    }
-    let domain: std::sync::Weak<dyn crate::nri::Domain> = Arc::downgrade(pods) as _;
-    pods.nri
-        .start(domain)
-        .await
-        .map_err(|source| DaemonError::Prepare { path: config.nri.socket_path.clone(), source })?;
-    tokio::spawn(pods.clone().relay_exits_to_nri());
-    Ok(pods.nri.clone())
+    pods.start_nri().await.map_err(|source| DaemonError::Prepare { path: config.nri.socket_path.clone(), source })
 }
 
 /// Lets the calls still running end, for at most CALLS_GRACE.

@@ -8,46 +8,46 @@ use crate::error::Error;
 use crate::image::ImageStore;
 use crate::model::node::NodeFacts;
 
-use crate::service::owners::cgroups::Cgroups;
-use crate::service::owners::host::{Host, NodeHost};
+use crate::service::adapters::nri_stops;
 use crate::service::image_service::ImageUsers;
+use crate::service::owners::cgroups::Cgroups;
+use crate::service::owners::holder_watch;
+use crate::service::owners::host::{Host, NodeHost};
 use crate::service::owners::memory::MemoryQos;
 use crate::service::owners::registry::Registry;
 use crate::service::owners::runtimes::Runtimes;
-use crate::service::owners::holder_watch;
-use crate::service::adapters::nri_stops;
 use crate::service::owners::writable_usage;
 
 /// Pod sandboxes and containers: the RPC files orchestrate these owners, each behind a small
 /// interface of its own.
 pub struct PodService {
-    pub(crate) config: Arc<Config>,
-    pub(crate) node: NodeFacts,
+    pub(in crate::service) config: Arc<Config>,
+    pub(in crate::service) node: NodeFacts,
     /// Records, locks and directories of every pod and container.
-    pub(crate) registry: Registry,
+    pub(in crate::service) registry: Registry,
     /// The OCI runtime handlers.
-    pub(crate) runtimes: Arc<Runtimes>,
+    pub(in crate::service) runtimes: Arc<Runtimes>,
     /// The memory and swap plan: decisions, read-back, pod reservations, counters.
-    pub(crate) memory: MemoryQos,
+    pub(in crate::service) memory: MemoryQos,
     /// cgroup reads: statistics, CPU rates, where a process's cgroup is.
-    pub(crate) cgroups: Cgroups,
+    pub(in crate::service) cgroups: Cgroups,
     /// Pod networking (CNI).
-    pub(crate) network: Arc<crate::network::Network>,
-    pub(crate) images: Arc<ImageStore>,
+    pub(in crate::service) network: Arc<crate::network::Network>,
+    pub(in crate::service) images: Arc<ImageStore>,
     /// Writable-layer usage per container, from a background walk.
-    pub(crate) writable: writable_usage::WritableUsage,
+    pub(in crate::service) writable: writable_usage::WritableUsage,
     /// systemd's manager, under the systemd cgroup driver.
-    pub(crate) systemd: Option<Arc<crate::cgroup::systemd::Systemd>>,
+    pub(in crate::service) systemd: Option<Arc<crate::cgroup::systemd::Systemd>>,
     /// Namespaces, mounts and monitors on the node.
-    pub(crate) host: Arc<dyn Host>,
+    pub(in crate::service) host: Arc<dyn Host>,
     /// Wakes the watcher of PID-namespace holders when a pod with one is recorded.
-    pub(crate) holder_watch: holder_watch::HolderWatch,
+    pub(in crate::service) holder_watch: holder_watch::HolderWatch,
     /// Thrash detection, the guard and the offload (it reaches pods through swap_pods.rs).
-    pub(crate) swap: Arc<crate::swap::Supervisor>,
+    pub(in crate::service) swap: Arc<crate::swap::Supervisor>,
     /// NRI plugins and their events.
-    pub(crate) nri: Arc<crate::nri::Nri>,
+    pub(in crate::service) nri: Arc<crate::nri::Nri>,
     /// Containers whose StopContainer event was sent.
-    pub(crate) nri_stops: nri_stops::StopsSent,
+    pub(in crate::service) nri_stops: nri_stops::StopsSent,
 }
 
 impl PodService {

@@ -1,7 +1,6 @@
 //! swapcri as NRI sees it: pods and containers in NRI's terms, the StopContainer event for
 //! containers that exit on their own, and the updates and evictions plugins ask for.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -12,7 +11,6 @@ use crate::model::ids::{ContainerId, SandboxId};
 use crate::model::sandbox::PodAddresses;
 use crate::nri::{api, Domain, PluginId};
 
-use crate::service::owners::events::EventKind;
 use crate::service::owners::objects::{Container, Sandbox};
 use crate::service::pod_service::PodService;
 
@@ -49,7 +47,10 @@ pub(in crate::service) fn nri_sandbox(sandbox: &Sandbox) -> api::PodSandbox {
 }
 
 /// A container from its record; at creation, `spec` gives what the runtime will run.
-pub(in crate::service) fn nri_container(container: &Container, spec: Option<&oci_spec::runtime::Spec>) -> api::Container {
+pub(in crate::service) fn nri_container(
+    container: &Container,
+    spec: Option<&oci_spec::runtime::Spec>,
+) -> api::Container {
     let (meta, status) = (&container.meta, &container.status);
     let config = &meta.config;
     let state = match status.state {
@@ -183,27 +184,6 @@ impl PodService {
             self.stop_event_once(container, sandbox).await;
             self.nri.remove_container(&nri_sandbox(sandbox), &nri_container(container, None)).await;
             self.nri_stops.forget(&container.meta.id);
-        }
-    }
-
-    /// Relays exits found on their own to NRI, for the daemon's life (with NRI on).
-    pub async fn relay_exits_to_nri(self: Arc<Self>) {
-        if !self.nri.enabled() {
-            return;
-        }
-        let mut events = self.subscribe_events();
-        loop {
-            match events.recv().await {
-                Ok(event) if event.kind == EventKind::Stopped => {
-                    let service = self.clone();
-                    if let Some(id) = ContainerId::parse(&event.id) {
-                        tokio::spawn(async move { service.nri_stopped(&id).await });
-                    }
-                }
-                Ok(_) => {}
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-            }
         }
     }
 }

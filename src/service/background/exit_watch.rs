@@ -13,7 +13,7 @@ impl PodService {
 
     /// Picks up exits the monitors recorded, while anyone listens for events (runs for the
     /// daemon's life).
-    pub async fn watch_exits(self: std::sync::Arc<Self>) {
+    pub(in crate::service) async fn watch_exits(self: std::sync::Arc<Self>) {
         let mut tick = tokio::time::interval(EXIT_POLL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {

@@ -8,10 +8,10 @@ use crate::model::ids::ContainerId;
 use crate::model::sandbox::{SandboxMeta, SandboxState, SandboxStatus};
 use crate::sandbox;
 
-use crate::service::steps::image_volumes::unmount_container;
 use crate::service::owners::objects::{Container, Sandbox};
-use crate::service::pod_service::PodService;
 use crate::service::owners::registry::QuarantinedRecord;
+use crate::service::pod_service::PodService;
+use crate::service::steps::image_volumes::unmount_container;
 
 /// statfs magic of the nsfs filesystem (a pinned namespace file).
 const NSFS_MAGIC: i64 = 0x6e73_6673;

@@ -21,7 +21,7 @@ const POLL: Duration = Duration::from_millis(250);
 
 impl PodService {
     /// Watches the holders of ready sandboxes for the daemon's life.
-    pub async fn watch_holders(self: Arc<Self>) {
+    pub(in crate::service) async fn watch_holders(self: Arc<Self>) {
         let mut watched: HashMap<SandboxId, ProcessRef> = HashMap::new();
         let mut exits = JoinSet::new();
         loop {

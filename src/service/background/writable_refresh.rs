@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use crate::model::ids::ContainerId;
 
-use crate::service::pod_service::PodService;
 use crate::service::owners::samples::disk_usage;
 use crate::service::owners::writable_usage::REFRESH;
+use crate::service::pod_service::PodService;
 
 impl PodService {
     /// The writable layer's usage: the last background walk's, else walked now.
@@ -26,7 +26,7 @@ impl PodService {
     }
 
     /// Walks every container's writable layer every [`REFRESH`] (runs for the daemon's life).
-    pub async fn refresh_writable_usage(self: Arc<Self>) {
+    pub(in crate::service) async fn refresh_writable_usage(self: Arc<Self>) {
         let mut tick = tokio::time::interval(REFRESH);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {

@@ -11,6 +11,7 @@ use crate::model::ids::{ContainerId, SandboxId};
 use crate::model::sandbox::{SandboxMeta, SandboxStatus};
 use crate::store::Records;
 
+use crate::service::owners::events;
 use crate::service::owners::events::{Event, EventKind, Events};
 use crate::service::owners::objects::{now_nanos, Container, Sandbox};
 
@@ -111,7 +112,7 @@ impl Registry {
     }
 
     /// A subscription to lifecycle events.
-    pub(in crate::service) fn subscribe_events(&self) -> tokio::sync::broadcast::Receiver<crate::service::owners::events::Event> {
+    pub(in crate::service) fn subscribe_events(&self) -> tokio::sync::broadcast::Receiver<events::Event> {
         self.events.subscribe()
     }
 
@@ -239,7 +240,11 @@ impl Registry {
         self.events.send(Event { kind, id: id.to_string(), created_at: now_nanos(), sandbox, containers });
     }
 
-    pub(in crate::service) fn save_container_status(&self, id: &ContainerId, status: ContainerStatus) -> Result<(), Error> {
+    pub(in crate::service) fn save_container_status(
+        &self,
+        id: &ContainerId,
+        status: ContainerStatus,
+    ) -> Result<(), Error> {
         crate::blocking::run(|| self.container_records.write_status(id.as_str(), &status))?;
         let new = status.state;
         let replaced = self.write().containers.get_mut(id).map(|c| {

@@ -8,20 +8,19 @@ use tracing::Instrument;
 use crate::cri;
 
 use crate::error::Error;
-use crate::image::ImageLookup;
 use crate::model::container::{ContainerMeta, ContainerState, ContainerStatus};
 use crate::model::ids::ContainerId;
-use crate::model::image::ImageRecord;
 use crate::model::sandbox::ProcessRef;
 use crate::monitor::MonitorConfig;
 
-use crate::service::steps::bundle::Bundle;
-use crate::service::steps::image_volumes::record_image_refs;
+use crate::nri::api;
 use crate::service::adapters::nri_domain::{from_spec, nri_sandbox, resources_of};
 use crate::service::owners::objects::{now_nanos, Sandbox};
 use crate::service::pod_service::PodService;
+use crate::service::steps::bundle::Bundle;
+use crate::service::steps::image_volumes::record_image_refs;
 use crate::service::steps::rollback::Rollback;
-use crate::nri::api;
+use crate::service::steps::span;
 
 impl PodService {
     /// CreateContainer: under the pod's lock, checks the name, prepares the bundle, has a
@@ -43,12 +42,12 @@ impl PodService {
         }
         let resources = config.linux.as_ref().and_then(|l| l.resources.clone()).unwrap_or_default();
         let memory_plan = self.memory.plan(&sandbox, &config, &resources)?;
-        let image = self.find_image(&image_name).instrument(crate::service::steps::span::step("find image")).await?;
+        let image = self.find_image(&image_name).instrument(span::step("find image")).await?;
         let volumes = self.find_image_volumes(&config).await?;
         let log_path = crate::blocking::run(|| log_path(&sandbox, &config))?;
         let id = ContainerId::generate();
         let mut rollback = Rollback::new();
-        let mut bundle = crate::service::steps::span::step("bundle").in_scope(|| {
+        let mut bundle = span::step("bundle").in_scope(|| {
             crate::blocking::run(|| {
                 self.prepare_bundle(&id, &sandbox, &config, &image, &volumes, &memory_plan, &mut rollback)
             })
@@ -61,7 +60,7 @@ impl PodService {
         let launched = async {
             let (monitor, pid) = self
                 .start_monitor(&id, &sandbox, &config, &bundle, &log_path, &mut rollback)
-                .instrument(crate::service::steps::span::step("monitor and runtime create"))
+                .instrument(span::step("monitor and runtime create"))
                 .await?;
             crate::crash::point("container-after-runtime-create");
 

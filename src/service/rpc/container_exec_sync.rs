@@ -5,6 +5,7 @@ use serde_json::json;
 use crate::error::Error;
 use crate::oci::{ExecOutput, OciError};
 
+use crate::service::owners::objects;
 use crate::service::pod_service::PodService;
 
 /// How long a failed exec waits to see whether its container is stopping.
@@ -18,7 +19,7 @@ impl PodService {
         id: &str,
         cmd: &[String],
         tty: bool,
-    ) -> Result<(crate::service::owners::objects::Container, serde_json::Value), Error> {
+    ) -> Result<(objects::Container, serde_json::Value), Error> {
         let container = self.registry.find_container(id)?;
         if !container.status.state.can_exec() {
             return Err(Error::FailedPrecondition(format!("container {} is not running", container.meta.id)));
@@ -59,7 +60,7 @@ impl PodService {
     /// Whether the container stops within a moment of a failed exec (its exit recorded, its
     /// init gone or in its exit): a runtime failure while it stops is the stop's doing, not a
     /// fault. A killed init can take some milliseconds to exit, hence the short wait.
-    async fn stops_meanwhile(&self, container: &crate::service::owners::objects::Container) -> bool {
+    async fn stops_meanwhile(&self, container: &objects::Container) -> bool {
         let deadline = std::time::Instant::now() + STOPPING_GRACE;
         loop {
             let recorded_exit = self.registry.refresh(&container.meta.id).is_none_or(|c| !c.status.state.can_exec());

@@ -4,8 +4,9 @@ use tracing::Instrument;
 
 use crate::error::Error;
 
-use crate::service::steps::image_volumes::unmount_container;
 use crate::service::pod_service::PodService;
+use crate::service::steps::image_volumes::unmount_container;
+use crate::service::steps::span;
 
 impl PodService {
     /// Kills the container if it runs, deletes it from the runtime and removes its root
@@ -24,7 +25,7 @@ impl PodService {
             self.registry.find_sandbox(container.meta.sandbox_id.as_str()).ok().map(|s| s.meta.runtime_handler.clone());
         if let Some(handler) = handler.filter(|_| !self.monitor_deleted(&cid)).and_then(|h| self.runtimes.get(&h).ok())
         {
-            if let Err(e) = handler.runtime.delete(cid.as_str()).instrument(crate::service::steps::span::step("runtime delete")).await {
+            if let Err(e) = handler.runtime.delete(cid.as_str()).instrument(span::step("runtime delete")).await {
                 tracing::debug!(container = %cid, error = %e, "runc delete");
             }
         }
@@ -33,7 +34,7 @@ impl PodService {
             monitor.signal(nix::sys::signal::Signal::SIGKILL);
         }
         let run_dir = self.registry.container_run_dir(&cid);
-        crate::service::steps::span::step("unmount")
+        span::step("unmount")
             .in_scope(|| crate::blocking::run(|| unmount_container(&*self.host, &run_dir)))
             .map_err(Error::io("unmounting the root filesystem and image volumes"))?;
         crate::blocking::run(|| {
@@ -42,7 +43,7 @@ impl PodService {
                 let _ = std::fs::remove_file(self.registry.socket_path(&cid, kind));
             }
         });
-        crate::service::steps::span::step("records").in_scope(|| self.registry.remove_container(&cid))?;
+        span::step("records").in_scope(|| self.registry.remove_container(&cid))?;
         crate::blocking::run(|| self.release_shared_binds(&container.meta.shared_binds));
         let sandbox = self.registry.find_sandbox(container.meta.sandbox_id.as_str());
         if let Ok(sandbox) = &sandbox {

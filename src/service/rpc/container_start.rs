@@ -5,6 +5,7 @@ use tracing::Instrument;
 use crate::service::adapters::nri_domain::{nri_container, nri_sandbox};
 use crate::service::owners::objects::now_nanos;
 use crate::service::pod_service::PodService;
+use crate::service::steps::span;
 
 impl PodService {
     pub async fn start_container(&self, id: &str) -> Result<(), Error> {
@@ -22,9 +23,9 @@ impl PodService {
         // Taken before the process runs: one that exits at once then still finishes after it
         // started.
         let (pod, nri_ctr) = (nri_sandbox(&sandbox), nri_container(&container, None));
-        self.nri.start_container(&pod, &nri_ctr).instrument(crate::service::steps::span::step("nri")).await?;
+        self.nri.start_container(&pod, &nri_ctr).instrument(span::step("nri")).await?;
         let started_at = now_nanos();
-        handler.runtime.start(container.meta.id.as_str()).instrument(crate::service::steps::span::step("runtime start")).await?;
+        handler.runtime.start(container.meta.id.as_str()).instrument(span::step("runtime start")).await?;
         let mut status = container.status.clone();
         status.state = ContainerState::Running;
         status.started_at = started_at;

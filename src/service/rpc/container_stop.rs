@@ -11,6 +11,7 @@ use crate::oci::{OciError, OciRuntime};
 
 use crate::service::owners::objects::Container;
 use crate::service::pod_service::PodService;
+use crate::service::steps::span;
 
 /// How long to wait for the exit after SIGKILL before giving up.
 const KILL_WAIT: Duration = Duration::from_secs(10);
@@ -47,16 +48,14 @@ impl PodService {
         let runtime = self.runtimes.runtime(&sandbox.meta.runtime_handler)?;
         let cid = container.meta.id.clone();
         if container.status.state == ContainerState::Running && !timeout.is_zero() {
-            self.send_stop_signal(&container, runtime.as_ref()).instrument(crate::service::steps::span::step("stop signal")).await;
-            if self.wait_exit(&cid, timeout).instrument(crate::service::steps::span::step("wait for exit")).await {
+            self.send_stop_signal(&container, runtime.as_ref()).instrument(span::step("stop signal")).await;
+            if self.wait_exit(&cid, timeout).instrument(span::step("wait for exit")).await {
                 tracing::info!(container = %cid, "container stopped");
                 return Ok(());
             }
             tracing::info!(container = %cid, timeout_s = timeout.as_secs(), "stop timeout passed, killing");
         }
-        if let Err(e) =
-            self.kill_every_process(&container, runtime.as_ref()).instrument(crate::service::steps::span::step("kill all")).await
-        {
+        if let Err(e) = self.kill_every_process(&container, runtime.as_ref()).instrument(span::step("kill all")).await {
             // A container that exited meanwhile is gone from the runtime: nothing to signal.
             if self.wait_exit(&cid, Duration::ZERO).await {
                 tracing::debug!(container = %cid, error = %e, "exited before the SIGKILL");
@@ -64,19 +63,18 @@ impl PodService {
                 tracing::warn!(container = %cid, error = %e, "SIGKILL not delivered");
             }
         }
-        let mut exited = self.wait_exit(&cid, KILL_ALL_WAIT).instrument(crate::service::steps::span::step("wait for exit")).await;
+        let mut exited = self.wait_exit(&cid, KILL_ALL_WAIT).instrument(span::step("wait for exit")).await;
         if !exited {
             // An init that is gone has exited and its monitor has yet to record it (a slow
             // node): only a live one is signalled again.
             if container.status.pid.and_then(ProcessRef::of).is_some_and(|p| p.is_alive()) {
                 tracing::warn!(container = %cid, "still running after SIGKILL to its cgroup; signalling its init directly");
-                let killed =
-                    runtime.kill(cid.as_str(), "SIGKILL", false).instrument(crate::service::steps::span::step("runtime kill")).await;
+                let killed = runtime.kill(cid.as_str(), "SIGKILL", false).instrument(span::step("runtime kill")).await;
                 if let Err(e) = killed {
                     tracing::warn!(container = %cid, error = %e, "SIGKILL to the init not delivered");
                 }
             }
-            exited = self.wait_exit(&cid, KILL_WAIT).instrument(crate::service::steps::span::step("wait for exit")).await;
+            exited = self.wait_exit(&cid, KILL_WAIT).instrument(span::step("wait for exit")).await;
         }
         if !exited {
             return Err(Error::DeadlineExceeded(format!("container {cid} did not exit after SIGKILL")));

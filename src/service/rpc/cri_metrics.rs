@@ -9,7 +9,7 @@ use crate::network::interfaces::{self, InterfaceCounters};
 
 use crate::service::owners::objects::{Container, Sandbox};
 use crate::service::pod_service::PodService;
-use crate::service::rpc::sandbox_run::ns_modes;
+use crate::service::steps::pod_namespaces::ns_modes;
 
 /// The filesystem holding the writable layers.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -1,9 +1,9 @@
 use serde_json::json;
 
+use crate::network::NetworkError;
+use crate::service::owners::runtimes::HandlerCapabilities;
 use crate::service::pod_service::PodService;
 use crate::service::runtime_service::RuntimeService;
-use crate::service::owners::runtimes::HandlerCapabilities;
-use crate::network::NetworkError;
 
 /// One CRI runtime condition.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,5 +1,6 @@
 use crate::error::Error;
 
+use crate::service::adapters::nri_domain;
 use crate::service::pod_service::PodService;
 
 impl PodService {
@@ -26,7 +27,7 @@ impl PodService {
         let _ = crate::blocking::run(|| std::fs::remove_dir_all(&sandbox.meta.dir));
         self.registry.remove_sandbox(&sandbox.meta.id)?;
         tracing::info!(sandbox = %sandbox.meta.id, "pod sandbox removed");
-        self.nri.remove_pod_sandbox(&crate::service::adapters::nri_domain::nri_sandbox(&sandbox)).await;
+        self.nri.remove_pod_sandbox(&nri_domain::nri_sandbox(&sandbox)).await;
         Ok(())
     }
 }

@@ -1,58 +1,21 @@
 use crate::cri;
 use tracing::Instrument;
 
-use crate::config::CgroupDriver;
 use crate::error::Error;
 use crate::model::ids::SandboxId;
 use crate::model::sandbox::{sandbox_name, SandboxMeta, SandboxState, SandboxStatus};
-use crate::model::userns::PodUserns;
 use crate::policy::mounts::tmpfs_options;
 use crate::policy::userns;
-use crate::sandbox::{self, NsRequest, UserNsRequest};
+use crate::sandbox::{self, NsRequest};
+use crate::service::steps::pod_namespaces::{ns_modes, ns_options, NsModes};
 
+use crate::service::adapters::nri_domain;
 use crate::service::owners::objects::now_nanos;
 use crate::service::pod_service::PodService;
 use crate::service::steps::rollback::Rollback;
-
-/// How a sandbox's namespaces were asked for.
-pub(in crate::service) struct NsModes {
-    pub host_network: bool,
-    pub host_ipc: bool,
-    pub shared_pid: bool,
-    /// The pod's own user namespace (checked when the pod was created).
-    pub userns: Option<PodUserns>,
-}
-
-pub(in crate::service) fn ns_modes(config: &cri::PodSandboxConfig) -> NsModes {
-    let options = config
-        .linux
-        .as_ref()
-        .and_then(|l| l.security_context.as_ref())
-        .and_then(|s| s.namespace_options.clone())
-        .unwrap_or_default();
-    NsModes {
-        host_network: options.network == cri::NamespaceMode::Node as i32,
-        host_ipc: options.ipc == cri::NamespaceMode::Node as i32,
-        shared_pid: options.pid == cri::NamespaceMode::Pod as i32,
-        userns: userns::for_pod(options.userns_options.as_ref()).ok().flatten(),
-    }
-}
+use crate::service::steps::span;
 
 impl PodService {
-    /// The namespace files a sandbox pins (none for host namespaces).
-    pub(in crate::service) fn ns_request(&self, id: &SandboxId, config: &cri::PodSandboxConfig) -> NsRequest {
-        let dir = self.registry.sandbox_run_dir(id).join("ns");
-        let modes = ns_modes(config);
-        NsRequest {
-            user: modes.userns.map(|map| UserNsRequest { path: dir.join("user"), map }),
-            net: (!modes.host_network).then(|| dir.join("net")),
-            ipc: (!modes.host_ipc).then(|| dir.join("ipc")),
-            uts: (!modes.host_network).then(|| dir.join("uts")),
-            hostname: Some(config.hostname.clone()).filter(|h| !h.is_empty()),
-            pid_holder: modes.shared_pid,
-        }
-    }
-
     /// The pod's run directory and namespaces (pinned, with a PID-namespace holder when the
     /// pod shares one), each undone by `rollback` when a later step fails.
     async fn create_namespaces(
@@ -70,11 +33,10 @@ impl PodService {
         });
         let request = self.ns_request(id, config);
         let (req, work, host) = (request.clone(), dir.clone(), self.host.clone());
-        let holder = crate::blocking::spawn(move || {
-            crate::service::steps::span::step("namespaces").in_scope(|| host.create_namespaces(&req, &work))
-        })
-        .await?
-        .map_err(|e| Error::Internal(format!("creating the pod's namespaces: {e}")))?;
+        let holder =
+            crate::blocking::spawn(move || span::step("namespaces").in_scope(|| host.create_namespaces(&req, &work)))
+                .await?
+                .map_err(|e| Error::Internal(format!("creating the pod's namespaces: {e}")))?;
         if let Some(holder) = holder {
             self.adopt_into_monitor_cgroup(vec![holder]);
         }
@@ -103,12 +65,7 @@ impl PodService {
             None
         } else {
             let netns = request.net.clone().unwrap_or_default();
-            Some(
-                self.network
-                    .setup(network_request(&id, netns, &config))
-                    .instrument(crate::service::steps::span::step("cni add"))
-                    .await?,
-            )
+            Some(self.network.setup(network_request(&id, netns, &config)).instrument(span::step("cni add")).await?)
         };
         crate::crash::point("sandbox-after-network");
         let (parent, owns) = self.cgroup_parent_of(&id, &config);
@@ -120,13 +77,13 @@ impl PodService {
         let gate = self.nri.gate().await;
         let told = match slice {
             Ok(()) => {
-                let pod = crate::service::adapters::nri_domain::nri_pod(&id, &config, &handler, &parent, addresses.as_ref());
-                self.nri.run_pod_sandbox(&pod).instrument(crate::service::steps::span::step("nri")).await.map_err(Error::from)
+                let pod = nri_domain::nri_pod(&id, &config, &handler, &parent, addresses.as_ref());
+                self.nri.run_pod_sandbox(&pod).instrument(span::step("nri")).await.map_err(Error::from)
             }
             Err(e) => Err(e),
         };
         let recorded = told.and_then(|()| {
-            crate::service::steps::span::step("record")
+            span::step("record")
                 .in_scope(|| self.record_sandbox(id.clone(), name, config, handler, dir, holder, addresses, placement))
         });
         drop(gate);
@@ -166,7 +123,7 @@ impl PodService {
                 let (uid, gid) = userns.root();
                 options.extend([format!("uid={uid}"), format!("gid={gid}")]);
             }
-            crate::service::steps::span::step("shm")
+            span::step("shm")
                 .in_scope(|| self.host.mount_tmpfs(&shm, &options))
                 .map_err(Error::io(format!("mounting {}", shm.display())))?;
             let host = self.host.clone();
@@ -179,7 +136,7 @@ impl PodService {
         } else {
             config.hostname.clone()
         };
-        crate::service::steps::span::step("pod files")
+        span::step("pod files")
             .in_scope(|| {
                 sandbox::write_pod_files(&dir, &hostname, config.dns_config.as_ref(), modes.userns.map(|u| u.root()))
             })
@@ -190,12 +147,7 @@ impl PodService {
     /// A pod's own user namespace must be well formed, fit its other namespaces, and have a
     /// handler and node that can run it.
     fn check_userns(&self, config: &cri::PodSandboxConfig, handler: &str) -> Result<(), Error> {
-        let options = config
-            .linux
-            .as_ref()
-            .and_then(|l| l.security_context.as_ref())
-            .and_then(|s| s.namespace_options.clone())
-            .unwrap_or_default();
+        let options = ns_options(config);
         if userns::for_pod(options.userns_options.as_ref())?.is_none() {
             return Ok(());
         }
@@ -248,57 +200,6 @@ impl PodService {
         let sysctls = config.linux.as_ref().map(|l| l.sysctls.clone()).unwrap_or_default();
         crate::policy::sysctls::check(&sysctls, modes.host_network, modes.host_ipc)?;
         Ok((sandbox_name(metadata), handler, modes))
-    }
-
-    pub(in crate::service) fn layout(&self) -> crate::model::cgroup_layout::Layout {
-        crate::model::cgroup_layout::Layout { driver: self.config.runtime.cgroup_driver }
-    }
-
-    /// The pod's cgroup parent and whether swapcri owns it: the request's, else one of ours
-    /// (`<default_cgroup_parent>/<id>`, or `<parent_slice>-pod<id>.slice` under systemd).
-    fn cgroup_parent_of(&self, id: &SandboxId, config: &cri::PodSandboxConfig) -> (String, bool) {
-        let requested = config.linux.as_ref().map(|l| l.cgroup_parent.clone()).unwrap_or_default();
-        if !requested.is_empty() {
-            return (self.layout().normalize_parent(&requested), false);
-        }
-        (self.own_cgroup_parent(id.as_str()), true)
-    }
-
-    /// The cgroup parent swapcri makes for a pod that asks for none:
-    /// `<default_cgroup_parent>/<id>`, or `<parent_slice>-pod<id>.slice` under systemd.
-    pub(in crate::service) fn own_cgroup_parent(&self, id: &str) -> String {
-        let runtime = &self.config.runtime;
-        match runtime.cgroup_driver {
-            CgroupDriver::Systemd => {
-                crate::model::cgroup_layout::child_slice(&runtime.parent_slice, &format!("pod{id}"))
-            }
-            CgroupDriver::Cgroupfs => format!("{}/{id}", runtime.default_cgroup_parent.trim_end_matches('/')),
-        }
-    }
-
-    /// Under systemd, a pod slice of swapcri's own is a transient unit, so it goes without a
-    /// trace once stopped (runc would otherwise leave it loaded, made implicitly).
-    async fn start_pod_slice(&self, id: &SandboxId, slice: &str, owns: bool) -> Result<(), Error> {
-        let Some(systemd) = self.systemd.as_ref().filter(|_| owns) else {
-            return Ok(());
-        };
-        use crate::cgroup::systemd::Property;
-        let properties = [Property::Description(format!("swapcri pod {id}")), Property::CollectInactiveOrFailed];
-        systemd
-            .start_transient(slice, &properties)
-            .instrument(crate::service::steps::span::step("pod slice"))
-            .await
-            .map_err(|e| Error::Internal(format!("creating the pod slice: {e}")))
-    }
-
-    /// Stops a pod slice swapcri owns (systemd driver); its containers' scopes go with it.
-    pub(in crate::service) async fn stop_pod_slice(&self, id: &SandboxId, slice: &str, owns: bool) {
-        let Some(systemd) = self.systemd.as_ref().filter(|_| owns) else {
-            return;
-        };
-        if let Err(e) = systemd.stop(&slice).await {
-            tracing::warn!(sandbox = %id, %slice, error = %e, "cannot stop the pod slice");
-        }
     }
 
     /// Writes the sandbox's records and makes it visible.

@@ -4,7 +4,9 @@ use tracing::Instrument;
 use crate::error::Error;
 use crate::model::sandbox::SandboxState;
 
+use crate::service::adapters::nri_domain;
 use crate::service::pod_service::PodService;
+use crate::service::steps::span;
 
 impl PodService {
     /// Kills the pod's containers and releases its namespaces and shm. Idempotent; an
@@ -17,27 +19,22 @@ impl PodService {
         };
         let _guard = self.registry.lock(sandbox.meta.id.as_str()).await;
         for container in self.registry.containers_of(&sandbox.meta.id) {
-            self.stop_container(container.as_str(), Duration::ZERO)
-                .instrument(crate::service::steps::span::step("stop container"))
-                .await?;
+            self.stop_container(container.as_str(), Duration::ZERO).instrument(span::step("stop container")).await?;
         }
         let sandbox = self.registry.find_sandbox(sandbox.meta.id.as_str())?;
         crate::crash::point("sandbox-stop-after-containers");
         // Plugins hear of the stop once, with the containers stopped and the pod still there.
         if sandbox.status.state != SandboxState::NotReady {
-            self.nri
-                .stop_pod_sandbox(&crate::service::adapters::nri_domain::nri_sandbox(&sandbox))
-                .instrument(crate::service::steps::span::step("nri"))
-                .await;
+            self.nri.stop_pod_sandbox(&nri_domain::nri_sandbox(&sandbox)).instrument(span::step("nri")).await;
         }
         // DEL while the namespace still exists; on failure nothing is released, so the
         // retry kubelet makes repeats it.
-        self.network.teardown(sandbox.meta.id.as_str()).instrument(crate::service::steps::span::step("cni del")).await?;
+        self.network.teardown(sandbox.meta.id.as_str()).instrument(span::step("cni del")).await?;
         let request = self.ns_request(&sandbox.meta.id, &sandbox.meta.config);
         let holder = sandbox.status.holder;
         let (shm, host) = (sandbox.meta.dir.join("shm"), self.host.clone());
         crate::blocking::spawn(move || {
-            crate::service::steps::span::step("release namespaces").in_scope(|| {
+            span::step("release namespaces").in_scope(|| {
                 host.release_namespaces(&request, holder);
                 let _ = host.unmount(&shm);
             })
@@ -48,7 +45,7 @@ impl PodService {
             status.state = SandboxState::NotReady;
             status.holder = None;
             status.addresses = None;
-            crate::service::steps::span::step("record").in_scope(|| self.registry.save_sandbox_status(&sandbox.meta.id, status))?;
+            span::step("record").in_scope(|| self.registry.save_sandbox_status(&sandbox.meta.id, status))?;
             tracing::info!(sandbox = %sandbox.meta.id, "pod sandbox stopped");
         }
         Ok(())

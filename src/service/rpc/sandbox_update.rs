@@ -8,6 +8,7 @@ use crate::cri;
 use crate::error::Error;
 use crate::model::sandbox::PodResources;
 
+use crate::service::adapters::nri_domain;
 use crate::service::owners::objects::now_nanos;
 use crate::service::pod_service::PodService;
 
@@ -22,8 +23,8 @@ impl PodService {
         let _guard = self.registry.lock(sandbox.meta.id.as_str()).await;
         let sandbox = self.registry.find_sandbox(sandbox.meta.id.as_str())?;
         if self.nri.enabled() {
-            let pod = crate::service::adapters::nri_domain::nri_sandbox(&sandbox);
-            let to_nri = |r: &Option<cri::LinuxContainerResources>| r.as_ref().map(crate::service::adapters::nri_domain::resources_of);
+            let pod = nri_domain::nri_sandbox(&sandbox);
+            let to_nri = |r: &Option<cri::LinuxContainerResources>| r.as_ref().map(nri_domain::resources_of);
             self.nri.update_pod_sandbox(&pod, to_nri(&overhead), to_nri(&resources)).await?;
         }
         let mut status = sandbox.status.clone();

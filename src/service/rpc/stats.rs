@@ -8,8 +8,9 @@ use crate::model::cgroup_stats::CgroupStats;
 use crate::model::container::ContainerState;
 
 use crate::service::owners::objects::{labels_match, now_nanos, Container, Sandbox};
-use crate::service::pod_service::PodService;
 use crate::service::owners::samples::{ContainerSample, PodSample, Sample};
+use crate::service::pod_service::PodService;
+use crate::service::rpc::cri_metrics;
 
 impl PodService {
     /// A container's current CPU, memory and swap figures, without touching the CPU rate
@@ -69,7 +70,7 @@ impl PodService {
             containers.iter().filter(|c| c.container.status.state == ContainerState::Running).collect();
         let processes = (!running.is_empty())
             .then(|| running.iter().filter_map(|c| self.cgroups.processes(&c.container.cgroup(&sandbox))).sum());
-        let interfaces = crate::service::rpc::cri_metrics::pod_interfaces(&sandbox, running.iter().map(|c| &c.container));
+        let interfaces = cri_metrics::pod_interfaces(&sandbox, running.iter().map(|c| &c.container));
         PodSample { sandbox, sample, containers, interfaces, processes }
     }
 

@@ -15,12 +15,13 @@ use crate::policy::spec::{self, ContainerInput, Device, ImageDefaults, PodContex
 use crate::policy::user::{self, UserDb};
 use crate::sandbox;
 
-use crate::service::steps::image_volumes::{unmount_container, ImageVolume};
-use crate::service::steps::layers::MappedLayers;
+use crate::service::owners::host;
 use crate::service::owners::objects::Sandbox;
 use crate::service::pod_service::PodService;
+use crate::service::steps::image_volumes::{unmount_container, ImageVolume};
+use crate::service::steps::layers::MappedLayers;
+use crate::service::steps::pod_namespaces::ns_modes;
 use crate::service::steps::rollback::Rollback;
-use crate::service::rpc::sandbox_run::ns_modes;
 
 /// A bundle ready for the runtime.
 pub(in crate::service) struct Bundle {
@@ -331,7 +332,7 @@ fn load_localhost_seccomp(
 /// `sandbox::ensure_shared`). Returns the bind mounts made for that, which the container
 /// owns; a failed creation takes them back.
 fn share_propagating_sources(
-    host: &std::sync::Arc<dyn crate::service::owners::host::Host>,
+    host: &std::sync::Arc<dyn host::Host>,
     id: &ContainerId,
     mounts: &[cri::Mount],
     rollback: &mut Rollback,

@@ -10,8 +10,10 @@ use crate::cri;
 use crate::error::Error;
 use crate::model::image::ImageRecord;
 
-use crate::service::steps::layers::MappedLayers;
+use crate::service::owners::host;
 use crate::service::pod_service::PodService;
+use crate::service::steps::layers;
+use crate::service::steps::layers::MappedLayers;
 
 /// Where a container's image volumes are mounted, under its run directory.
 const DIR: &str = "image-volumes";
@@ -26,7 +28,10 @@ pub(in crate::service) struct ImageVolume {
 impl PodService {
     /// Checks the request's image mounts and finds their images: an image mount has no host
     /// path and is read-only, and its image is in the store.
-    pub(in crate::service) async fn find_image_volumes(&self, config: &cri::ContainerConfig) -> Result<Vec<ImageVolume>, Error> {
+    pub(in crate::service) async fn find_image_volumes(
+        &self,
+        config: &cri::ContainerConfig,
+    ) -> Result<Vec<ImageVolume>, Error> {
         let mut found = Vec::new();
         for (index, m) in config.mounts.iter().enumerate() {
             let Some(spec) = m.image.as_ref().filter(|i| !i.image.is_empty()) else { continue };
@@ -123,14 +128,14 @@ fn sub_path(root: &Path, sub: &str) -> Result<PathBuf, String> {
 
 /// Unmounts a container's image volumes, root filesystem and id-mapped layers (removal,
 /// recovery).
-pub(in crate::service) fn unmount_container(host: &dyn crate::service::owners::host::Host, run_dir: &Path) -> std::io::Result<()> {
+pub(in crate::service) fn unmount_container(host: &dyn host::Host, run_dir: &Path) -> std::io::Result<()> {
     if let Ok(entries) = std::fs::read_dir(run_dir.join(DIR)) {
         for entry in entries.flatten() {
             host.unmount(&entry.path())?;
         }
     }
     host.unmount(&run_dir.join("rootfs"))?;
-    crate::service::steps::layers::unmount_mapped(host, run_dir)
+    layers::unmount_mapped(host, run_dir)
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use crate::error::Error;
 use crate::model::image::ImageRecord;
 use crate::model::userns::PodUserns;
 
+use crate::service::owners::host;
 use crate::service::owners::objects::Sandbox;
 use crate::service::pod_service::PodService;
 
@@ -24,7 +25,11 @@ pub(in crate::service) struct MappedLayers {
 
 impl PodService {
     /// The layer mapping of a container of `sandbox` (None: the pod uses the host's ids).
-    pub(in crate::service) fn mapped_layers(&self, sandbox: &Sandbox, run_dir: &Path) -> Result<Option<MappedLayers>, Error> {
+    pub(in crate::service) fn mapped_layers(
+        &self,
+        sandbox: &Sandbox,
+        run_dir: &Path,
+    ) -> Result<Option<MappedLayers>, Error> {
         let request = self.ns_request(&sandbox.meta.id, &sandbox.meta.config);
         let Some(user) = request.user else { return Ok(None) };
         let userns = File::open(&user.path)
@@ -55,7 +60,7 @@ impl PodService {
 }
 
 /// Unmounts a container's id-mapped layers.
-pub(in crate::service) fn unmount_mapped(host: &dyn crate::service::owners::host::Host, run_dir: &Path) -> std::io::Result<()> {
+pub(in crate::service) fn unmount_mapped(host: &dyn host::Host, run_dir: &Path) -> std::io::Result<()> {
     if let Ok(entries) = std::fs::read_dir(run_dir.join(DIR)) {
         for entry in entries.flatten() {
             host.unmount(&entry.path())?;

@@ -3,8 +3,12 @@
 //! steps and spans.
 
 pub(in crate::service) mod bundle;
+pub(in crate::service) mod image_lookup;
 pub(in crate::service) mod image_volumes;
 pub(in crate::service) mod layers;
 pub(in crate::service) mod monitor_cgroup;
+pub(in crate::service) mod plan_review;
+pub(in crate::service) mod pod_cgroup;
+pub(in crate::service) mod pod_namespaces;
 pub(in crate::service) mod rollback;
 pub(in crate::service) mod span;

@@ -17,6 +17,7 @@ use crate::model::sandbox::{ProcessRef, SandboxMeta, SandboxState, SandboxStatus
 use crate::oci::fake::FakeRuntime;
 
 use crate::service::owners::objects::{Container, Sandbox};
+use crate::service::owners::runtimes;
 use crate::service::pod_service::PodService;
 
 struct Fixture {
@@ -44,21 +45,9 @@ fn fixture_with(
     configure(&mut config);
     let owns_parent = config.memory_qos.reservation != crate::config::Reservation::FollowKubelet;
     let images = Arc::new(ImageStore::open(&config.image_root()).unwrap());
-    let node = NodeFacts {
-        memory: crate::model::node::MemoryFacts::without_swap(16 << 30),
-        noswap: crate::model::node::NoswapSupport::unsupported(),
-        system_protection: None,
-        cgroup_mode: CgroupMode::Unified,
-        held_capabilities: vec![],
-        min_oom_score_adj: -1000,
-        apparmor_enabled: false,
-        apparmor_default: None,
-        hugepage_sizes: vec!["2MB".into(), "1GB".into()],
-        hugetlb_limits: true,
-        userns: crate::model::node::UsernsSupport::unsupported(),
-    };
+    let node = NodeFacts::fixture(CgroupMode::Unified);
     let config = Arc::new(config);
-    let runtimes = Arc::new(crate::service::owners::runtimes::Runtimes::probe(&config));
+    let runtimes = Arc::new(runtimes::Runtimes::probe(&config));
     let mut service = PodService::new(config, node, images, runtimes).unwrap();
     let id = ContainerId::generate();
     let fake = Arc::new(FakeRuntime::new(exit_on, service.registry.exit_file(&id), fail_update));

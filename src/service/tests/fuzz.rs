@@ -25,14 +25,16 @@ use crate::cri::runtime_service_server::RuntimeService as _;
 use crate::grpc::{ImageApi, RuntimeApi};
 use crate::image::{ImageStore, Puller, Registries};
 use crate::model::image::{Digest, ImageId, ImageRecord, LayerRecord};
-use crate::model::node::{CgroupMode, MemoryFacts, NodeFacts, NoswapSupport, UsernsSupport};
+use crate::model::node::{CgroupMode, NodeFacts};
 use crate::model::sandbox::ProcessRef;
 use crate::monitor::MonitorError;
 use crate::oci::{CreateIo, ExecOutput, Features, OciError, OciRuntime, RuntimeState};
 use crate::sandbox::{NsRequest, Shared};
 
-use crate::service::owners::host::Host;
 use crate::service::image_service::ImageService;
+use crate::service::owners::host::Host;
+use crate::service::owners::objects;
+use crate::service::owners::runtimes;
 use crate::service::pod_service::PodService;
 use crate::service::runtime_service::RuntimeService;
 use crate::service::streaming_service::StreamingService;
@@ -240,7 +242,7 @@ impl OciRuntime for InertRuntime {
             let code = if signal == "SIGKILL" { 137 } else { 143 };
             let exit = crate::model::container::ExitRecord {
                 exit_code: code,
-                finished_at: crate::service::owners::objects::now_nanos(),
+                finished_at: objects::now_nanos(),
                 oom_killed: false,
                 runtime_deleted: false,
             };
@@ -320,26 +322,16 @@ async fn fuzzer(root: &Path) -> Fuzzer {
     for dir in [&config.state_root, &config.run_root, &config.cgroup_root, &config.network.config_dir] {
         std::fs::create_dir_all(dir).unwrap();
     }
-    let mut memory = MemoryFacts::without_swap(16 << 30);
-    memory.swap_total = 4 << 30;
-    memory.swap_accounting = true;
-    let node = NodeFacts {
-        memory,
-        noswap: NoswapSupport::unsupported(),
-        system_protection: None,
-        cgroup_mode: CgroupMode::Unified,
+    let mut node = NodeFacts {
         held_capabilities: vec!["CAP_CHOWN".into(), "CAP_KILL".into()],
-        min_oom_score_adj: -1000,
-        apparmor_enabled: false,
-        apparmor_default: None,
-        hugepage_sizes: vec!["2MB".into(), "1GB".into()],
-        hugetlb_limits: true,
-        userns: UsernsSupport::unsupported(),
+        ..NodeFacts::fixture(CgroupMode::Unified)
     };
+    node.memory.swap_total = 4 << 30;
+    node.memory.swap_accounting = true;
     let config = Arc::new(config);
     let store = Arc::new(ImageStore::open(&config.image_root()).unwrap());
     store_image(&store);
-    let mut runtimes = crate::service::owners::runtimes::Runtimes::probe(&config);
+    let mut runtimes = runtimes::Runtimes::probe(&config);
     runtimes.replace_runtimes(Arc::new(InertRuntime { containers_dir: config.state_root.join("containers") }));
     let runtimes = Arc::new(runtimes);
     let host: Arc<dyn Host> = Arc::new(FakeHost::default());
@@ -690,7 +682,7 @@ fn cri_fuzz() {
     }
     let root = tempfile::Builder::new().prefix("swapcri-fuzz-").tempdir().unwrap();
     let status = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "service::fuzz_tests::cri_fuzz_worker", "--ignored", "--nocapture", "--test-threads=1"])
+        .args(["--exact", "service::tests::fuzz::cri_fuzz_worker", "--ignored", "--nocapture", "--test-threads=1"])
         .env("SWAPCRI_FUZZ_ROOT", root.path())
         .status()
         .unwrap();
