@@ -36,7 +36,7 @@ impl Config {
         positive("streaming.handshake_timeout_seconds", s.handshake_timeout_seconds)?;
         positive("streaming.max_connections", s.max_connections as u64)?;
         positive("streaming.max_frame_bytes", s.max_frame_bytes as u64)?;
-        // One frame must fit; the limit is kept as a u32 on the wire.
+        // One frame must fit; at most 4 GiB.
         within(
             "streaming.max_buffered_bytes",
             s.max_buffered_bytes as u64,
