@@ -11,11 +11,11 @@ use crate::model::node::NodeFacts;
 use crate::service::adapters::nri_stops;
 use crate::service::image_service::ImageUsers;
 use crate::service::owners::cgroups::Cgroups;
-use crate::service::owners::holder_watch;
 use crate::service::owners::host::{Host, NodeHost};
 use crate::service::owners::memory::MemoryQos;
 use crate::service::owners::registry::Registry;
 use crate::service::owners::runtimes::Runtimes;
+use crate::service::owners::wake::Wake;
 use crate::service::owners::writable_usage;
 
 /// Pod sandboxes and containers: the RPC files orchestrate these owners, each behind a small
@@ -41,7 +41,9 @@ pub struct PodService {
     /// Namespaces, mounts and monitors on the node.
     pub(in crate::service) host: Arc<dyn Host>,
     /// Wakes the watcher of PID-namespace holders when a pod with one is recorded.
-    pub(in crate::service) holder_watch: holder_watch::HolderWatch,
+    pub(in crate::service) holder_wake: Wake,
+    /// Wakes the exit watch when a container with a monitor is recorded.
+    pub(in crate::service) exit_wake: Wake,
     /// Thrash detection, the guard and the offload (it reaches pods through swap_pods.rs).
     pub(in crate::service) swap: Arc<crate::swap::Supervisor>,
     /// NRI plugins and their events.
@@ -81,7 +83,8 @@ impl PodService {
             network,
             writable: Default::default(),
             host: Arc::new(NodeHost),
-            holder_watch: Default::default(),
+            holder_wake: Default::default(),
+            exit_wake: Default::default(),
             nri_stops: Default::default(),
         })
     }

@@ -1,10 +1,12 @@
-//! What runs beside the calls, for the daemon's life: the exit watch (`exit_watch`), the
+//! What runs beside the calls, for the daemon's life: the exit watch (`exit_watch`, which keeps
+//! live containers' records current), the
 //! PID-namespace holder watch (`sandbox_watch`), the writable-layer walk (`writable_refresh`),
 //! the swap supervisor's thrash watch and offload (started here, in `swap/`), the NRI exit
 //! relay (`nri_relay`); and, before them, the start-up recovery (`recovery`).
 
 pub(in crate::service) mod exit_watch;
 pub(in crate::service) mod nri_relay;
+pub(in crate::service) mod process_exit;
 pub(in crate::service) mod recovery;
 pub(in crate::service) mod sandbox_watch;
 pub(in crate::service) mod writable_refresh;

@@ -58,10 +58,6 @@ impl Events {
     }
 }
 
-/// How often live containers are checked for exits while anyone listens: a container
-/// that exits on its own is reported within this long.
-pub const EXIT_POLL: std::time::Duration = std::time::Duration::from_secs(1);
-
 #[cfg(test)]
 mod tests {
     use super::*;

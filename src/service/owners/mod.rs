@@ -4,7 +4,6 @@
 
 pub(in crate::service) mod cgroups;
 pub(in crate::service) mod events;
-pub(in crate::service) mod holder_watch;
 pub(in crate::service) mod host;
 pub(in crate::service) mod memory;
 pub(in crate::service) mod objects;
@@ -12,4 +11,5 @@ pub mod quarantine;
 pub(in crate::service) mod registry;
 pub(in crate::service) mod runtimes;
 pub(in crate::service) mod samples;
+pub(in crate::service) mod wake;
 pub(in crate::service) mod writable_usage;

@@ -116,11 +116,6 @@ impl Registry {
         self.events.subscribe()
     }
 
-    /// Whether anyone listens for events.
-    pub(in crate::service) fn events_wanted(&self) -> bool {
-        self.events.wanted()
-    }
-
     pub(in crate::service) fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
         self.state.read().unwrap_or_else(|p| p.into_inner())
     }
@@ -161,18 +156,20 @@ impl Registry {
 
     /// Resolves a container id (full or a unique prefix) and refreshes its state.
     pub(in crate::service) fn find_container(&self, id: &str) -> Result<Container, Error> {
-        let found = {
-            let state = self.read();
-            let mut matches = state.containers.iter().filter(|(k, _)| k.as_str().starts_with(id) && !id.is_empty());
-            match (matches.next(), matches.next()) {
-                (Some((k, _)), None) => k.clone(),
-                (Some(_), Some(_)) => {
-                    return Err(Error::InvalidArgument(format!("container id prefix {id:?} is ambiguous")))
-                }
-                _ => return Err(Error::NotFound(format!("container {id:?} not found"))),
-            }
-        };
+        let found = self.resolve_container(id)?.meta.id.clone();
         self.refresh(&found).ok_or_else(|| Error::NotFound(format!("container {id:?} not found")))
+    }
+
+    /// Resolves a container id (full or a unique prefix) to its record as it is kept (the
+    /// exit watch keeps a live one current).
+    pub(in crate::service) fn resolve_container(&self, id: &str) -> Result<Container, Error> {
+        let state = self.read();
+        let mut matches = state.containers.iter().filter(|(k, _)| k.as_str().starts_with(id) && !id.is_empty());
+        match (matches.next(), matches.next()) {
+            (Some((_, c)), None) => Ok(c.clone()),
+            (Some(_), Some(_)) => Err(Error::InvalidArgument(format!("container id prefix {id:?} is ambiguous"))),
+            _ => Err(Error::NotFound(format!("container {id:?} not found"))),
+        }
     }
 
     /// Picks up an exit the monitor recorded; a monitor that died without recording one

@@ -88,6 +88,7 @@ impl PodService {
             status.memory_plan = Some(memory_plan);
             status.nri_owners = told.as_ref().map(|t| t.created.adjustment.owners.clone()).unwrap_or_default();
             self.registry.add_container(meta, status)?;
+            self.exit_wake.changed();
             Ok::<_, Error>(())
         }
         .await;

@@ -4,11 +4,13 @@ use crate::service::owners::objects::{labels_match, Container};
 use crate::service::pod_service::PodService;
 
 impl PodService {
+    /// ListContainers: the records as they are kept, oldest first.
     pub fn list_containers(&self, filter: Option<&cri::ContainerFilter>) -> Vec<Container> {
-        let ids: Vec<_> = self.registry.read().containers.keys().cloned().collect();
-        let mut out: Vec<Container> = ids
-            .iter()
-            .filter_map(|id| self.registry.refresh(id))
+        // From memory: the exit watch keeps live containers' records current.
+        let state = self.registry.read();
+        let mut out: Vec<Container> = state
+            .containers
+            .values()
             .filter(|c| match filter {
                 None => true,
                 Some(f) => {
@@ -18,6 +20,7 @@ impl PodService {
                         && labels_match(&c.meta.config.labels, &f.label_selector)
                 }
             })
+            .cloned()
             .collect();
         out.sort_by_key(|c| c.meta.created_at);
         out

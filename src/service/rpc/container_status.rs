@@ -7,9 +7,10 @@ use crate::service::owners::objects::Container;
 use crate::service::pod_service::PodService;
 
 impl PodService {
-    /// The container and, when verbose, its OCI spec, pid, cgroup and notes as JSON.
+    /// The container as its record is kept (the exit watch keeps it current) and, when
+    /// verbose, its OCI spec, pid, cgroup and notes as JSON.
     pub fn container_status(&self, id: &str, verbose: bool) -> Result<(Container, Option<String>), Error> {
-        let container = self.registry.find_container(id)?;
+        let container = self.registry.resolve_container(id)?;
         let info = if verbose {
             let cgroup =
                 self.registry.find_sandbox(container.meta.sandbox_id.as_str()).ok().map(|s| container.cgroup(&s));

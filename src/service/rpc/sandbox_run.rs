@@ -91,7 +91,7 @@ impl PodService {
             Ok(()) => {
                 rollback.commit();
                 if holder.is_some() {
-                    self.holder_watch.changed();
+                    self.holder_wake.changed();
                 }
                 tracing::info!(sandbox = %id, "pod sandbox ready");
                 Ok(id)

@@ -1,14 +1,15 @@
-//! The wake-up of the PID-namespace holder watcher (sandbox_watch.rs).
+//! The wake-up of a background watcher (background/): something new for it to watch was
+//! recorded (a pod with a PID-namespace holder, a container with a monitor).
 
 use tokio::sync::Notify;
 
-/// Tells the watcher that a sandbox with a holder was recorded.
+/// Tells a watcher to look at the records again.
 #[derive(Default)]
-pub struct HolderWatch {
+pub struct Wake {
     changed: Notify,
 }
 
-impl HolderWatch {
+impl Wake {
     pub fn changed(&self) {
         self.changed.notify_one();
     }
