@@ -273,6 +273,12 @@ impl Registry {
         self.read().containers.values().filter(|c| &c.meta.sandbox_id == sandbox).map(|c| c.meta.id.clone()).collect()
     }
 
+    /// The records of a sandbox's containers, as they are kept (the exit watch keeps live
+    /// ones current).
+    pub(in crate::service) fn containers_in(&self, sandbox: &SandboxId) -> Vec<Container> {
+        self.read().containers.values().filter(|c| &c.meta.sandbox_id == sandbox).cloned().collect()
+    }
+
     /// Records a new sandbox on disk, then lists it; nothing is left when the write fails.
     pub(in crate::service) fn add_sandbox(&self, meta: SandboxMeta, status: SandboxStatus) -> Result<(), Error> {
         let id = meta.id.clone();

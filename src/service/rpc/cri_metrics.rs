@@ -65,9 +65,8 @@ impl PodService {
             .map(|sandbox| {
                 let containers: Vec<ContainerMetrics> = self
                     .registry
-                    .containers_of(&sandbox.meta.id)
-                    .iter()
-                    .filter_map(|id| self.registry.refresh(id))
+                    .containers_in(&sandbox.meta.id)
+                    .into_iter()
                     .filter(|c| c.status.state == ContainerState::Running)
                     .map(|container| {
                         let cgroup = container.cgroup(&sandbox);

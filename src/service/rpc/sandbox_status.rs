@@ -39,8 +39,7 @@ impl PodService {
             })
             .to_string()
         });
-        let containers =
-            self.registry.containers_of(&sandbox.meta.id).iter().filter_map(|id| self.registry.refresh(id)).collect();
+        let containers = self.registry.containers_in(&sandbox.meta.id);
         Ok(SandboxStatusView { sandbox, containers, info, timestamp: now_nanos() })
     }
 }

@@ -43,7 +43,6 @@ impl PodService {
 
     pub fn container_stats(&self, id: &str) -> Result<ContainerSample, Error> {
         let container = self.registry.find_container(id)?;
-        let container = self.registry.refresh(&container.meta.id).unwrap_or(container);
         Ok(self.container_sample(container, true))
     }
 
