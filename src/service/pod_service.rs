@@ -44,7 +44,7 @@ pub struct PodService {
     pub(in crate::service) holder_wake: Wake,
     /// Wakes the exit watch when a container with a monitor is recorded.
     pub(in crate::service) exit_wake: Wake,
-    /// Thrash detection, the guard and the offload (it reaches pods through swap_pods.rs).
+    /// Thrash detection, the guard and the offload (it reaches pods through adapters/swap_pods.rs).
     pub(in crate::service) swap: Arc<crate::swap::Supervisor>,
     /// NRI plugins and their events.
     pub(in crate::service) nri: Arc<crate::nri::Nri>,
