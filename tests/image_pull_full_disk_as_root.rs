@@ -1,6 +1,6 @@
-//! A pull into a state root whose disk fills up, during the blob download or half-way
-//! through unpacking the layer: ResourceExhausted naming the cause, nothing half-stored,
-//! and the same pull succeeds once space is freed.
+//! A pull into a state root whose disk fills up while the layer unpacks as it downloads
+//! (early, or half-way): ResourceExhausted naming the cause, nothing half-stored, and the
+//! same pull succeeds once space is freed.
 
 mod common;
 
@@ -71,8 +71,9 @@ async fn a_full_disk_fails_the_pull_cleanly_and_a_retry_after_freeing_space_succ
     let mut daemon = Daemon::configure("");
     let store = Tmpfs::mount(&daemon.state_root(), "2m");
     daemon.restart();
-    // 2 MiB: the 6 MiB blob does not fit. 9 MiB: the blob fits, its unpacked copy does not.
-    for (size, during) in [("2m", "blob"), ("9m", "layer")] {
+    // The layer is unpacked as it downloads (no blob file is kept): at 2 MiB and at 5 MiB its
+    // 6 MiB unpacked copy does not fit, and the unpack is the failing step.
+    for (size, during) in [("2m", "layer"), ("5m", "layer")] {
         store.resize(size);
         let err = pull(&daemon, &reference).await.unwrap_err();
         assert_eq!(err.code(), tonic::Code::ResourceExhausted, "{size}: {}", err.message());

@@ -18,7 +18,7 @@ use super::limits::UnpackBudget;
 use super::reference::ImageName;
 use super::source::{BlobRef, ImageSource, DOCKER_LIST, DOCKER_MANIFEST, OCI_INDEX, OCI_MANIFEST};
 use super::store::ImageStore;
-use super::unpack::{layer_stats, unpack_layer};
+use super::unpack::{layer_stats, unpack_layer_from};
 
 const LAYER_MEDIA_TYPES: &[&str] = &[
     "application/vnd.oci.image.layer.v1.tar",
@@ -257,21 +257,25 @@ impl Pull<'_> {
         }
         let started = Instant::now();
         tracing::info!(image, layer = %diff_id, blob = %blob.digest, bytes = blob.size, "layer {n}/{total}: fetching from {}", source.describe());
-        let blob_path = source.open_blob(blob, scratch).await?;
-        let fetched = started.elapsed();
+        // Unpacked as it downloads: the unpacker reads the chunks on a blocking thread while
+        // the fetch checks the pace, the size and, at the end, the digest. Nothing is
+        // installed unless both ended well; the scratch directory goes with a failure.
         let unpack_dir = scratch.join(format!("layer-{}", diff_id.hex()));
+        let (chunks, reader) = super::source::blob_channel();
         let (dir, id) = (unpack_dir.clone(), diff_id.clone());
-        let stats = crate::blocking::spawn(move || unpack_layer(&blob_path, &dir, &id, &budget))
-            .await
-            .map_err(|e| ImageError::Task(e.to_string()))?
-            .map_err(|source| ImageError::Unpack { image: image.into(), layer: diff_id.clone(), source })?;
+        let unpacking = crate::blocking::spawn(move || unpack_layer_from(reader, &dir, &id, &budget));
+        let fetched = source.stream_blob(blob, scratch, chunks).await;
+        let unpacked = unpacking.await.map_err(|e| ImageError::Task(e.to_string()))?;
+        // The fetch's failure first: the unpacker only saw its consequence.
+        fetched?;
+        let stats =
+            unpacked.map_err(|source| ImageError::Unpack { image: image.into(), layer: diff_id.clone(), source })?;
         store.install_layer(&unpack_dir, diff_id)?;
         self.installed.lock().unwrap_or_else(|p| p.into_inner()).push(diff_id.clone());
         tracing::info!(
             image,
             layer = %diff_id,
-            fetch_ms = fetched.as_millis() as u64,
-            unpack_ms = (started.elapsed() - fetched).as_millis() as u64,
+            fetch_and_unpack_ms = started.elapsed().as_millis() as u64,
             disk_bytes = stats.disk_bytes,
             "layer {n}/{total} ready"
         );

@@ -27,7 +27,7 @@ use super::limits::LimitHit;
 use super::limits::PullLimits;
 use super::rate::{RateFloor, TooSlow};
 use super::reference::ImageName;
-use super::source::{BlobRef, ImageSource, MANIFEST_MEDIA_TYPES};
+use super::source::{BlobChunks, BlobRef, ImageSource, MANIFEST_MEDIA_TYPES};
 
 /// Registry settings and the clients built from them.
 pub struct Registries {
@@ -302,6 +302,85 @@ impl ImageSource for RegistrySource {
     }
 
     async fn open_blob(&self, blob: &BlobRef, scratch: &Path) -> Result<PathBuf, ImageError> {
+        let path = scratch.join(blob.digest.hex());
+        let stored = |source| ImageError::Download {
+            image: self.name.to_string(),
+            what: format!("blob {}", blob.digest),
+            path: path.clone(),
+            source,
+        };
+        let file = tokio::fs::File::create(&path).await.map_err(stored)?;
+        let mut sink = BlobSink::File(tokio::io::BufWriter::new(file));
+        self.fetch_blob(blob, &mut sink).await.map_err(|e| e.stored(stored))?;
+        Ok(path)
+    }
+
+    async fn stream_blob(&self, blob: &BlobRef, _scratch: &Path, chunks: BlobChunks) -> Result<(), ImageError> {
+        self.fetch_blob(blob, &mut BlobSink::Chunks(chunks)).await.map_err(|e| e.stored(|e| ImageError::Task(e.to_string())))
+    }
+}
+
+
+/// Where a fetched blob goes: a file in the pull's scratch directory, or a reader's chunks.
+enum BlobSink {
+    File(tokio::io::BufWriter<tokio::fs::File>),
+    Chunks(BlobChunks),
+}
+
+/// Why a blob's fetch ended early.
+enum FetchEnd {
+    /// The registry, the pace, the size or the digest: the pull's error.
+    Failed(ImageError),
+    /// The file could not be written.
+    Stored(std::io::Error),
+}
+
+impl FetchEnd {
+    fn stored(self, as_error: impl FnOnce(std::io::Error) -> ImageError) -> ImageError {
+        match self {
+            FetchEnd::Failed(e) => e,
+            FetchEnd::Stored(e) => as_error(e),
+        }
+    }
+}
+
+impl BlobSink {
+    /// Hands a chunk on; false when the reader stopped.
+    async fn put(&mut self, chunk: bytes::Bytes) -> Result<bool, FetchEnd> {
+        match self {
+            BlobSink::File(file) => file.write_all(&chunk).await.map(|()| true).map_err(FetchEnd::Stored),
+            BlobSink::Chunks(chunks) => Ok(chunks.send(Ok(chunk)).await.is_ok()),
+        }
+    }
+
+    /// The end of a blob: a file is flushed; a reader gets the error of a blob that failed.
+    async fn finish(&mut self, failed: Option<&ImageError>) -> Result<(), FetchEnd> {
+        match (self, failed) {
+            (BlobSink::File(file), None) => file.flush().await.map_err(FetchEnd::Stored),
+            (BlobSink::File(_), Some(_)) => Ok(()),
+            (BlobSink::Chunks(chunks), Some(e)) => {
+                let _ = chunks.send(Err(std::io::Error::other(e.to_string()))).await;
+                Ok(())
+            }
+            (BlobSink::Chunks(_), None) => Ok(()),
+        }
+    }
+}
+
+impl RegistrySource {
+    /// Fetches a blob into `sink` as it arrives: the pace and the declared size are checked
+    /// on the way, the digest at the end (a reader is told of a failure before its end).
+    async fn fetch_blob(&self, blob: &BlobRef, sink: &mut BlobSink) -> Result<(), FetchEnd> {
+        let result = self.receive(blob, sink).await;
+        let failed = match &result {
+            Err(FetchEnd::Failed(e)) => Some(e),
+            _ => None,
+        };
+        sink.finish(failed).await?;
+        result
+    }
+
+    async fn receive(&self, blob: &BlobRef, sink: &mut BlobSink) -> Result<(), FetchEnd> {
         let descriptor = OciDescriptor {
             media_type: blob.media_type.clone(),
             digest: blob.digest.to_string(),
@@ -311,54 +390,52 @@ impl ImageSource for RegistrySource {
             artifact_type: None,
         };
         let what = format!("blob {}", blob.digest);
-        let client = self.client()?;
+        let client = self.client().map_err(FetchEnd::Failed)?;
         let stream = tokio::time::timeout(self.timeout(), client.pull_blob_stream(&self.reference, &descriptor))
             .await
-            .map_err(|_| self.stalled(&what))?
-            .map_err(|e| self.map_error(e))?;
+            .map_err(|_| FetchEnd::Failed(self.stalled(&what)))?
+            .map_err(|e| FetchEnd::Failed(self.map_error(e)))?;
         let mut stream = stream.stream;
-        let path = scratch.join(blob.digest.hex());
-        let stored = |source| ImageError::Download {
-            image: self.name.to_string(),
-            what: what.clone(),
-            path: path.clone(),
-            source,
-        };
-        let mut file = tokio::io::BufWriter::new(tokio::fs::File::create(&path).await.map_err(stored)?);
         let mut hasher = sha2::Sha256::new();
         let mut received = 0u64;
         let mut floor = self.floor();
         loop {
             let chunk = match tokio::time::timeout(self.timeout(), stream.next()).await {
-                Err(_) => return Err(self.stalled(&what)),
+                Err(_) => return Err(FetchEnd::Failed(self.stalled(&what))),
                 Ok(None) => break,
-                Ok(Some(chunk)) => chunk.map_err(|e| self.map_error(OciDistributionError::IoError(e)))?,
+                Ok(Some(chunk)) => {
+                    chunk.map_err(|e| FetchEnd::Failed(self.map_error(OciDistributionError::IoError(e))))?
+                }
             };
             received += chunk.len() as u64;
-            floor.record(chunk.len() as u64, Instant::now()).map_err(|e| self.too_slow(&what, e))?;
+            floor
+                .record(chunk.len() as u64, Instant::now())
+                .map_err(|e| FetchEnd::Failed(self.too_slow(&what, e)))?;
             if received > blob.size {
                 // Cut at the descriptor's size: a registry cannot make a blob longer than
                 // the manifest (under its caps) said.
-                return Err(ImageError::TooLarge {
+                return Err(FetchEnd::Failed(ImageError::TooLarge {
                     image: self.name.to_string(),
                     what,
                     hit: LimitHit { setting: "its declared size", limit: blob.size },
-                });
+                }));
             }
             hasher.update(&chunk);
-            file.write_all(&chunk).await.map_err(stored)?;
+            if !sink.put(chunk).await? {
+                // The reader stopped (it failed): its error is the pull's.
+                return Ok(());
+            }
         }
-        file.flush().await.map_err(stored)?;
         let actual = Digest::from_sha256(hasher);
         if actual != blob.digest {
-            return Err(ImageError::DigestMismatch {
+            return Err(FetchEnd::Failed(ImageError::DigestMismatch {
                 image: self.name.to_string(),
                 what,
                 expected: blob.digest.to_string(),
                 actual: actual.to_string(),
-            });
+            }));
         }
-        Ok(path)
+        Ok(())
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 use std::fs::{self, File};
-use std::io::{self, BufRead, BufReader, Read};
+use std::io::{self, BufReader, Read};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
@@ -79,9 +79,7 @@ impl<R: Read> Read for HashingReader<R> {
     }
 }
 
-/// Unpacks the (possibly compressed) layer `blob` into `dest`, which must be an empty
-/// directory, and checks the uncompressed content against `diff_id`. The decompressed
-/// stream is charged to `budget`.
+/// Unpacks the (possibly compressed) layer file `blob` into `dest`: [`unpack_layer_from`].
 pub fn unpack_layer(
     blob: &Path,
     dest: &Path,
@@ -89,8 +87,24 @@ pub fn unpack_layer(
     budget: &UnpackBudget,
 ) -> Result<LayerStats, UnpackError> {
     let file = File::open(blob).map_err(UnpackError::Archive)?;
-    let mut buffered = BufReader::with_capacity(256 * 1024, file);
-    let compression = detect_compression(buffered.fill_buf().map_err(UnpackError::Archive)?);
+    unpack_layer_from(file, dest, diff_id, budget)
+}
+
+/// Unpacks a (possibly compressed) layer read from `archive` into `dest`, which must be an
+/// empty directory, and checks the uncompressed content against `diff_id`; `archive` is read
+/// to its end. The decompressed stream is charged to `budget`.
+pub fn unpack_layer_from(
+    archive: impl Read,
+    dest: &Path,
+    diff_id: &Digest,
+    budget: &UnpackBudget,
+) -> Result<LayerStats, UnpackError> {
+    let mut buffered = BufReader::with_capacity(256 * 1024, archive);
+    // The magic number, however few bytes the first reads bring; then put back in front.
+    let mut head = Vec::with_capacity(4);
+    (&mut buffered).take(4).read_to_end(&mut head).map_err(UnpackError::Archive)?;
+    let compression = detect_compression(&head);
+    let buffered = io::Cursor::new(head).chain(buffered);
     let decoded: Box<dyn Read> = match compression {
         Compression::None => Box::new(buffered),
         Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(buffered)),

@@ -308,3 +308,60 @@ fn walk_sizes(dir: &Path) -> u64 {
         })
         .unwrap_or(0)
 }
+
+/// The bytes of `tar` compressed the named way.
+fn compressed(tar: &[u8], compression: Compression) -> Vec<u8> {
+    match compression {
+        Compression::None => tar.to_vec(),
+        Compression::Gzip => {
+            let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            enc.write_all(tar).unwrap();
+            enc.finish().unwrap()
+        }
+        Compression::Zstd => zstd::encode_all(tar, 3).unwrap(),
+    }
+}
+
+/// Sends `bytes` through a blob channel in chunks of `size`, then `last` (an error) if any.
+fn sent_in_chunks(bytes: Vec<u8>, size: usize, last: Option<&'static str>) -> crate::image::source::ChunkReader {
+    let (tx, rx) = crate::image::source::blob_channel();
+    std::thread::spawn(move || {
+        for chunk in bytes.chunks(size) {
+            if tx.blocking_send(Ok(bytes::Bytes::copy_from_slice(chunk))).is_err() {
+                return;
+            }
+        }
+        if let Some(why) = last {
+            let _ = tx.blocking_send(Err(io::Error::other(why)));
+        }
+    });
+    rx
+}
+
+#[test]
+fn root_a_layer_streamed_in_chunks_of_any_size_unpacks_as_from_a_file() {
+    let tar = Layer::new().file("a", &[7u8; 70_000]).file("b", b"2").finish();
+    for compression in [Compression::None, Compression::Gzip, Compression::Zstd] {
+        // One byte at a time: the magic number comes over several reads.
+        for size in [1, 3, 4096, 1 << 20] {
+            let fx = Fixture::new();
+            let reader = sent_in_chunks(compressed(&tar, compression), size, None);
+            let stats = unpack_layer_from(reader, &fx.dest(), &Digest::of(&tar), &budget())
+                .unwrap_or_else(|e| panic!("{compression:?} in chunks of {size}: {e}"));
+            assert!(stats.inodes >= 2, "{compression:?} {size}");
+            assert_eq!(fs::read(fx.dest().join("a")).unwrap(), vec![7u8; 70_000]);
+        }
+    }
+}
+
+#[test]
+fn root_a_stream_that_ends_in_an_error_fails_the_unpack() {
+    // The whole archive arrives, then the fetch's verdict (a digest mismatch, say).
+    let tar = Layer::new().file("a", b"1").finish();
+    for compression in [Compression::None, Compression::Gzip, Compression::Zstd] {
+        let fx = Fixture::new();
+        let reader = sent_in_chunks(compressed(&tar, compression), 512, Some("blob digest mismatch"));
+        let err = unpack_layer_from(reader, &fx.dest(), &Digest::of(&tar), &budget()).unwrap_err();
+        assert!(err.to_string().contains("blob digest mismatch"), "{compression:?}: {err}");
+    }
+}
