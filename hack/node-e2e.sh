@@ -164,6 +164,8 @@ if [ "$RUNTIME" = containerd ]; then
   done
 fi
 echo "$RUNTIME" >"$dir/runtime"
+# Which swapcri a report is of (the long form's shards run over days of commits).
+git rev-parse --short HEAD >"$dir/swapcri-commit" 2>/dev/null || true
 echo "$DRIVER" >"$dir/driver"
 echo "$CRI_STATS" >"$dir/cri_stats"
 echo "$FOCUS" >"$dir/focus"
