@@ -316,10 +316,11 @@ impl ImageSource for RegistrySource {
     }
 
     async fn stream_blob(&self, blob: &BlobRef, _scratch: &Path, chunks: BlobChunks) -> Result<(), ImageError> {
-        self.fetch_blob(blob, &mut BlobSink::Chunks(chunks)).await.map_err(|e| e.stored(|e| ImageError::Task(e.to_string())))
+        self.fetch_blob(blob, &mut BlobSink::Chunks(chunks))
+            .await
+            .map_err(|e| e.stored(|e| ImageError::Task(e.to_string())))
     }
 }
-
 
 /// Where a fetched blob goes: a file in the pull's scratch directory, or a reader's chunks.
 enum BlobSink {
@@ -408,9 +409,7 @@ impl RegistrySource {
                 }
             };
             received += chunk.len() as u64;
-            floor
-                .record(chunk.len() as u64, Instant::now())
-                .map_err(|e| FetchEnd::Failed(self.too_slow(&what, e)))?;
+            floor.record(chunk.len() as u64, Instant::now()).map_err(|e| FetchEnd::Failed(self.too_slow(&what, e)))?;
             if received > blob.size {
                 // Cut at the descriptor's size: a registry cannot make a blob longer than
                 // the manifest (under its caps) said.

@@ -78,6 +78,13 @@ impl PodService {
                     if let Some(mut guard) = ready {
                         if let Ok(Ok(events)) = guard.try_io(|fd| fd.get_ref().0.read_events().map_err(std::io::Error::from)) {
                             for event in events {
+                                if event.mask.contains(AddWatchFlags::IN_Q_OVERFLOW) {
+                                    // Notifications were lost: look at every container.
+                                    for id in watched.by_id.keys() {
+                                        self.registry.refresh(id);
+                                    }
+                                    continue;
+                                }
                                 let Some(id) = watched.by_watch.get(&event.wd).cloned() else { continue };
                                 if event.name.as_deref().is_some_and(|n| n == EXIT_FILE) {
                                     self.registry.refresh(&id);
