@@ -40,7 +40,15 @@ pub async fn store_image(
     max_downloads: usize,
     limits: &PullLimits,
 ) -> Result<ImageId, ImageError> {
-    let pull = Pull { store, source, image: name.to_string(), limits, max_downloads, installed: Mutex::default() };
+    let pull = Pull {
+        store,
+        source,
+        image: name.to_string(),
+        limits,
+        max_downloads,
+        installed: Mutex::default(),
+        unpackers: tokio_util::task::TaskTracker::new(),
+    };
     let result = pull.run(name, top, top_digest).await;
     let installed = pull.take_installed();
     if result.is_err() && !installed.is_empty() {
@@ -61,7 +69,12 @@ struct Pull<'a> {
     limits: &'a PullLimits,
     max_downloads: usize,
     installed: Mutex<Vec<Digest>>,
+    /// The layers' unpackers (blocking threads), waited for before the pull ends.
+    unpackers: tokio_util::task::TaskTracker,
 }
+
+/// How long a pull's end waits for its unpackers to stop once their streams ended.
+const UNPACKERS_STOP: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A pull dropped half-way (every caller went away) takes out the layers it installed, in
 /// the background; one that ended has handed them over already.
@@ -87,12 +100,22 @@ impl Pull<'_> {
         let manifest: ImageManifest =
             serde_json::from_slice(&manifest_bytes).map_err(|e| self.unsupported(format!("bad manifest: {e}")))?;
         self.check_declared_sizes(&manifest)?;
-        let scratch = self.store.scratch_dir()?;
+        // Shared with the layers' unpackers: a pull dropped half-way removes it only once the
+        // last unpacker (which then reads the end of its stream) has stopped writing there.
+        let scratch = Arc::new(self.store.scratch_dir()?);
         let config_ref = blob_ref(manifest.config(), &self.image)?;
         let (config_bytes, config) = self.fetch_config(&config_ref, scratch.path()).await?;
         let layers = self.layer_blobs(&manifest, &config)?;
         let diff_ids = layers.iter().map(|(_, diff_id)| diff_id.clone()).collect();
-        let records = self.fetch_layers(layers, scratch.path()).await?;
+        let records = self.fetch_layers(layers, &scratch).await;
+        // A failed layer ends the others' downloads (their futures are dropped): their
+        // unpackers read the end of their streams and stop; nothing writes into the scratch
+        // directory once this returns.
+        self.unpackers.close();
+        if tokio::time::timeout(UNPACKERS_STOP, self.unpackers.wait()).await.is_err() {
+            tracing::warn!(image = %self.image, "a layer's unpacker is still running; its work directory goes when it stops");
+        }
+        let records = records?;
 
         crate::crash::point("pull-after-layers");
         let user = config.config().as_ref().and_then(|c| c.user().clone()).unwrap_or_default();
@@ -186,7 +209,7 @@ impl Pull<'_> {
     async fn fetch_layers(
         &self,
         layers: Vec<(BlobRef, Digest)>,
-        scratch: &Path,
+        scratch: &Arc<tempfile::TempDir>,
     ) -> Result<Vec<LayerRecord>, ImageError> {
         let total = layers.len();
         let budget = UnpackBudget::new(self.limits);
@@ -242,7 +265,7 @@ struct Layer<'a> {
 impl Pull<'_> {
     /// Downloads and unpacks one layer unless it is already installed; one it installs is
     /// added to `installed`.
-    async fn fetch_layer(&self, layer: Layer<'_>, scratch: &Path) -> Result<LayerRecord, ImageError> {
+    async fn fetch_layer(&self, layer: Layer<'_>, scratch: &Arc<tempfile::TempDir>) -> Result<LayerRecord, ImageError> {
         let Layer { blob, diff_id, position: (n, total), budget } = layer;
         let (store, source, image) = (self.store, self.source, self.image.as_str());
         let path = store.layer_path(diff_id);
@@ -260,11 +283,15 @@ impl Pull<'_> {
         // Unpacked as it downloads: the unpacker reads the chunks on a blocking thread while
         // the fetch checks the pace, the size and, at the end, the digest. Nothing is
         // installed unless both ended well; the scratch directory goes with a failure.
-        let unpack_dir = scratch.join(format!("layer-{}", diff_id.hex()));
+        let unpack_dir = scratch.path().join(format!("layer-{}", diff_id.hex()));
         let (chunks, reader) = super::source::blob_channel();
-        let (dir, id) = (unpack_dir.clone(), diff_id.clone());
-        let unpacking = crate::blocking::spawn(move || unpack_layer_from(reader, &dir, &id, &budget));
-        let fetched = source.stream_blob(blob, scratch, chunks).await;
+        let (dir, id, keep, running) = (unpack_dir.clone(), diff_id.clone(), scratch.clone(), self.unpackers.token());
+        let unpacking = crate::blocking::spawn(move || {
+            let unpacked = unpack_layer_from(reader, &dir, &id, &budget);
+            drop((keep, running));
+            unpacked
+        });
+        let fetched = source.stream_blob(blob, scratch.path(), chunks).await;
         let unpacked = unpacking.await.map_err(|e| ImageError::Task(e.to_string()))?;
         // The fetch's failure first: the unpacker only saw its consequence.
         fetched?;
