@@ -291,7 +291,9 @@ pushes=(
 for t in $bench_tags; do pushes+=("busybox-$t docker/library/busybox:$t"); done
 if [ -n "${AGNHOST:-}" ]; then
   pushes+=("glibc-dns-testing $e2e/glibc-dns-testing:2.1.1")
+  # busybox 1.36.1-1: the memory QoS specs name it themselves.
   pushes+=("agnhost $e2e/agnhost:2.66.1" "agnhost $e2e/agnhost:2.55" "busybox $e2e/busybox:1.37.0-2"
+    "busybox $e2e/busybox:1.36.1-1"
     "nginx $e2e/nginx:1.27.0-2" "nginx $e2e/nginx:1.28.0-2" "nonewprivs $e2e/nonewprivs:1.4"
     "nonroot $e2e/nonroot:1.5" "pause-3.10 pause:3.10.2")
 fi
