@@ -476,10 +476,16 @@ async fn a_pull_whose_caller_went_away_stops_unless_another_waits() {
     // directory once the held layer's unpacker has read the end of its stream.
     let stored = |dir: &str| std::fs::read_dir(daemon.state_root().join(dir)).map(|d| d.count()).unwrap_or(0);
     while stored("images/layers") + stored("images/tmp") > 0 {
-        assert!(left.elapsed() < Duration::from_secs(10), "the abandoned pull's layer or work directory is still there");
+        assert!(
+            left.elapsed() < Duration::from_secs(10),
+            "the abandoned pull's layer or work directory is still there"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    println!("FIGURE hostile-registry abandoned pull: nothing stored {} ms after its caller left", left.elapsed().as_millis());
+    println!(
+        "FIGURE hostile-registry abandoned pull: nothing stored {} ms after its caller left",
+        left.elapsed().as_millis()
+    );
     assert_nothing_stored(&daemon);
 
     // Two callers: the first gives up, the pull goes on for the second.
