@@ -117,9 +117,13 @@ fn bytes(b: u64) -> Option<CgroupValue> {
 
 /// (case, expected memory.swap.max, a word the reason must contain)
 fn swap_cases() -> Vec<(Case, Option<CgroupValue>, &'static str)> {
-    let req_1g = ("swapcri.io/memory-request", "1Gi");
+    [follow_kubelet_cases(), limited_share_cases(), limited_qos_cases(), request_source_cases(), disagreement_cases()]
+        .concat()
+}
+
+/// follow-kubelet: kubelet's value, else none.
+fn follow_kubelet_cases() -> Vec<(Case, Option<CgroupValue>, &'static str)> {
     vec![
-        // follow-kubelet
         (
             Case {
                 unified: vec![("memory.swap.max", "536870912")],
@@ -159,7 +163,13 @@ fn swap_cases() -> Vec<(Case, Option<CgroupValue>, &'static str)> {
             None,
             "swap accounting",
         ),
-        // LimitedSwap, computed by swapcri
+    ]
+}
+
+/// LimitedSwap computed by swapcri: the share of a request, reserved swap, opt-outs.
+fn limited_share_cases() -> Vec<(Case, Option<CgroupValue>, &'static str)> {
+    let req_1g = ("swapcri.io/memory-request", "1Gi");
+    vec![
         (
             Case { annotations: vec![req_1g], ..limited("crictl Burstable 1Gi of 16Gi, 8Gi swap") },
             bytes(536870912),
@@ -192,6 +202,13 @@ fn swap_cases() -> Vec<(Case, Option<CgroupValue>, &'static str)> {
             bytes(0),
             "exceeds node memory",
         ),
+    ]
+}
+
+/// LimitedSwap by QoS class and criticality: Guaranteed, BestEffort, critical and static pods.
+fn limited_qos_cases() -> Vec<(Case, Option<CgroupValue>, &'static str)> {
+    let req_1g = ("swapcri.io/memory-request", "1Gi");
+    vec![
         (
             Case {
                 parent: "/kubepods/pod1",
@@ -249,6 +266,12 @@ fn swap_cases() -> Vec<(Case, Option<CgroupValue>, &'static str)> {
             bytes(0),
             "critical pod",
         ),
+    ]
+}
+
+/// LimitedSwap with the request from kubelet's memory.min or memory.low, or kubelet agreeing.
+fn request_source_cases() -> Vec<(Case, Option<CgroupValue>, &'static str)> {
+    vec![
         (
             Case {
                 unified: vec![("memory.min", "1073741824")],
@@ -277,7 +300,13 @@ fn swap_cases() -> Vec<(Case, Option<CgroupValue>, &'static str)> {
             bytes(536870912),
             "kubelet sent the same",
         ),
-        // disagreements
+    ]
+}
+
+/// kubelet's value and swapcri's disagree; nodes without swap.
+fn disagreement_cases() -> Vec<(Case, Option<CgroupValue>, &'static str)> {
+    let req_1g = ("swapcri.io/memory-request", "1Gi");
+    vec![
         (
             Case {
                 unified: vec![("memory.swap.max", "0"), ("memory.min", "1073741824")],
