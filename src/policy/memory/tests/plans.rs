@@ -5,9 +5,12 @@ use proptest::prelude::*;
 
 use super::*;
 
-#[test]
-fn qos_class_and_request_come_from_the_best_source() {
-    let cases: Vec<(Case, QosClass, Source, Option<(u64, u64, Source)>)> = vec![
+/// A case, its QoS class and where that came from, and its request range and source.
+type Sourced = (Case, QosClass, Source, Option<(u64, u64, Source)>);
+
+/// The request from what kubelet sends (memory.min, swap, oom_score_adj), and Guaranteed pods.
+fn sourced_cases_kubelet() -> Vec<Sourced> {
+    vec![
         (
             Case {
                 unified: vec![("memory.swap.max", "536870912")],
@@ -50,6 +53,12 @@ fn qos_class_and_request_come_from_the_best_source() {
             Source::CgroupParent,
             Some((GI, GI, Source::Resources)),
         ),
+    ]
+}
+
+/// QoS classes from systemd paths, crictl annotations, oom_score_adj and resources.
+fn sourced_cases_paths_and_crictl() -> Vec<Sourced> {
+    vec![
         (
             Case {
                 parent: "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1.slice",
@@ -98,7 +107,12 @@ fn qos_class_and_request_come_from_the_best_source() {
             Source::CgroupParent,
             Some((1065151890, 1082331758, Source::OomScoreAdj)),
         ),
-    ];
+    ]
+}
+
+#[test]
+fn qos_class_and_request_come_from_the_best_source() {
+    let cases = [sourced_cases_kubelet(), sourced_cases_paths_and_crictl()].concat();
     for (case, qos, qos_source, request) in cases {
         let plan = run(&case).unwrap_or_else(|e| panic!("{}: {e}", case.name));
         assert_eq!((plan.qos_class, plan.qos_source), (qos, qos_source), "{}", case.name);
@@ -121,11 +135,13 @@ fn oom_score_adj_bounds_contain_the_request() {
     }
 }
 
-#[test]
-fn protection_values() {
-    type Expect = (Option<CgroupValue>, Option<CgroupValue>, Option<CgroupValue>);
+/// Expected memory.min, memory.low and memory.high.
+type Expect = (Option<CgroupValue>, Option<CgroupValue>, Option<CgroupValue>);
+
+/// kubelet's MemoryQoS values, and the reservation designs none and min.
+fn protection_cases_kubelet_min() -> Vec<(Case, Expect)> {
     let req_1g = ("swapcri.io/memory-request", "1Gi");
-    let cases: Vec<(Case, Expect)> = vec![
+    vec![
         (
             Case {
                 unified: vec![("memory.min", "1073741824"), ("memory.high", "1900000000")],
@@ -162,6 +178,13 @@ fn protection_values() {
             },
             (bytes(GI), None, None),
         ),
+    ]
+}
+
+/// The tiered design, memory.high from the factor or kubelet, and cgroup v1.
+fn protection_cases_tiered_high() -> Vec<(Case, Expect)> {
+    let req_1g = ("swapcri.io/memory-request", "1Gi");
+    vec![
         (
             Case {
                 annotations: vec![req_1g],
@@ -215,7 +238,12 @@ fn protection_values() {
             },
             (None, None, None),
         ),
-    ];
+    ]
+}
+
+#[test]
+fn protection_values() {
+    let cases = [protection_cases_kubelet_min(), protection_cases_tiered_high()].concat();
     for (case, (min, low, high)) in cases {
         let plan = run(&case).unwrap_or_else(|e| panic!("{}: {e}", case.name));
         assert_eq!((plan.min.value, plan.low.value, plan.high.value), (min, low, high), "{}: {plan:#?}", case.name);
