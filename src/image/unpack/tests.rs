@@ -93,16 +93,7 @@ impl Fixture {
     /// Writes the blob, unpacks it and returns the result.
     fn unpack(&self, tar: &[u8], compression: Compression) -> Result<LayerStats, UnpackError> {
         let blob = self.dir.path().join("blob");
-        let bytes = match compression {
-            Compression::None => tar.to_vec(),
-            Compression::Gzip => {
-                let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-                enc.write_all(tar).unwrap();
-                enc.finish().unwrap()
-            }
-            Compression::Zstd => zstd::encode_all(tar, 3).unwrap(),
-        };
-        fs::write(&blob, bytes).unwrap();
+        fs::write(&blob, compressed(tar, compression)).unwrap();
         unpack_layer(&blob, &self.dest(), &Digest::of(tar), &UnpackBudget::new(&super::super::PullLimits::default()))
     }
 }

@@ -39,6 +39,9 @@ use crate::service::pod_service::PodService;
 use crate::service::runtime_service::RuntimeService;
 use crate::service::streaming_service::StreamingService;
 
+mod stand_ins;
+use stand_ins::{store_image, FakeHost, InertRuntime};
+
 const IMAGE: &str = "fuzz.local/busybox:1";
 
 /// Every RPC: the `Call` enum of requests, its names, and its dispatch to the adapters.
@@ -114,188 +117,6 @@ calls! {
 struct Apis {
     runtime: RuntimeApi,
     images: ImageApi,
-}
-
-/// Namespaces, mounts and monitors, recorded instead of made. A monitor is a `sleep` child
-/// standing in for the container's monitor and init (signalled as they would be).
-#[derive(Default)]
-struct FakeHost {
-    monitors: Mutex<Vec<std::process::Child>>,
-}
-
-#[async_trait]
-impl Host for FakeHost {
-    fn create_namespaces(&self, request: &NsRequest, _: &Path) -> Result<Option<ProcessRef>, String> {
-        crate::blocking::check("creating namespaces");
-        Ok(request.pid_holder.then(|| self.stand_in()))
-    }
-
-    fn release_namespaces(&self, _: &NsRequest, holder: Option<ProcessRef>) {
-        crate::blocking::check("releasing namespaces");
-        if let Some(holder) = holder {
-            // Never a pid one of our stand-ins left behind: it may be anyone's by now.
-            holder.signal(nix::sys::signal::Signal::SIGKILL);
-        }
-    }
-
-    fn mount_tmpfs(&self, target: &Path, _: &[String]) -> std::io::Result<()> {
-        crate::blocking::check("a tmpfs mount");
-        std::fs::create_dir_all(target)
-    }
-
-    fn mount_overlay(&self, _: &Path, _: &str, _: bool) -> std::io::Result<()> {
-        crate::blocking::check("an overlay mount");
-        Ok(())
-    }
-
-    fn bind_mapped(&self, _: &Path, _: &Path, _: &std::fs::File, _: bool) -> std::io::Result<()> {
-        crate::blocking::check("an id-mapped bind mount");
-        Ok(())
-    }
-
-    fn ensure_shared(&self, _: &Path) -> std::io::Result<Shared> {
-        crate::blocking::check("a shared mount");
-        Ok(Shared::Already)
-    }
-
-    fn unmount(&self, _: &Path) -> std::io::Result<()> {
-        crate::blocking::check("an unmount");
-        Ok(())
-    }
-
-    async fn spawn_monitor(&self, _: &Path, _: &Path, _: Duration) -> Result<(ProcessRef, i32), MonitorError> {
-        let monitor = self.stand_in();
-        Ok((monitor, monitor.pid))
-    }
-}
-
-impl FakeHost {
-    /// A `sleep` standing in for a monitor or a PID-namespace holder.
-    fn stand_in(&self) -> ProcessRef {
-        let child = std::process::Command::new("sleep")
-            .arg("3600")
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("sleep runs");
-        let pid = child.id() as i32;
-        let mut monitors = self.monitors.lock().unwrap();
-        // Reap the stand-ins that were killed (a stop escalating to SIGKILL, a rollback).
-        monitors.retain_mut(|c| !matches!(c.try_wait(), Ok(Some(_))));
-        monitors.push(child);
-        ProcessRef::of(pid).expect("the stand-in runs")
-    }
-}
-
-impl Drop for FakeHost {
-    fn drop(&mut self) {
-        for mut child in self.monitors.lock().unwrap().drain(..) {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-/// An OCI runtime that runs nothing: every container exits at its first signal (as the
-/// monitor would record it), an exec answers at once.
-struct InertRuntime {
-    containers_dir: PathBuf,
-}
-
-#[async_trait]
-impl OciRuntime for InertRuntime {
-    fn name(&self) -> &str {
-        "inert"
-    }
-
-    fn probe_features(&self) -> Features {
-        Features { version: "inert".into(), usable: true, probed_by: "version", ..Features::default() }
-    }
-
-    fn create(&self, id: &str, _: &Path, _: &Path, _: CreateIo) -> Result<i32, OciError> {
-        Err(OciError::Failed { handler: "inert".into(), command: "create", id: id.into(), message: "inert".into() })
-    }
-
-    fn exec_command(&self, _: &str, _: &Path, _: &Path) -> tokio::process::Command {
-        tokio::process::Command::new("true")
-    }
-
-    fn exec_outcome(&self, _: &str, status: std::process::ExitStatus, _: &Path, _: &[u8]) -> Result<i32, OciError> {
-        Ok(status.code().unwrap_or(-1))
-    }
-
-    fn delete_blocking(&self, _: &str) -> Result<(), OciError> {
-        Ok(())
-    }
-
-    fn list_blocking(&self) -> Result<Vec<String>, OciError> {
-        Ok(Vec::new())
-    }
-
-    async fn start(&self, _: &str) -> Result<(), OciError> {
-        Ok(())
-    }
-
-    async fn kill(&self, id: &str, signal: &str, _: bool) -> Result<(), OciError> {
-        let dir = self.containers_dir.join(id);
-        if dir.is_dir() {
-            let code = if signal == "SIGKILL" { 137 } else { 143 };
-            let exit = crate::model::container::ExitRecord {
-                exit_code: code,
-                finished_at: objects::now_nanos(),
-                oom_killed: false,
-                runtime_deleted: false,
-            };
-            let _ = std::fs::write(dir.join("exit.json"), serde_json::to_vec(&exit).unwrap_or_default());
-        }
-        Ok(())
-    }
-
-    async fn delete(&self, _: &str) -> Result<(), OciError> {
-        Ok(())
-    }
-
-    async fn state(&self, _: &str) -> Result<Option<RuntimeState>, OciError> {
-        Ok(None)
-    }
-
-    async fn update(&self, _: &str, _: &[u8]) -> Result<(), OciError> {
-        Ok(())
-    }
-
-    async fn exec(&self, _: &str, _: &[u8], _: Option<Duration>, _: usize) -> Result<ExecOutput, OciError> {
-        Ok(ExecOutput { stdout: b"ok\n".to_vec(), stderr: Vec::new(), exit_code: 0 })
-    }
-}
-
-/// A one-layer image with a config, stored as a pull would store it.
-fn store_image(store: &ImageStore) {
-    let layer = Digest::of(b"fuzz layer");
-    if !store.has_layer(&layer) {
-        let work = store.scratch_dir().unwrap();
-        let dir = work.path().join("fs");
-        std::fs::create_dir_all(dir.join("bin")).unwrap();
-        store.install_layer(&dir, &layer).unwrap();
-    }
-    let config = serde_json::to_vec(&serde_json::json!({
-        "architecture": "amd64", "os": "linux",
-        "config": { "Cmd": ["sh"], "Env": ["PATH=/bin"], "User": "0", "Volumes": { "/data": {} } },
-        "rootfs": { "type": "layers", "diff_ids": [layer.as_str()] },
-    }))
-    .unwrap();
-    let manifest = b"{}".to_vec();
-    let record = ImageRecord {
-        id: ImageId::from_config_digest(&Digest::of(&config)),
-        repo_tags: [IMAGE.to_string()].into(),
-        repo_digests: Default::default(),
-        manifest: Digest::of(&manifest),
-        layers: vec![layer.clone()],
-        user: "0".into(),
-        created_at: 0,
-    };
-    let blobs = [(record.id.digest(), config), (record.manifest.clone(), manifest)];
-    let layers = vec![LayerRecord { diff_id: layer, disk_bytes: 4096, inodes: 2 }];
-    crate::blocking::run(|| store.commit(record, layers, &blobs)).unwrap();
 }
 
 struct Fuzzer {
@@ -377,60 +198,21 @@ fn under(base: &Path, path: &str) -> String {
     base.join(kept).display().to_string()
 }
 
+/// With probability 7/8, the fuzzer's image.
+fn steer_image(u: &mut Unstructured, spec: &mut Option<cri::ImageSpec>) {
+    if u.ratio(7, 8).unwrap_or(false) {
+        spec.get_or_insert_with(Default::default).image = IMAGE.into();
+    }
+}
+
 impl Fuzzer {
     /// Points the arbitrary request at what exists often enough to get past the lookups,
     /// and keeps what the CRI leaves to the caller (log directory, registry) on the
     /// fuzzer's ground. Everything else stays as generated.
     fn steer(&self, call: &mut Call, u: &mut Unstructured) {
-        let image = |u: &mut Unstructured, spec: &mut Option<cri::ImageSpec>| {
-            if u.ratio(7, 8).unwrap_or(false) {
-                spec.get_or_insert_with(Default::default).image = IMAGE.into();
-            }
-        };
         match call {
-            Call::RunPodSandbox(r) => {
-                r.runtime_handler.clear();
-                if u.ratio(3, 4).unwrap_or(false) {
-                    let config = r.config.get_or_insert_with(Default::default);
-                    let metadata = config.metadata.get_or_insert_with(Default::default);
-                    for field in [&mut metadata.name, &mut metadata.namespace, &mut metadata.uid] {
-                        if field.is_empty() {
-                            field.push('x');
-                        }
-                    }
-                    let linux = config.linux.get_or_insert_with(Default::default);
-                    if u.ratio(1, 2).unwrap_or(false) {
-                        linux.cgroup_parent.clear();
-                    }
-                    let context = linux.security_context.get_or_insert_with(Default::default);
-                    let options = context.namespace_options.get_or_insert_with(Default::default);
-                    if u.ratio(3, 4).unwrap_or(false) {
-                        options.network = cri::NamespaceMode::Node as i32;
-                    }
-                }
-                if let Some(config) = &mut r.config {
-                    if !config.log_directory.is_empty() {
-                        config.log_directory = under(&self.root.join("logs"), &config.log_directory);
-                    }
-                }
-            }
-            Call::CreateContainer(r) => {
-                known_id(u, &self.pods, &mut r.pod_sandbox_id);
-                if u.ratio(7, 8).unwrap_or(false) {
-                    let config = r.config.get_or_insert_with(Default::default);
-                    config.metadata.get_or_insert_with(Default::default).name.push('c');
-                    image(u, &mut config.image);
-                    // Arbitrary numbers are almost never in range: let some requests past.
-                    if u.ratio(1, 4).unwrap_or(false) {
-                        config.linux = None;
-                    } else if let Some(linux) = config.linux.as_mut().filter(|_| u.ratio(1, 2).unwrap_or(false)) {
-                        linux.resources = None;
-                    }
-                }
-                if let Some(config) = r.sandbox_config.as_mut() {
-                    config.log_directory = under(&self.root.join("logs"), &config.log_directory);
-                }
-            }
+            Call::RunPodSandbox(r) => self.steer_run_pod(r, u),
+            Call::CreateContainer(r) => self.steer_create_container(r, u),
             // Pods live long enough for containers to be made in them.
             Call::StopPodSandbox(r) => aim(u, &self.pods, &mut r.pod_sandbox_id, 1),
             Call::RemovePodSandbox(r) => aim(u, &self.pods, &mut r.pod_sandbox_id, 1),
@@ -452,7 +234,7 @@ impl Fuzzer {
             Call::Attach(r) => known_id(u, &self.containers, &mut r.container_id),
             Call::ContainerStats(r) => known_id(u, &self.containers, &mut r.container_id),
             Call::CheckpointContainer(r) => known_id(u, &self.containers, &mut r.container_id),
-            Call::ImageStatus(r) => image(u, &mut r.image),
+            Call::ImageStatus(r) => steer_image(u, &mut r.image),
             Call::RemoveImage(r) if u.ratio(1, 8).unwrap_or(false) => {
                 r.image.get_or_insert_with(Default::default).image = IMAGE.into();
             }
@@ -464,6 +246,54 @@ impl Fuzzer {
                 spec.image = format!("127.0.0.1:{}/{}", self.closed_port, path.trim_start_matches('/'));
             }
             _ => {}
+        }
+    }
+
+    /// A pod with its names filled in, often on the host's network (no CNI here), its
+    /// log directory under the fuzzer's.
+    fn steer_run_pod(&self, r: &mut cri::RunPodSandboxRequest, u: &mut Unstructured) {
+        r.runtime_handler.clear();
+        if u.ratio(3, 4).unwrap_or(false) {
+            let config = r.config.get_or_insert_with(Default::default);
+            let metadata = config.metadata.get_or_insert_with(Default::default);
+            for field in [&mut metadata.name, &mut metadata.namespace, &mut metadata.uid] {
+                if field.is_empty() {
+                    field.push('x');
+                }
+            }
+            let linux = config.linux.get_or_insert_with(Default::default);
+            if u.ratio(1, 2).unwrap_or(false) {
+                linux.cgroup_parent.clear();
+            }
+            let context = linux.security_context.get_or_insert_with(Default::default);
+            let options = context.namespace_options.get_or_insert_with(Default::default);
+            if u.ratio(3, 4).unwrap_or(false) {
+                options.network = cri::NamespaceMode::Node as i32;
+            }
+        }
+        if let Some(config) = &mut r.config {
+            if !config.log_directory.is_empty() {
+                config.log_directory = under(&self.root.join("logs"), &config.log_directory);
+            }
+        }
+    }
+
+    /// A container in a known pod, of the fuzzer's image, its resources often left out.
+    fn steer_create_container(&self, r: &mut cri::CreateContainerRequest, u: &mut Unstructured) {
+        known_id(u, &self.pods, &mut r.pod_sandbox_id);
+        if u.ratio(7, 8).unwrap_or(false) {
+            let config = r.config.get_or_insert_with(Default::default);
+            config.metadata.get_or_insert_with(Default::default).name.push('c');
+            steer_image(u, &mut config.image);
+            // Arbitrary numbers are almost never in range: let some requests past.
+            if u.ratio(1, 4).unwrap_or(false) {
+                config.linux = None;
+            } else if let Some(linux) = config.linux.as_mut().filter(|_| u.ratio(1, 2).unwrap_or(false)) {
+                linux.resources = None;
+            }
+        }
+        if let Some(config) = r.sandbox_config.as_mut() {
+            config.log_directory = under(&self.root.join("logs"), &config.log_directory);
         }
     }
 
