@@ -146,12 +146,7 @@ impl Registry {
     /// Resolves a sandbox id (full or a unique prefix).
     pub(in crate::service) fn find_sandbox(&self, id: &str) -> Result<Sandbox, Error> {
         let state = self.read();
-        let mut matches = state.sandboxes.iter().filter(|(k, _)| k.as_str().starts_with(id) && !id.is_empty());
-        match (matches.next(), matches.next()) {
-            (Some((_, s)), None) => Ok(s.clone()),
-            (Some(_), Some(_)) => Err(Error::InvalidArgument(format!("sandbox id prefix {id:?} is ambiguous"))),
-            _ => Err(Error::NotFound(format!("pod sandbox {id:?} not found"))),
-        }
+        by_prefix(state.sandboxes.iter().map(|(k, s)| (k.as_str(), s)), id, "pod sandbox")
     }
 
     /// Resolves a container id (full or a unique prefix) and refreshes its state.
@@ -164,12 +159,7 @@ impl Registry {
     /// exit watch keeps a live one current).
     pub(in crate::service) fn resolve_container(&self, id: &str) -> Result<Container, Error> {
         let state = self.read();
-        let mut matches = state.containers.iter().filter(|(k, _)| k.as_str().starts_with(id) && !id.is_empty());
-        match (matches.next(), matches.next()) {
-            (Some((_, c)), None) => Ok(c.clone()),
-            (Some(_), Some(_)) => Err(Error::InvalidArgument(format!("container id prefix {id:?} is ambiguous"))),
-            _ => Err(Error::NotFound(format!("container {id:?} not found"))),
-        }
+        by_prefix(state.containers.iter().map(|(k, c)| (k.as_str(), c)), id, "container")
     }
 
     /// Picks up an exit the monitor recorded; a monitor that died without recording one
@@ -363,6 +353,20 @@ impl Registry {
             .filter(|c| &c.meta.image_id == image || as_volume(c))
             .map(|c| c.meta.id.to_string())
             .collect()
+    }
+}
+
+/// The one record whose id starts with `id` (a full id or a unique prefix).
+fn by_prefix<'a, T: Clone + 'a>(
+    records: impl Iterator<Item = (&'a str, &'a T)>,
+    id: &str,
+    kind: &str,
+) -> Result<T, Error> {
+    let mut matches = records.filter(|(k, _)| k.starts_with(id) && !id.is_empty());
+    match (matches.next(), matches.next()) {
+        (Some((_, record)), None) => Ok(record.clone()),
+        (Some(_), Some(_)) => Err(Error::InvalidArgument(format!("{kind} id prefix {id:?} is ambiguous"))),
+        _ => Err(Error::NotFound(format!("{kind} {id:?} not found"))),
     }
 }
 
