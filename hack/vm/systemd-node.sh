@@ -44,19 +44,27 @@ if [ "$suite" = 1 ]; then PACKAGES+=,iptables,apparmor,sudo,python3,curl; fi
 # kind: Docker's engine (with its containerd and runc), and what the checks read with.
 if [ "$kind" = 1 ]; then PACKAGES+=,docker.io,iptables,python3,curl; fi
 
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
 if [ "$kind" = 0 ]; then # the kind node runs swapcri inside its kind nodes only
   log "building swapcri's Debian package (hack/package.sh), and the same as a newer version"
+  # Two nodes may start side by side (the node e2e compares runtimes so): package.sh edits
+  # debian/ in the tree and writes the same file names, so one node builds and copies at a time.
+  mkdir -p target
+  exec 8>>target/.systemd-node-package.lock
+  flock 8
   pkglog=$(mktemp)
   hack/package.sh >"$pkglog" || { cat "$pkglog" >&2; rm -f "$pkglog"; exit 1; }
   grep -v '^N:' "$pkglog" >&2 # lintian's tags, without their explanations
-  first=$(tail -n 1 "$pkglog")
+  built=$(tail -n 1 "$pkglog")
   rm -f "$pkglog"
-  next=$(hack/package.sh --no-lintian --version "$(dpkg-deb -f "$first" Version)+e2e1" | tail -n 1)
+  first=$work/first.deb next=$work/next.deb
+  cp "$built" "$first"
+  cp "$(hack/package.sh --no-lintian --version "$(dpkg-deb -f "$built" Version)+e2e1" | tail -n 1)" "$next"
+  exec 8>&-
 fi
 hack/tools.sh /var/cache/swapcri-tools crictl >/dev/null
 fetch_kernel 6.12
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 
 tarball=$(rootfs_tarball "$PACKAGES")
 
