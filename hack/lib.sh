@@ -31,6 +31,10 @@ SWAPCRI_PACKAGES=(
   libseccomp-dev libc6-dev  # hack/tools.sh: runc 1.4.3 and CRI-O with seccomp
   conmon              # hack/bench.sh: CRI-O's container monitor
   debhelper fakeroot lintian  # hack/package.sh: the Debian package, checked
+  # hack/criu.sh: CRIU 4.1.1 built from Debian trixie's source (bookworm's 3.17.1 fails on
+  # newer kernels), for checkpoints
+  libprotobuf-c-dev protobuf-c-compiler libprotobuf-dev libnl-3-dev libnet1-dev libcap-dev
+  libbsd-dev libgnutls28-dev libnftables-dev uuid-dev python3-protobuf
 )
 
 require_root() {
@@ -258,6 +262,11 @@ test_images_current() { # [agnhost]
 # runc 1.4.3 from hack/runc (hack/tools.sh, cached); prints its path.
 newer_runc() {
   hack/tools.sh /var/cache/swapcri-tools runc
+}
+
+# CRIU 4.1.1, built once (hack/criu.sh, cached); prints its path.
+criu_binary() {
+  hack/criu.sh /var/cache/swapcri-tools
 }
 
 # enable_in_root ROOT UNIT...: what `systemctl --root ROOT enable UNIT...` does for units in

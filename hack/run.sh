@@ -12,6 +12,17 @@ ensure_cargo
 echo "==> building swapcri (release)"
 cargo build --release --locked
 install -m 0755 target/release/swapcri /usr/local/bin/swapcri
+# CRIU 4 for CheckpointContainer, where the node has none (bookworm's 3.17.1 fails on newer
+# kernels): built by hack/criu.sh into /usr/local/sbin, which PATH lists first.
+criu_major=$( (criu --version 2>/dev/null || true) | sed -n 's/^Version: \([0-9]*\)\..*/\1/p')
+if [ "${criu_major:-0}" -lt 4 ]; then
+  if criu=$(hack/criu.sh 2>/dev/null); then
+    install -m 0755 "$criu" /usr/local/sbin/criu
+    echo "==> installed CRIU 4.1.1 as /usr/local/sbin/criu (checkpoints)"
+  else
+    echo "==> hack/criu.sh failed: checkpoints will answer FailedPrecondition until CRIU 4 is installed" >&2
+  fi
+fi
 if [ ! -f /etc/swapcri/config.toml ]; then
   mkdir -p /etc/swapcri
   swapcri config default >/etc/swapcri/config.toml

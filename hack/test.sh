@@ -40,6 +40,12 @@ if [ -z "${SWAPCRI_TEST_RUNC_NEW:-}" ]; then
   SWAPCRI_TEST_RUNC_NEW=$(newer_runc)
   export SWAPCRI_TEST_RUNC_NEW
 fi
+# CRIU 4.1.1 for the checkpoint tests (built once by hack/criu.sh, cached).
+if [ -z "${SWAPCRI_TEST_CRIU:-}" ]; then
+  echo "==> CRIU 4.1.1 (hack/criu.sh)"
+  SWAPCRI_TEST_CRIU=$(criu_binary)
+  export SWAPCRI_TEST_CRIU
+fi
 echo "==> cargo test (unit and integration)"
 cargo test --locked --no-fail-fast "$@" || status=$?
 if [ $# -eq 0 ]; then

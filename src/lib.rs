@@ -2,6 +2,7 @@
 
 pub mod blocking;
 pub mod cgroup;
+pub mod checkpoint;
 pub mod client;
 pub mod config;
 pub mod crash;

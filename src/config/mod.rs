@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+mod checkpoint;
 mod guard;
 mod handlers;
 mod nri;
@@ -14,6 +15,7 @@ mod thrash;
 mod validate;
 
 use crate::model::handler::HandlerSpec;
+pub use checkpoint::CheckpointConfig;
 pub use guard::{GuardConfig, GuardMode};
 pub use handlers::{HandlerConfig, BUILTIN_HANDLER};
 pub use nri::NriConfig;
@@ -63,6 +65,7 @@ pub struct Config {
     pub network: NetworkConfig,
     pub streaming: StreamingConfig,
     pub image: ImageConfig,
+    pub checkpoint: CheckpointConfig,
     /// Per-registry settings, keyed by host[:port] (e.g. "registry.local:5000").
     pub registries: BTreeMap<String, RegistryConfig>,
 }
@@ -343,6 +346,7 @@ impl Default for Config {
             network: NetworkConfig::default(),
             streaming: StreamingConfig::default(),
             image: ImageConfig::default(),
+            checkpoint: CheckpointConfig::default(),
             registries: BTreeMap::new(),
         }
     }

@@ -31,6 +31,7 @@ impl Config {
         self.guard.check()?;
         self.offload.check()?;
         self.nri.check()?;
+        self.checkpoint.check()?;
         positive("network.plugin_timeout_seconds", self.network.plugin_timeout_seconds)?;
         positive("streaming.token_ttl_seconds", s.token_ttl_seconds)?;
         positive("streaming.handshake_timeout_seconds", s.handshake_timeout_seconds)?;

@@ -54,11 +54,6 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
     Ok(crate::blocking::spawn(f).await?)
 }
 
-fn unimplemented(method: &'static str) -> Status {
-    tracing::debug!(method, "unimplemented RPC called");
-    Error::Unimplemented(method).into()
-}
-
 #[tonic::async_trait]
 impl CriRuntimeService for RuntimeApi {
     async fn version(&self, _request: Request<cri::VersionRequest>) -> Result<Response<cri::VersionResponse>, Status> {
@@ -399,9 +394,17 @@ impl CriRuntimeService for RuntimeApi {
 
     async fn checkpoint_container(
         &self,
-        _request: Request<cri::CheckpointContainerRequest>,
+        request: Request<cri::CheckpointContainerRequest>,
     ) -> Result<Response<cri::CheckpointContainerResponse>, Status> {
-        Err(unimplemented("CheckpointContainer"))
+        let req = request.into_inner();
+        let span = tracing::info_span!("rpc", method = "CheckpointContainer", id = %req.container_id);
+        async {
+            let id = required(&req.container_id, "container_id")?;
+            self.pods.checkpoint_container(&id, &req.location, req.timeout).await?;
+            Ok(Response::new(cri::CheckpointContainerResponse {}))
+        }
+        .instrument(span)
+        .await
     }
 
     type GetContainerEventsStream = futures::stream::BoxStream<'static, Result<cri::ContainerEventResponse, Status>>;

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use tokio::process::Command;
 
 use super::features::Features;
-use super::runtime::{CreateIo, ExecOutput, OciError, OciRuntime, RuntimeState, PID_FILE};
+use super::runtime::{CheckpointPaths, CreateIo, ExecOutput, OciError, OciRuntime, RuntimeState, PID_FILE};
 use crate::model::handler::HandlerSpec;
 
 /// The runtime's log inside a work directory (`--log`).
@@ -95,6 +95,29 @@ fn line_message(line: &str) -> Option<(String, String)> {
     let (head, msg) = line.strip_prefix("time=")?.split_once("msg=")?;
     let level = head.split_once("level=").map(|(_, l)| l.split_whitespace().next().unwrap_or("")).unwrap_or("");
     Some((level.to_string(), msg.trim_matches('"').to_string()))
+}
+
+/// CRIU's own log in a work directory (dump.log, restore.log).
+const CRIU_LOGS: [&str; 2] = ["dump.log", "restore.log"];
+
+/// What CRIU said went wrong: the last error lines of its log in `work_dir` ("" when none).
+pub(super) fn criu_errors(work_dir: &Path) -> String {
+    let mut errors = Vec::new();
+    for log in CRIU_LOGS {
+        let text = std::fs::read(work_dir.join(log)).unwrap_or_default();
+        let text = String::from_utf8_lossy(&text);
+        errors.extend(text.lines().filter(|l| l.contains("Error (")).map(|l| l.trim().to_string()));
+    }
+    let from = errors.len().saturating_sub(4);
+    errors[from..].join("; ")
+}
+
+/// PATH with the directory of an absolute `criu` first (the runtimes look it up by name).
+fn path_with_criu(criu: &Path) -> Option<std::ffi::OsString> {
+    let dir = criu.parent().filter(|d| criu.is_absolute() && !d.as_os_str().is_empty())?;
+    let mut dirs = vec![dir.to_path_buf()];
+    dirs.extend(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()));
+    std::env::join_paths(dirs).ok()
 }
 
 /// Whether a failed `state` or `delete` means the runtime does not know the container
@@ -254,6 +277,34 @@ impl OciRuntime for CliRuntime {
         let updated = self.run("update", id, &["--resources", &path]).await.map(drop);
         crate::blocking::run(|| drop(dir));
         updated
+    }
+
+    async fn checkpoint(&self, id: &str, paths: &CheckpointPaths<'_>) -> Result<(), OciError> {
+        let io_error =
+            |path: &Path, source| OciError::Io { handler: self.spec.name.clone(), path: path.into(), source };
+        for dir in [paths.image_dir, paths.work_dir] {
+            crate::store::private::create_dir_all(dir).map_err(|e| io_error(dir, e))?;
+        }
+        let mut cmd = Command::new(&self.spec.binary);
+        cmd.args(self.base_args(None)).stdin(Stdio::null());
+        if let Some(path) = path_with_criu(paths.criu) {
+            cmd.env("PATH", path);
+        }
+        cmd.arg("checkpoint").arg("--leave-running");
+        cmd.arg("--image-path").arg(paths.image_dir).arg("--work-path").arg(paths.work_dir).arg(id);
+        // Run to its end even when the caller gives up: CRIU thaws and cures what it seized.
+        let child = cmd.kill_on_drop(false).output();
+        let out = tokio::spawn(child).await.map_err(|e| self.failed("checkpoint", id, e.to_string()))?;
+        let out = out.map_err(|e| self.spawn_error(e))?;
+        if out.status.success() {
+            return Ok(());
+        }
+        let mut message = runtime_message(&out.stderr);
+        let criu = criu_errors(paths.work_dir);
+        if !criu.is_empty() {
+            message = format!("{message}; CRIU: {criu}");
+        }
+        Err(OciError::Criu { handler: self.spec.name.clone(), command: "checkpoint", id: id.to_string(), message })
     }
 
     async fn exec(

@@ -10,7 +10,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::runtime::PID_FILE;
-use super::{CreateIo, ExecOutput, Features, OciError, OciRuntime, RuntimeState};
+use super::{CheckpointPaths, CreateIo, ExecOutput, Features, OciError, OciRuntime, RuntimeState};
 use crate::model::container::ExitRecord;
 
 #[derive(Default)]
@@ -30,7 +30,14 @@ pub struct FakeRuntime {
     /// How many execs fail as runc's does when it cannot join the container's namespaces
     /// (before any process of the command exists).
     pub exec_setns_failures: std::sync::atomic::AtomicU32,
+    /// A checkpoint fails as CRIU's does on a file it cannot dump, after writing part of
+    /// its images.
+    pub checkpoint_fails: std::sync::atomic::AtomicBool,
 }
+
+/// The images a fake checkpoint writes: what CRIU's would hold, in miniature.
+pub const FAKE_CHECKPOINT_IMAGES: [(&str, &str); 3] =
+    [("inventory.img", "inventory"), ("pages-1.img", "pages"), ("descriptors.json", "[\"/dev/null\"]")];
 
 impl FakeRuntime {
     pub fn new(exit_on: &'static str, exit_file: PathBuf, fail_update: bool) -> Self {
@@ -42,6 +49,7 @@ impl FakeRuntime {
             exec_setup_ms: Default::default(),
             listed: Mutex::default(),
             exec_setns_failures: Default::default(),
+            checkpoint_fails: Default::default(),
         }
     }
 
@@ -184,6 +192,24 @@ impl OciRuntime for FakeRuntime {
         if self.fail_update {
             return Err(self.failed("update", "x", "refused"));
         }
+        Ok(())
+    }
+
+    async fn checkpoint(&self, id: &str, paths: &CheckpointPaths<'_>) -> Result<(), OciError> {
+        self.record(format!("checkpoint {id}"));
+        for dir in [paths.image_dir, paths.work_dir] {
+            std::fs::create_dir_all(dir).map_err(|e| self.failed("checkpoint", id, &e.to_string()))?;
+        }
+        for (name, content) in FAKE_CHECKPOINT_IMAGES {
+            std::fs::write(paths.image_dir.join(name), content).unwrap();
+            if self.checkpoint_fails.load(std::sync::atomic::Ordering::Relaxed) {
+                let message = "Error (criu/files-ext.c:96): Can't dump file 9 of that type [60000] (unknown /dev/fake)";
+                std::fs::write(paths.work_dir.join("dump.log"), message).unwrap();
+                let message = format!("criu failed: type NOTIFY errno 0; CRIU: {message}");
+                return Err(OciError::Criu { handler: "fake".into(), command: "checkpoint", id: id.into(), message });
+            }
+        }
+        std::fs::write(paths.work_dir.join("dump.log"), "Dumping finished successfully").unwrap();
         Ok(())
     }
 

@@ -37,6 +37,19 @@ pub enum OciError {
     Timeout(Duration),
     #[error("runtime handler {handler}: {path}: {source}")]
     Io { handler: String, path: PathBuf, source: std::io::Error },
+    /// CRIU could not dump (or restore) the container: an fd or a kernel it cannot handle.
+    #[error("runtime handler {handler}: {command} {id}: {message}")]
+    Criu { handler: String, command: &'static str, id: String, message: String },
+}
+
+/// Where `checkpoint` writes, and with which CRIU.
+pub struct CheckpointPaths<'a> {
+    /// CRIU's image files, and the runtime's record of the container's stdio (descriptors.json).
+    pub image_dir: &'a Path,
+    /// CRIU's work files and its log (dump.log).
+    pub work_dir: &'a Path,
+    /// `criu`: a name looked up in PATH, or an absolute path.
+    pub criu: &'a Path,
 }
 
 /// `state` output (the fields used).
@@ -112,6 +125,9 @@ pub trait OciRuntime: Send + Sync {
     async fn state(&self, id: &str) -> Result<Option<RuntimeState>, OciError>;
     /// Applies a resources document (OCI LinuxResources JSON).
     async fn update(&self, id: &str, resources_json: &[u8]) -> Result<(), OciError>;
+    /// Dumps the running container's processes with CRIU and leaves them running. Not
+    /// cancelled with its caller: a dump cut short could leave the container frozen.
+    async fn checkpoint(&self, id: &str, paths: &CheckpointPaths<'_>) -> Result<(), OciError>;
     /// Runs a process (OCI Process JSON) in the container; output capped at `cap` bytes per
     /// stream; on timeout the process and its descendants are killed.
     async fn exec(
@@ -133,6 +149,7 @@ impl Classify for OciError {
     fn kind(&self) -> ErrorKind {
         match self {
             OciError::Timeout(_) => ErrorKind::DeadlineExceeded,
+            OciError::Criu { .. } => ErrorKind::FailedPrecondition,
             _ => ErrorKind::Internal,
         }
     }

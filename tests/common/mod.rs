@@ -235,6 +235,18 @@ pub fn newer_runc() -> PathBuf {
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
+/// CRIU 4.1.1: `SWAPCRI_TEST_CRIU`, else built by hack/criu.sh (cached in
+/// /var/cache/swapcri-tools; hack/test.sh builds it first).
+pub fn criu() -> PathBuf {
+    if let Some(path) = std::env::var_os("SWAPCRI_TEST_CRIU") {
+        return PathBuf::from(path);
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("hack/criu.sh");
+    let out = std::process::Command::new(&script).arg("/var/cache/swapcri-tools").output().unwrap();
+    assert!(out.status.success(), "building CRIU: {}", String::from_utf8_lossy(&out.stderr));
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
 /// A gRPC channel over a unix socket, as kubelet and crictl connect.
 pub async fn connect(socket: &Path) -> Channel {
     let socket = socket.to_path_buf();

@@ -1,6 +1,7 @@
 //! The CRI calls, one file per RPC (`sandbox_*`, `container_*`, `image_*`, `runtime_*`, the
 //! statistics): each checks its request and orchestrates the owners and steps.
 
+pub(in crate::service) mod container_checkpoint;
 pub(in crate::service) mod container_create;
 pub(in crate::service) mod container_exec_sync;
 pub(in crate::service) mod container_list;

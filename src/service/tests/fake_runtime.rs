@@ -6,103 +6,12 @@ use std::time::{Duration, Instant};
 
 use crate::cri;
 
-use crate::config::Config;
 use crate::error::{Error, ErrorKind};
-use crate::image::ImageStore;
-use crate::model::container::{ContainerMeta, ContainerState, ContainerStatus};
-use crate::model::ids::{ContainerId, SandboxId};
-use crate::model::node::CgroupMode;
-use crate::model::node::NodeFacts;
-use crate::model::sandbox::{ProcessRef, SandboxMeta, SandboxState, SandboxStatus};
-use crate::oci::fake::FakeRuntime;
+use crate::model::container::ContainerState;
+use crate::model::ids::ContainerId;
+use crate::model::sandbox::ProcessRef;
 
-use crate::service::owners::objects::{Container, Sandbox};
-use crate::service::owners::runtimes;
-use crate::service::pod_service::PodService;
-
-struct Fixture {
-    _dir: tempfile::TempDir,
-    service: PodService,
-    fake: Arc<FakeRuntime>,
-    id: ContainerId,
-}
-
-/// A service holding one sandbox and one container in `state`, its runtime the fake.
-fn fixture(state: ContainerState, stop_signal: &str, exit_on: &'static str, fail_update: bool) -> Fixture {
-    fixture_with(state, stop_signal, exit_on, fail_update, |_| {})
-}
-
-fn fixture_with(
-    state: ContainerState,
-    stop_signal: &str,
-    exit_on: &'static str,
-    fail_update: bool,
-    configure: impl FnOnce(&mut Config),
-) -> Fixture {
-    let dir = tempfile::tempdir().unwrap();
-    let mut config =
-        Config { state_root: dir.path().join("state"), run_root: dir.path().join("run"), ..Config::default() };
-    configure(&mut config);
-    let owns_parent = config.memory_qos.reservation != crate::config::Reservation::FollowKubelet;
-    let images = Arc::new(ImageStore::open(&config.image_root()).unwrap());
-    let node = NodeFacts::fixture(CgroupMode::Unified);
-    let config = Arc::new(config);
-    let runtimes = Arc::new(runtimes::Runtimes::probe(&config));
-    let mut service = PodService::new(config, node, images, runtimes).unwrap();
-    let id = ContainerId::generate();
-    let fake = Arc::new(FakeRuntime::new(exit_on, service.registry.exit_file(&id), fail_update));
-    Arc::get_mut(&mut service.runtimes).expect("the service's own handlers").replace_runtimes(fake.clone());
-    let sandbox_id = SandboxId::generate();
-    let sandbox = Sandbox {
-        meta: Arc::new(SandboxMeta {
-            id: sandbox_id.clone(),
-            name: "pod".into(),
-            config: cri::PodSandboxConfig::default(),
-            runtime_handler: "runc".into(),
-            cgroup_parent: if owns_parent { "/swapcri/pod".into() } else { "/test".into() },
-            owns_cgroup_parent: owns_parent,
-            cgroup_driver: crate::config::CgroupDriver::Cgroupfs,
-            created_at: 0,
-            dir: dir.path().join("pod"),
-        }),
-        status: SandboxStatus {
-            state: SandboxState::Ready,
-            holder: None,
-            addresses: None,
-            resized: None,
-            reason: None,
-        },
-    };
-    // The test process stands in for a live monitor.
-    let me = ProcessRef::of(std::process::id() as i32).unwrap();
-    let mut status = ContainerStatus::created(me, 1, Some(cri::LinuxContainerResources::default()));
-    status.state = state;
-    let container = Container {
-        meta: Arc::new(ContainerMeta {
-            id: id.clone(),
-            sandbox_id: sandbox_id.clone(),
-            name: "c_0".into(),
-            config: cri::ContainerConfig::default(),
-            image_ref: "img".into(),
-            image_id: serde_json::from_str(&format!("\"sha256:{}\"", "a".repeat(64))).unwrap(),
-            log_path: String::new(),
-            created_at: 0,
-            stop_signal: stop_signal.into(),
-            user: None,
-            shared_binds: vec![],
-            warnings: vec![],
-        }),
-        status,
-    };
-    // Recorded as the service records them, on disk too.
-    service.registry.add_sandbox((*sandbox.meta).clone(), sandbox.status).unwrap();
-    service.registry.add_container((*container.meta).clone(), container.status).unwrap();
-    Fixture { _dir: dir, service, fake, id }
-}
-
-fn state_of(f: &Fixture) -> ContainerStatus {
-    f.service.registry.find_container(f.id.as_str()).unwrap().status
-}
+use super::fixture::{fixture, fixture_with, state_of, write_spec, Fixture};
 
 #[tokio::test]
 async fn stop_sends_the_stop_signal_and_returns_when_the_container_exits() {
@@ -125,11 +34,17 @@ async fn the_stop_signal_goes_to_the_live_init_without_the_runtime() {
     // (the monitor's reaper), so the child's end is watched in /proc, not waited for.
     let dir = tempfile::tempdir().unwrap();
     let said = dir.path().join("signal");
+    let ready = dir.path().join("ready");
     let script = format!(
-        "trap 'echo USR1 > {0}; exit 0' USR1; trap 'echo TERM > {0}; exit 0' TERM; while :; do sleep 0.05; done",
-        said.display()
+        "trap 'echo USR1 > {0}; exit 0' USR1; trap 'echo TERM > {0}; exit 0' TERM; : > {1}; while :; do sleep 0.05; done",
+        said.display(),
+        ready.display()
     );
     let init = std::process::Command::new("sh").arg("-c").arg(script).spawn().unwrap();
+    // Signalled before its traps are set, the shell would die of the signal and say nothing.
+    while !ready.exists() {
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let pid = init.id() as i32;
     let mut status = state_of(&f);
     status.pid = Some(pid);
@@ -316,14 +231,6 @@ async fn owned_pods_carry_the_sum_of_their_containers_reservations() {
         .await
         .unwrap();
     assert_eq!(read("swapcri/pod/memory.min"), "0");
-}
-
-/// Writes the container's bundle spec, which exec takes the process from.
-fn write_spec(f: &Fixture) {
-    let bundle = f.service.registry.container_run_dir(&f.id).join("bundle");
-    std::fs::create_dir_all(&bundle).unwrap();
-    let spec = serde_json::json!({"process": {"args": ["sleep", "1"], "cwd": "/", "user": {"uid": 0, "gid": 0}}});
-    std::fs::write(bundle.join("config.json"), spec.to_string()).unwrap();
 }
 
 /// Live (not zombie) processes whose command line contains `marker`.

@@ -123,6 +123,11 @@ impl OciRuntime for InertRuntime {
         Ok(())
     }
 
+    async fn checkpoint(&self, id: &str, _: &crate::oci::CheckpointPaths<'_>) -> Result<(), OciError> {
+        let message = "inert".into();
+        Err(OciError::Criu { handler: "inert".into(), command: "checkpoint", id: id.into(), message })
+    }
+
     async fn kill(&self, id: &str, signal: &str, _: bool) -> Result<(), OciError> {
         let dir = self.containers_dir.join(id);
         if dir.is_dir() {

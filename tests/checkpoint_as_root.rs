@@ -1,0 +1,114 @@
+//! CheckpointContainer with a real runc and CRIU 4.1.1 (hack/criu.sh) on this host: a
+//! counting container is dumped and left running, and the archive holds what CRI-O and
+//! containerd put in theirs; a container that is not running is refused.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::time::Duration;
+
+use common::pods::*;
+use common::{criu, newer_runc, require_root, Daemon};
+use swapcri::cri;
+
+const COUNTER: &str = "i=0; while :; do i=$((i+1)); echo $i > /tmp/count; echo $i; sleep 0.1; done";
+
+/// The archive's entries (directories without their trailing slash) and their sizes, and the
+/// contents of the small files.
+fn read_archive(path: &std::path::Path) -> (BTreeMap<String, u64>, BTreeMap<String, Vec<u8>>) {
+    let mut tar = tar::Archive::new(std::fs::File::open(path).unwrap());
+    let (mut sizes, mut small) = (BTreeMap::new(), BTreeMap::new());
+    for entry in tar.entries().unwrap() {
+        let mut entry = entry.unwrap();
+        let name = entry.path().unwrap().display().to_string().trim_end_matches('/').to_string();
+        sizes.insert(name.clone(), entry.size());
+        if !name.starts_with("checkpoint/") && entry.size() < 1 << 20 {
+            let mut bytes = Vec::new();
+            entry.read_to_end(&mut bytes).unwrap();
+            small.insert(name, bytes);
+        }
+    }
+    (sizes, small)
+}
+
+async fn count(daemon: &Daemon, id: &str) -> u64 {
+    let out = exec(daemon, id, &["cat", "/tmp/count"], 10).await.unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_running_container_is_dumped_and_keeps_running() {
+    require_root();
+    let (runc_new, criu) = (newer_runc(), criu());
+    let daemon = Daemon::start(&format!(
+        "[checkpoint]\ncriu = \"{}\"\n[runtime.handlers.runc-new]\nbinary = \"{}\"\n",
+        criu.display(),
+        runc_new.display()
+    ));
+    import_busybox(&daemon);
+    // Debian's runc 1.1.5 (the built-in handler) and runc 1.4.3.
+    for handler in ["runc", "runc-new"] {
+        dump_and_go_on(&daemon, handler).await;
+    }
+}
+
+async fn dump_and_go_on(daemon: &Daemon, handler: &str) {
+    let mut rt = daemon.runtime().await;
+    let config = sandbox_config(&format!("counter-{handler}"), &daemon.dir.path().join("logs").join(handler));
+    let request = cri::RunPodSandboxRequest { config: Some(config.clone()), runtime_handler: handler.into() };
+    let pod = rt.run_pod_sandbox(request).await.unwrap().into_inner().pod_sandbox_id;
+    let id = start(daemon, &pod, &config, container_config("counter", &["sh", "-c", COUNTER])).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let location = daemon.dir.path().join(format!("counter-{handler}.tar"));
+    let request = cri::CheckpointContainerRequest {
+        container_id: id.clone(),
+        location: location.display().to_string(),
+        timeout: 60,
+    };
+    let before = count(daemon, &id).await;
+    let began = std::time::Instant::now();
+    rt.checkpoint_container(request).await.unwrap();
+    eprintln!("{handler}: checkpoint in {:?}", began.elapsed());
+    let (sizes, files) = read_archive(&location);
+    for image in ["checkpoint/inventory.img", "checkpoint/pstree.img", "checkpoint/descriptors.json"] {
+        assert!(sizes.contains_key(image), "{image} missing: {:?}", sizes.keys());
+    }
+    let pages: u64 = sizes.iter().filter(|(n, _)| n.starts_with("checkpoint/pages-")).map(|(_, s)| s).sum();
+    assert!(pages > 0, "CRIU dumped no memory pages: {sizes:?}");
+    let dump: serde_json::Value = serde_json::from_slice(&files["config.dump"]).unwrap();
+    assert_eq!((dump["id"].as_str(), dump["name"].as_str()), (Some(id.as_str()), Some("counter")));
+    assert_eq!(dump["runtime"], handler);
+    let spec: serde_json::Value = serde_json::from_slice(&files["spec.dump"]).unwrap();
+    assert_eq!(spec["process"]["args"][2], COUNTER);
+    let mut diff = tar::Archive::new(&files["rootfs-diff.tar"][..]);
+    let changed: Vec<String> =
+        diff.entries().unwrap().map(|e| e.unwrap().path().unwrap().display().to_string()).collect();
+    assert!(changed.contains(&"tmp/count".to_string()), "{changed:?}");
+    let log = String::from_utf8_lossy(&files["container.log"]);
+    assert!(log.contains(" stdout F 1\n"), "the log as it was: {log}");
+    assert!(String::from_utf8_lossy(&files["dump.log"]).contains("Dumping finished successfully"));
+
+    // Left running, counting on.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = count(daemon, &id).await;
+    assert!(after > before, "the counter stopped at {before} / {after}");
+    let status = rt.container_status(cri::ContainerStatusRequest { container_id: id.clone(), verbose: false });
+    let state = status.await.unwrap().into_inner().status.unwrap().state;
+    assert_eq!(state, cri::ContainerState::ContainerRunning as i32);
+
+    // A stopped container is refused, and the archive already there stays as it was.
+    rt.stop_container(cri::StopContainerRequest { container_id: id.clone(), timeout: 0 }).await.unwrap();
+    wait_exited(daemon, &id, Duration::from_secs(20)).await;
+    let written = std::fs::read(&location).unwrap();
+    let request = cri::CheckpointContainerRequest {
+        container_id: id.clone(),
+        location: location.display().to_string(),
+        timeout: 0,
+    };
+    let err = rt.checkpoint_container(request).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::FailedPrecondition, "{}", err.message());
+    assert_eq!(std::fs::read(&location).unwrap(), written);
+    rt.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: pod }).await.unwrap();
+}
