@@ -112,3 +112,107 @@ async fn dump_and_go_on(daemon: &Daemon, handler: &str) {
     assert_eq!(std::fs::read(&location).unwrap(), written);
     rt.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: pod }).await.unwrap();
 }
+
+/// The first and last numbers a counter's CRI log holds.
+fn logged_counts(log: &std::path::Path) -> (u64, u64) {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let counts: Vec<u64> = text.lines().filter_map(|l| l.rsplit(' ').next()?.parse().ok()).collect();
+    (*counts.first().unwrap_or(&0), *counts.last().unwrap_or(&0))
+}
+
+/// The memory cgroup limit of a process (cgroup v2's memory.max, or v1's limit).
+fn memory_limit(pid: i64) -> String {
+    let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    for line in cgroups.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next(), parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+        if controllers.split(',').any(|c| c == "memory") {
+            return std::fs::read_to_string(format!("/sys/fs/cgroup/memory{path}/memory.limit_in_bytes")).unwrap();
+        }
+        if controllers.is_empty() && std::path::Path::new(&format!("/sys/fs/cgroup{path}/memory.max")).exists() {
+            return std::fs::read_to_string(format!("/sys/fs/cgroup{path}/memory.max")).unwrap();
+        }
+    }
+    panic!("no memory cgroup in {cgroups}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_checkpoint_restored_into_a_new_pod_counts_on_with_the_new_limits() {
+    require_root();
+    let (runc_new, criu) = (newer_runc(), criu());
+    let daemon = Daemon::start(&format!(
+        "[checkpoint]\ncriu = \"{}\"\n[runtime.handlers.runc-new]\nbinary = \"{}\"\n",
+        criu.display(),
+        runc_new.display()
+    ));
+    import_busybox(&daemon);
+    // Debian's runc 1.1.5 (the built-in handler) and runc 1.4.3.
+    for handler in ["runc", "runc-new"] {
+        restore_into_a_new_pod(&daemon, handler).await;
+    }
+}
+
+async fn restore_into_a_new_pod(daemon: &Daemon, handler: &str) {
+    let mut rt = daemon.runtime().await;
+    let pod_in = |name: &str| {
+        let name = format!("{name}-{handler}");
+        let config = sandbox_config(&name, &daemon.dir.path().join("logs").join(&name));
+        (config.clone(), cri::RunPodSandboxRequest { config: Some(config), runtime_handler: handler.into() })
+    };
+    let (old_config, request) = pod_in("counter-old");
+    let old_pod = rt.run_pod_sandbox(request).await.unwrap().into_inner().pod_sandbox_id;
+    let id = start(daemon, &old_pod, &old_config, container_config("counter", &["sh", "-c", COUNTER])).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let location = daemon.dir.path().join(format!("restore-{handler}.tar"));
+    let request = cri::CheckpointContainerRequest {
+        container_id: id.clone(),
+        location: location.display().to_string(),
+        timeout: 60,
+    };
+    rt.checkpoint_container(request).await.unwrap();
+    let at_checkpoint = count(daemon, &id).await;
+    rt.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: old_pod }).await.unwrap();
+
+    // A new pod; the container's image is the archive, its memory limit a new one.
+    let (new_config, request) = pod_in("counter-new");
+    let new_pod = rt.run_pod_sandbox(request).await.unwrap().into_inner().pod_sandbox_id;
+    let mut config = container_config("counter", &[]);
+    config.image = Some(cri::ImageSpec { image: location.display().to_string(), ..Default::default() });
+    let limit = 96 << 20;
+    config.linux.as_mut().unwrap().resources =
+        Some(cri::LinuxContainerResources { memory_limit_in_bytes: limit, ..Default::default() });
+    let restored = start(daemon, &new_pod, &new_config, config.clone()).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let now = count(daemon, &restored).await;
+    assert!(now >= at_checkpoint, "the restored counter went back: {now} < {at_checkpoint}");
+    let log = daemon.dir.path().join(format!("logs/counter-new-{handler}/counter.log"));
+    let (first, last) = logged_counts(&log);
+    assert!(
+        first > 1 && first <= at_checkpoint + 1,
+        "the restored counter's first line is {first} (checkpoint at {at_checkpoint})"
+    );
+    assert!(last > first, "it counts on: {first}..{last}");
+    let status = rt.container_status(cri::ContainerStatusRequest { container_id: restored.clone(), verbose: true });
+    let status = status.await.unwrap().into_inner();
+    assert_eq!(status.status.as_ref().unwrap().state, cri::ContainerState::ContainerRunning as i32);
+    let info: serde_json::Value = serde_json::from_str(&status.info["info"]).unwrap();
+    let pid = info["pid"].as_i64().unwrap();
+    assert_eq!(memory_limit(pid).trim(), limit.to_string(), "the new request's limit, not the checkpoint's");
+
+    // Archives that cannot be restored change nothing.
+    let junk = daemon.dir.path().join(format!("junk-{handler}.tar"));
+    std::fs::write(&junk, "not a tar").unwrap();
+    config.metadata.as_mut().unwrap().name = "junk".into();
+    config.image = Some(cri::ImageSpec { image: junk.display().to_string(), ..Default::default() });
+    let request = cri::CreateContainerRequest {
+        pod_sandbox_id: new_pod.clone(),
+        config: Some(config),
+        sandbox_config: Some(new_config),
+    };
+    let err = rt.create_container(request).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument, "{}", err.message());
+    let listed = rt.list_containers(cri::ListContainersRequest::default()).await.unwrap().into_inner().containers;
+    let in_pod: Vec<_> = listed.iter().filter(|c| c.pod_sandbox_id == new_pod).collect();
+    assert_eq!(in_pod.len(), 1, "{handler}: only the restored container: {in_pod:?}");
+    rt.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: new_pod }).await.unwrap();
+}

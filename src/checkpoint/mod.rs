@@ -3,5 +3,7 @@
 //! deletions, and the archive written all or nothing.
 
 pub mod archive;
+pub mod criu;
 pub mod layout;
+pub mod restore;
 pub mod rootfs_diff;

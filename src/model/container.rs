@@ -80,6 +80,10 @@ pub struct ContainerMeta {
     /// Notes about what could not be applied as asked (shown in verbose status).
     #[serde(default, deserialize_with = "crate::store::tolerant")]
     pub warnings: Vec<String>,
+    /// Restored from a checkpoint: the CRIU images (under its state directory) that its
+    /// start restores instead of running a process of the image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore: Option<std::path::PathBuf>,
 }
 
 fn sigterm() -> String {
@@ -137,10 +141,15 @@ impl ContainerStatus {
     }
 
     pub fn created(monitor: ProcessRef, pid: i32, resources: Option<cri::LinuxContainerResources>) -> Self {
+        ContainerStatus { monitor: Some(monitor), pid: Some(pid), ..Self::awaiting_restore(resources) }
+    }
+
+    /// Created with no process yet: a restored container's start brings its processes back.
+    pub fn awaiting_restore(resources: Option<cri::LinuxContainerResources>) -> Self {
         ContainerStatus {
             state: ContainerState::Created,
-            monitor: Some(monitor),
-            pid: Some(pid),
+            monitor: None,
+            pid: None,
             started_at: 0,
             finished_at: 0,
             exit_code: 0,

@@ -31,6 +31,9 @@ pub struct MonitorConfig {
     /// Where attach clients connect (absent for monitors started before attach existed).
     #[serde(default)]
     pub attach_socket: Option<PathBuf>,
+    /// Restore these checkpoint images instead of creating the container afresh.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore: Option<crate::oci::RestoreFrom>,
 }
 
 /// The monitor's one-line answer to the daemon once the container is created.

@@ -205,7 +205,10 @@ fn create(cfg: &MonitorConfig, runtime: &dyn OciRuntime) -> Result<Created, Proc
         None
     };
     // `io` (our copies of the pipes' write ends) is consumed: the readers see EOF at the end.
-    let pid = runtime.create(&cfg.id, &cfg.bundle, &cfg.work_dir, io)?;
+    let pid = match &cfg.restore {
+        Some(from) => runtime.restore(&cfg.id, &cfg.bundle, &cfg.work_dir, from, io)?,
+        None => runtime.create(&cfg.id, &cfg.bundle, &cfg.work_dir, io)?,
+    };
     if let Some(console) = console {
         let console_error = |reason: String| ProcessError::Console { handler: runtime.name().to_string(), reason };
         let master = console
@@ -363,6 +366,7 @@ mod tests {
             stdin,
             stdin_once: false,
             attach_socket: None,
+            restore: None,
         }
     }
 

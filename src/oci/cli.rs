@@ -8,7 +8,9 @@ use async_trait::async_trait;
 use tokio::process::Command;
 
 use super::features::Features;
-use super::runtime::{CheckpointPaths, CreateIo, ExecOutput, OciError, OciRuntime, RuntimeState, PID_FILE};
+use super::runtime::{
+    CheckpointPaths, CreateIo, ExecOutput, OciError, OciRuntime, RestoreFrom, RuntimeState, PID_FILE,
+};
 use crate::model::handler::HandlerSpec;
 
 /// The runtime's log inside a work directory (`--log`).
@@ -60,6 +62,53 @@ impl CliRuntime {
         } else {
             Err(self.failed(command, id, runtime_message(&out.stderr)))
         }
+    }
+}
+
+impl CliRuntime {
+    /// `create` or `restore`: the container of `bundle` made (restore: and running), its
+    /// pid written to `work_dir`; `options` adds the subcommand's own.
+    fn launch(
+        &self,
+        command: &'static str,
+        id: &str,
+        bundle: &Path,
+        work_dir: &Path,
+        io: CreateIo,
+        options: impl FnOnce(&mut std::process::Command),
+    ) -> Result<i32, OciError> {
+        let io_error =
+            |path: &Path, source| OciError::Io { handler: self.spec.name.clone(), path: path.into(), source };
+        crate::store::private::create_dir_all(work_dir).map_err(|e| io_error(work_dir, e))?;
+        let (pid_file, log) = (work_dir.join(PID_FILE), work_dir.join(LOG_FILE));
+        let mut cmd = std::process::Command::new(&self.spec.binary);
+        cmd.args(self.base_args(Some(&log)));
+        cmd.arg(command).arg("--bundle").arg(bundle).arg("--pid-file").arg(&pid_file);
+        if self.spec.no_pivot {
+            cmd.arg("--no-pivot");
+        }
+        if let Some(socket) = &io.console_socket {
+            cmd.arg("--console-socket").arg(socket);
+        }
+        options(&mut cmd);
+        cmd.arg(id).stdin(io.stdin).stdout(io.stdout).stderr(io.stderr);
+        let status = cmd.status().map_err(|e| self.spawn_error(e))?;
+        drop(cmd); // closes our copies of the pipes' write ends
+        if !status.success() {
+            let mut message = runtime_message(&std::fs::read(&log).unwrap_or_default());
+            if message.is_empty() {
+                // Its stderr was the container's: whatever it printed is in the container's log.
+                message = format!("{status}, and logged nothing to {}", log.display());
+            }
+            let criu = criu_errors(work_dir);
+            if command == "restore" {
+                let message = if criu.is_empty() { message } else { format!("{message}; CRIU: {criu}") };
+                let handler = self.spec.name.clone();
+                return Err(OciError::Criu { handler, command, id: id.to_string(), message });
+            }
+            return Err(self.failed(command, id, message));
+        }
+        read_pid(&pid_file).ok_or_else(|| self.failed(command, id, format!("no pid in {}", pid_file.display())))
     }
 }
 
@@ -141,31 +190,25 @@ impl OciRuntime for CliRuntime {
     }
 
     fn create(&self, id: &str, bundle: &Path, work_dir: &Path, io: CreateIo) -> Result<i32, OciError> {
-        let io_error =
-            |path: &Path, source| OciError::Io { handler: self.spec.name.clone(), path: path.into(), source };
-        crate::store::private::create_dir_all(work_dir).map_err(|e| io_error(work_dir, e))?;
-        let (pid_file, log) = (work_dir.join(PID_FILE), work_dir.join(LOG_FILE));
-        let mut cmd = std::process::Command::new(&self.spec.binary);
-        cmd.args(self.base_args(Some(&log)));
-        cmd.arg("create").arg("--bundle").arg(bundle).arg("--pid-file").arg(&pid_file);
-        if self.spec.no_pivot {
-            cmd.arg("--no-pivot");
-        }
-        if let Some(socket) = &io.console_socket {
-            cmd.arg("--console-socket").arg(socket);
-        }
-        cmd.arg(id).stdin(io.stdin).stdout(io.stdout).stderr(io.stderr);
-        let status = cmd.status().map_err(|e| self.spawn_error(e))?;
-        drop(cmd); // closes our copies of the pipes' write ends
-        if !status.success() {
-            let mut message = runtime_message(&std::fs::read(&log).unwrap_or_default());
-            if message.is_empty() {
-                // Its stderr was the container's: whatever it printed is in the container's log.
-                message = format!("{status}, and logged nothing to {}", log.display());
+        self.launch("create", id, bundle, work_dir, io, |_| {})
+    }
+
+    fn restore(
+        &self,
+        id: &str,
+        bundle: &Path,
+        work_dir: &Path,
+        from: &RestoreFrom,
+        io: CreateIo,
+    ) -> Result<i32, OciError> {
+        let images = from.image_dir.clone();
+        let path = path_with_criu(&from.criu);
+        self.launch("restore", id, bundle, work_dir, io, |cmd| {
+            cmd.arg("--detach").arg("--image-path").arg(&images).arg("--work-path").arg(work_dir);
+            if let Some(path) = &path {
+                cmd.env("PATH", path);
             }
-            return Err(self.failed("create", id, message));
-        }
-        read_pid(&pid_file).ok_or_else(|| self.failed("create", id, format!("no pid in {}", pid_file.display())))
+        })
     }
 
     fn exec_command(&self, id: &str, process: &Path, work_dir: &Path) -> Command {

@@ -15,7 +15,7 @@ use crate::model::handler::HandlerSpec;
 
 pub use cli::CliRuntime;
 pub use features::Features;
-pub use runtime::{exit_code, CheckpointPaths, CreateIo, ExecOutput, OciError, OciRuntime, RuntimeState};
+pub use runtime::{exit_code, CheckpointPaths, CreateIo, ExecOutput, OciError, OciRuntime, RestoreFrom, RuntimeState};
 
 /// The runtime for a handler.
 pub fn runtime_for(spec: &HandlerSpec) -> Arc<dyn OciRuntime> {

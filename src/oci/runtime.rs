@@ -52,6 +52,15 @@ pub struct CheckpointPaths<'a> {
     pub criu: &'a Path,
 }
 
+/// What `restore` brings back, and with which CRIU.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct RestoreFrom {
+    /// CRIU's image files of a checkpoint, with the runtime's `descriptors.json`.
+    pub image_dir: PathBuf,
+    /// `criu`: a name looked up in PATH, or an absolute path.
+    pub criu: PathBuf,
+}
+
 /// `state` output (the fields used).
 #[derive(Debug, Clone, Deserialize)]
 pub struct RuntimeState {
@@ -94,6 +103,18 @@ pub trait OciRuntime: Send + Sync {
     /// parent of what the runtime leaves behind). `work_dir` takes the pid file and the
     /// runtime's log. Returns the container's init pid.
     fn create(&self, id: &str, bundle: &Path, work_dir: &Path, io: CreateIo) -> Result<i32, OciError>;
+
+    /// Restores the processes of a checkpoint as the running container of `bundle`, like
+    /// `create` from the monitor (blocking; its stdio takes the dumped process's); returns
+    /// the restored init's pid.
+    fn restore(
+        &self,
+        id: &str,
+        bundle: &Path,
+        work_dir: &Path,
+        from: &RestoreFrom,
+        io: CreateIo,
+    ) -> Result<i32, OciError>;
 
     /// The command that runs the OCI process in `process` inside the container, writing the
     /// process's pid to `work_dir/pid` and the runtime's log into `work_dir`. The caller

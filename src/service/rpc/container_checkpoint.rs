@@ -11,6 +11,7 @@ use crate::model::container::ContainerState;
 use crate::oci::CheckpointPaths;
 use crate::service::owners::objects::{now_nanos, Container};
 use crate::service::pod_service::PodService;
+use crate::service::steps::criu::{find_criu, STAGE_PREFIX};
 
 /// The longest timeout a request may ask for.
 const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
@@ -32,7 +33,7 @@ impl PodService {
         let handler = self.runtimes.get(&sandbox.meta.runtime_handler)?;
         // On disk with the container's state: the dump is as large as its memory.
         let state_dir = self.registry.container_state_dir(&container.meta.id);
-        let stage = crate::blocking::run(|| tempfile::Builder::new().prefix("checkpoint-").tempdir_in(&state_dir))
+        let stage = crate::blocking::run(|| tempfile::Builder::new().prefix(STAGE_PREFIX).tempdir_in(&state_dir))
             .map_err(Error::io(format!("making a checkpoint directory in {}", state_dir.display())))?;
         let timeout = match timeout_seconds {
             s if s > 0 => Duration::from_secs(s as u64).min(MAX_TIMEOUT),
@@ -150,25 +151,6 @@ fn archive_location(location: &str) -> Result<PathBuf, Error> {
     })
 }
 
-/// The configured CRIU, found: an absolute path that exists, or a name in PATH.
-fn find_criu(criu: &Path) -> Result<PathBuf, Error> {
-    let runnable = |p: &Path| {
-        use std::os::unix::fs::PermissionsExt;
-        p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
-    let found = if criu.is_absolute() {
-        runnable(criu).then(|| criu.to_path_buf())
-    } else {
-        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()).map(|d| d.join(criu)).find(|p| runnable(p))
-    };
-    found.ok_or_else(|| {
-        Error::FailedPrecondition(format!(
-            "CRIU ({}, the [checkpoint] criu setting) is not installed: checkpoints need CRIU 4 or newer",
-            criu.display()
-        ))
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -194,19 +176,5 @@ mod tests {
                 assert!(matches!(e, Error::InvalidArgument(_)), "{location:?}: {e:?}");
             }
         }
-    }
-
-    #[test]
-    fn criu_is_found_by_path_or_name_or_refused_as_a_precondition() {
-        let dir = tempfile::tempdir().unwrap();
-        let criu = dir.path().join("criu");
-        std::fs::write(&criu, "#!/bin/sh\n").unwrap();
-        assert!(matches!(find_criu(&criu), Err(Error::FailedPrecondition(_))), "not executable");
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&criu, std::fs::Permissions::from_mode(0o755)).unwrap();
-        assert_eq!(find_criu(&criu).unwrap(), criu);
-        assert_eq!(find_criu(Path::new("sh")).unwrap().file_name().unwrap(), "sh");
-        let missing = find_criu(Path::new("no-such-criu-here")).unwrap_err();
-        assert!(matches!(missing, Error::FailedPrecondition(ref m) if m.contains("not installed")), "{missing:?}");
     }
 }

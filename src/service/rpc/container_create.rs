@@ -12,6 +12,7 @@ use crate::model::container::{ContainerMeta, ContainerState, ContainerStatus};
 use crate::model::ids::ContainerId;
 use crate::model::sandbox::ProcessRef;
 use crate::monitor::MonitorConfig;
+use crate::oci::RestoreFrom;
 
 use crate::nri::api;
 use crate::service::adapters::nri_domain::{from_spec, nri_sandbox, resources_of};
@@ -40,6 +41,13 @@ impl PodService {
         if let Some(id) = self.created_with_name(&sandbox, &name)? {
             return Ok(id);
         }
+        // An image that names a checkpoint archive: the checkpointed container is recreated
+        // on its image, and its start restores the processes.
+        let restoring = self.open_checkpoint(&image_name, &sandbox)?;
+        let (config, image_name) = match &restoring {
+            Some(r) => (r.request(&config), r.image.clone()),
+            None => (config, image_name),
+        };
         let resources = config.linux.as_ref().and_then(|l| l.resources.clone()).unwrap_or_default();
         let memory_plan = self.memory.plan(&sandbox, &config, &resources)?;
         let image = self.find_image(&image_name).instrument(span::step("find image")).await?;
@@ -52,16 +60,25 @@ impl PodService {
                 self.prepare_bundle(&id, &sandbox, &config, &image, &volumes, &memory_plan, &mut rollback)
             })
         })?;
+        let restore = match restoring {
+            Some(r) => Some(crate::blocking::run(|| self.apply_checkpoint(r, &id, &bundle))?),
+            None => None,
+        };
         let gate = self.nri.gate().await; // until the container is recorded (see Nri::gate)
         let (memory_plan, told) = self.nri_create(&id, &sandbox, &config, &mut bundle, memory_plan).await?;
         crate::blocking::run(|| bundle.write_spec())?;
         let reserved = self.registry.owned_pod_reservations();
         self.memory.apply_pod_reservations(&sandbox, &reserved, Some(&memory_plan)).await?;
         let launched = async {
-            let (monitor, pid) = self
-                .start_monitor(&id, &sandbox, &config, &bundle, &log_path, &mut rollback)
-                .instrument(span::step("monitor and runtime create"))
-                .await?;
+            // A restored container's processes come back at its start.
+            let launched = match restore.as_ref() {
+                Some(_) => None,
+                None => Some(
+                    self.start_monitor(&id, &sandbox, &config, &bundle.run_dir, &log_path, None, &mut rollback)
+                        .instrument(span::step("monitor and runtime create"))
+                        .await?,
+                ),
+            };
             crate::crash::point("container-after-runtime-create");
 
             let meta = ContainerMeta {
@@ -76,6 +93,7 @@ impl PodService {
                 user: Some(bundle.user),
                 shared_binds: bundle.shared_binds,
                 warnings: bundle.warnings,
+                restore,
                 config: {
                     let mut recorded = config.clone();
                     record_image_refs(&mut recorded, &volumes);
@@ -83,8 +101,11 @@ impl PodService {
                 },
             };
             let requested = config.linux.as_ref().and_then(|l| l.resources.clone());
-            let mut status = ContainerStatus::created(monitor, pid, requested);
-            status.cgroup = self.cgroups.cgroup_of(pid);
+            let mut status = match launched {
+                Some((monitor, pid)) => ContainerStatus::created(monitor, pid, requested),
+                None => ContainerStatus::awaiting_restore(requested),
+            };
+            status.cgroup = status.pid.and_then(|pid| self.cgroups.cgroup_of(pid));
             status.memory_plan = Some(memory_plan);
             status.nri_owners = told.as_ref().map(|t| t.created.adjustment.owners.clone()).unwrap_or_default();
             self.registry.add_container(meta, status)?;
@@ -127,21 +148,23 @@ impl PodService {
         }
     }
 
-    /// Starts the container's monitor, which creates the container through the runtime and
-    /// reports its init pid.
-    async fn start_monitor(
+    /// Starts the container's monitor, which creates the container through the runtime (or
+    /// restores it from `restore`'s images) and reports its init pid.
+    #[allow(clippy::too_many_arguments)]
+    pub(in crate::service) async fn start_monitor(
         &self,
         id: &ContainerId,
         sandbox: &Sandbox,
         config: &cri::ContainerConfig,
-        bundle: &Bundle,
+        run_dir: &Path,
         log_path: &str,
+        restore: Option<RestoreFrom>,
         rollback: &mut Rollback,
     ) -> Result<(ProcessRef, i32), Error> {
         let handler = self.runtimes.get(&sandbox.meta.runtime_handler)?;
         let monitor_config = MonitorConfig {
             id: id.to_string(),
-            bundle: bundle.dir.clone(),
+            bundle: run_dir.join("bundle"),
             runtime: handler.spec.clone(),
             log_path: (!log_path.is_empty()).then(|| PathBuf::from(log_path)),
             log_directory: (!log_path.is_empty()).then(|| PathBuf::from(&sandbox.meta.config.log_directory)),
@@ -149,21 +172,22 @@ impl PodService {
             exit_file: self.registry.exit_file(id),
             ctl_socket: self.registry.socket_path(id, "ctl"),
             console_socket: self.registry.socket_path(id, "console"),
-            work_dir: bundle.run_dir.join("monitor"),
+            work_dir: run_dir.join("monitor"),
             tty: config.tty,
             stdin: config.stdin,
             stdin_once: config.stdin_once,
             attach_socket: Some(self.registry.socket_path(id, "attach")),
+            restore,
         };
         let internal = |e| Error::io("preparing the monitor")(e);
-        let monitor_path = bundle.run_dir.join("monitor.json");
+        let monitor_path = run_dir.join("monitor.json");
         let json = serde_json::to_vec(&monitor_config).map_err(|e| Error::Internal(e.to_string()))?;
         crate::blocking::run(|| {
             crate::store::private::create_dir_all(&self.config.run_root.join("sock"))?;
             crate::store::private::write_file(&monitor_path, &json)
         })
         .map_err(internal)?;
-        let log = bundle.run_dir.join("monitor.log");
+        let log = run_dir.join("monitor.log");
         let (monitor, pid) = self.host.spawn_monitor(&monitor_path, &log, Duration::from_secs(120)).await?;
         self.adopt_into_monitor_cgroup(vec![monitor]);
         let (runtime, cid) = (handler.runtime.clone(), id.to_string());

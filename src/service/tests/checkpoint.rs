@@ -129,3 +129,18 @@ async fn without_criu_a_checkpoint_is_a_failed_precondition() {
     assert!(matches!(err, Error::FailedPrecondition(ref m) if m.contains("not installed")), "{err:?}");
     assert!(f.fake.calls().is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn recovery_removes_what_an_unfinished_checkpoint_or_restore_left() {
+    let (f, _tools) = checkpointable(ContainerState::Running);
+    let state_dir = f.service.registry.container_state_dir(&f.id);
+    let staging = f.service.config.state_root.join("restore/.tmpXYZ");
+    for dir in [state_dir.join("checkpoint-abc/work"), state_dir.join("checkpoint/checkpoint"), staging.clone()] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    f.service.recover().unwrap();
+    assert!(!staging.exists(), "an archive being unpacked for a create that never finished");
+    assert!(!state_dir.join("checkpoint-abc").exists(), "a dump being gathered");
+    assert!(state_dir.join("checkpoint/checkpoint").is_dir(), "a restored container's images stay");
+    assert!(state_dir.join("upper/tmp/count").is_file());
+}

@@ -89,6 +89,7 @@ pub(super) fn fixture_with(
             user: None,
             shared_binds: vec![],
             warnings: vec![],
+            restore: None,
         }),
         status,
     };

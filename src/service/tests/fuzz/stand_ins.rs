@@ -103,6 +103,10 @@ impl OciRuntime for InertRuntime {
         Err(OciError::Failed { handler: "inert".into(), command: "create", id: id.into(), message: "inert".into() })
     }
 
+    fn restore(&self, id: &str, _: &Path, _: &Path, _: &crate::oci::RestoreFrom, _: CreateIo) -> Result<i32, OciError> {
+        Err(OciError::Failed { handler: "inert".into(), command: "restore", id: id.into(), message: "inert".into() })
+    }
+
     fn exec_command(&self, _: &str, _: &Path, _: &Path) -> tokio::process::Command {
         tokio::process::Command::new("true")
     }

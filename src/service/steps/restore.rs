@@ -1,0 +1,94 @@
+//! CreateContainer from a checkpoint archive: the archive unpacked and checked before
+//! anything is made, then the checkpointed container's root filesystem changes applied to the
+//! new container's, and CRIU's images kept with its state for the start that restores them.
+
+use std::path::PathBuf;
+
+use crate::checkpoint::layout;
+use crate::checkpoint::restore::{self, Checkpoint};
+use crate::cri;
+use crate::error::Error;
+use crate::model::ids::ContainerId;
+use crate::service::owners::objects::Sandbox;
+use crate::service::pod_service::PodService;
+use crate::service::steps::bundle::Bundle;
+use crate::service::steps::criu::find_criu;
+
+/// Where archives are unpacked until their container has a state directory of its own.
+pub(in crate::service) const STAGING: &str = "restore";
+/// Where a restored container keeps the unpacked checkpoint, in its state directory.
+const KEPT: &str = "checkpoint";
+
+/// A checkpoint being restored into a new container.
+pub(in crate::service) struct Restoring {
+    stage: tempfile::TempDir,
+    checkpoint: Checkpoint,
+    /// The image the checkpointed container ran, which the new one runs on.
+    pub image: String,
+}
+
+impl Restoring {
+    /// The request that recreates the checkpointed container from the new one.
+    pub fn request(&self, request: &cri::ContainerConfig) -> cri::ContainerConfig {
+        restore::restore_request(request, &self.checkpoint, &self.image)
+    }
+}
+
+impl PodService {
+    /// The checkpoint a container's image names, unpacked and checked (None: an image).
+    pub(in crate::service) fn open_checkpoint(
+        &self,
+        image: &str,
+        sandbox: &Sandbox,
+    ) -> Result<Option<Restoring>, Error> {
+        if !crate::blocking::run(|| restore::names_archive(image)) {
+            return Ok(None);
+        }
+        find_criu(&self.config.checkpoint.criu)?;
+        if self.ns_request(&sandbox.meta.id, &sandbox.meta.config).user.is_some() {
+            return Err(Error::FailedPrecondition(format!(
+                "restoring {image}: a pod with its own user namespace cannot take a restored container"
+            )));
+        }
+        let staging = self.config.state_root.join(STAGING);
+        let (stage, checkpoint) = crate::blocking::run(|| {
+            crate::store::private::create_dir_all(&staging).map_err(Error::io(staging.display()))?;
+            let stage = tempfile::tempdir_in(&staging).map_err(Error::io(staging.display()))?;
+            let checkpoint = restore::extract(std::path::Path::new(image), stage.path())?;
+            Ok::<_, Error>((stage, checkpoint))
+        })?;
+        if restore::had_terminal(&checkpoint) {
+            return Err(Error::InvalidArgument(format!(
+                "restoring {image}: its container had a terminal, which a restore cannot hand over"
+            )));
+        }
+        let base = checkpoint.base_image().map(str::to_string);
+        let image = base.ok_or_else(|| Error::InvalidArgument(format!("{image}: config.dump names no image")))?;
+        Ok(Some(Restoring { stage, checkpoint, image }))
+    }
+
+    /// Once the bundle is ready: every mount the checkpoint had is there again, the root
+    /// filesystem gets the checkpointed container's changes, and the checkpoint moves into
+    /// the container's state directory (its rollback removes it). Returns CRIU's images.
+    pub(in crate::service) fn apply_checkpoint(
+        &self,
+        restoring: Restoring,
+        id: &ContainerId,
+        bundle: &Bundle,
+    ) -> Result<PathBuf, Error> {
+        crate::blocking::check("applying a checkpoint");
+        let missing = restore::missing_mounts(&restoring.checkpoint.spec, &bundle.spec);
+        if !missing.is_empty() {
+            return Err(Error::InvalidArgument(format!(
+                "the checkpoint needs these mounts, which the request lacks: {}",
+                missing.join(", ")
+            )));
+        }
+        restore::apply_rootfs_changes(&restoring.checkpoint, &bundle.run_dir.join("rootfs"))?;
+        let kept = self.registry.container_state_dir(id).join(KEPT);
+        // Moved: the stage's own removal then finds nothing.
+        std::fs::rename(restoring.stage.path(), &kept)
+            .map_err(Error::io(format!("keeping the checkpoint in {}", kept.display())))?;
+        Ok(kept.join(layout::CHECKPOINT_DIR))
+    }
+}
