@@ -21,7 +21,7 @@ kernels="6.1 6.12"
 only=""
 # Integration test binaries (tests/*.rs) also run inside the VM; NAME=FILTER runs only the
 # tests of NAME whose names contain FILTER (TCG is slow: the rest of it runs on the host).
-ITESTS=${SWAPCRI_VM_ITESTS:-memory_plan_as_root oom_watch_as_root metrics_as_root stats_as_root top_as_root pod_lifecycle_as_root pod_namespace_loss_as_root userns_as_root nri_as_root cgroup_libcgroups cri_features_as_root=cri_metrics}
+ITESTS=${SWAPCRI_VM_ITESTS:-memory_plan_as_root oom_watch_as_root metrics_as_root stats_as_root top_as_root pod_lifecycle_as_root pod_namespace_loss_as_root userns_as_root nri_as_root cgroup_libcgroups cri_features_as_root=cri_metrics checkpoint_as_root checkpoint_swap_as_root}
 while [ $# -gt 0 ]; do
   case $1 in
     --kernel) kernels=$2; [ "$kernels" = all ] && kernels="6.1 6.12"; shift 2 ;;
@@ -72,6 +72,9 @@ copy_with_libs /usr/bin/crun /usr/bin/crun
 # runc 1.4.3 (id-mapped mounts) for the user-namespace tests.
 copy_with_libs "$(newer_runc)" /usr/local/bin/runc-new
 copy_with_libs target/release/swapcri /usr/local/bin/swapcri
+# CRIU 4.1.1 (hack/criu.sh) for the checkpoint tests; its check runs first (itests.sh).
+mkdir -p "$base/usr/local/sbin"
+copy_with_libs "$(criu_binary 2>/dev/null)" /usr/local/sbin/criu
 # Pods get a loopback-only CNI network (the VM has no other network).
 mkdir -p "$base/usr/lib/cni" "$base/etc/cni/net.d"
 copy_with_libs /usr/lib/cni/loopback /usr/lib/cni/loopback

@@ -3,6 +3,15 @@
 # e2e.sh) on this cgroup v2 node with swap. One E2E-RESULT line per test binary.
 # runc 1.4.3, copied in by e2e.sh, for the tests that compare handlers.
 [ -x /usr/local/bin/runc-new ] && export SWAPCRI_TEST_RUNC_NEW=/usr/local/bin/runc-new
+# CRIU 4.1.1, copied in by e2e.sh: what this kernel lets it do (`criu check`, and the
+# features `criu check --all` finds missing), then the checkpoint tests.
+if [ -x /usr/local/sbin/criu ]; then
+  export SWAPCRI_TEST_CRIU=/usr/local/sbin/criu
+  if check=$(/usr/local/sbin/criu check 2>&1); then result=PASS; else result=FAIL; fi
+  missing=$(/usr/local/sbin/criu check --all 2>&1 | grep -a '^Warn' | sed 's/^Warn *([^)]*): *//' | tr '\n' ';' | sed 's/;$//')
+  echo "E2E-RESULT criu-check $result $(uname -r): $(echo "$check" | tail -n 1) (check --all: ${missing:-nothing missing})"
+  [ $result = PASS ] || echo "$check" | tail -n 5 | sed 's/^/E2E-LOG   /'
+fi
 # Plain emulation (TCG) runs a process start or a runc call ten or more times slower than
 # hardware: the time bounds of the tests are stretched by this much here.
 export SWAPCRI_TEST_TIME_SCALE=10
