@@ -216,3 +216,52 @@ async fn restore_into_a_new_pod(daemon: &Daemon, handler: &str) {
     assert_eq!(in_pod.len(), 1, "{handler}: only the restored container: {in_pod:?}");
     rt.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: new_pod }).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_oci_image_built_from_a_checkpoint_restores_like_the_archive() {
+    require_root();
+    let daemon = Daemon::start(&format!("[checkpoint]\ncriu = \"{}\"\n", criu().display()));
+    import_busybox(&daemon);
+    let mut rt = daemon.runtime().await;
+    let pod_in = |name: &str| {
+        let config = sandbox_config(name, &daemon.dir.path().join("logs").join(name));
+        (config.clone(), cri::RunPodSandboxRequest { config: Some(config), runtime_handler: String::new() })
+    };
+    let (old_config, request) = pod_in("image-old");
+    let old_pod = rt.run_pod_sandbox(request).await.unwrap().into_inner().pod_sandbox_id;
+    let id = start(&daemon, &old_pod, &old_config, container_config("counter", &["sh", "-c", COUNTER])).await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let location = daemon.dir.path().join("for-image.tar");
+    let request = cri::CheckpointContainerRequest {
+        container_id: id.clone(),
+        location: location.display().to_string(),
+        timeout: 60,
+    };
+    rt.checkpoint_container(request).await.unwrap();
+    let at_checkpoint = count(&daemon, &id).await;
+    rt.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: old_pod }).await.unwrap();
+
+    // The archive's files as the one layer of an image that says it is a checkpoint.
+    let layer = std::fs::read(&location).unwrap();
+    let annotation = serde_json::json!({"io.kubernetes.cri-o.annotations.checkpoint.name": "counter"});
+    let image = common::images::TestImage::build(vec![(layer, common::images::Compress::Gzip)], "", false)
+        .with_manifest_annotations(annotation);
+    let archive = daemon.dir.path().join("checkpoint-image.tar");
+    image.write_layout_archive(&archive, "localhost/checkpoints/counter:latest");
+    let out = daemon.command().args(["image", "import"]).arg(&archive).output().unwrap();
+    assert!(out.status.success(), "import: {}", String::from_utf8_lossy(&out.stderr));
+
+    let (new_config, request) = pod_in("image-new");
+    let new_pod = rt.run_pod_sandbox(request).await.unwrap().into_inner().pod_sandbox_id;
+    let mut config = container_config("counter", &[]);
+    config.image = Some(cri::ImageSpec { image: "localhost/checkpoints/counter:latest".into(), ..Default::default() });
+    let restored = start(&daemon, &new_pod, &new_config, config).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (first, last) = logged_counts(&daemon.dir.path().join("logs/image-new/counter.log"));
+    assert!(
+        first > 1 && first <= at_checkpoint + 1,
+        "restored from the image, it starts at {first} (checkpoint at {at_checkpoint})"
+    );
+    assert!(last > first && count(&daemon, &restored).await >= at_checkpoint, "it counts on: {first}..{last}");
+    rt.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: new_pod }).await.unwrap();
+}

@@ -24,6 +24,9 @@ pub const DUMP_LOG: &str = "dump.log";
 pub const CRIO_ANNOTATIONS: &str = "io.kubernetes.cri-o.Annotations";
 /// The labels, the same way.
 pub const CRIO_LABELS: &str = "io.kubernetes.cri-o.Labels";
+/// An OCI image built from a checkpoint archive (as `buildah` builds them for Kubernetes)
+/// carries this manifest annotation, the checkpointed container's name.
+pub const CHECKPOINT_IMAGE_ANNOTATION: &str = "io.kubernetes.cri-o.annotations.checkpoint.name";
 
 /// config.dump: who the container was, as Podman, CRI-O and containerd record it (times in
 /// RFC 3339, as Go writes them).

@@ -81,17 +81,46 @@ pub fn extract(archive: &Path, into: &Path) -> Result<Checkpoint, RestoreError> 
             return Err(invalid(format!("{}: outside the archive", name.display())));
         }
     }
+    read_checkpoint(archive, into)
+}
+
+/// Copies a checkpoint image's unpacked layers (bottom first: an OCI image built from an
+/// archive, whose files are the archive's) into the empty directory `into`: regular files
+/// and directories only.
+pub fn copy_layers(layers: &[PathBuf], into: &Path, image: &str) -> Result<Checkpoint, RestoreError> {
+    crate::blocking::check("copying a checkpoint image");
+    let named = PathBuf::from(image);
+    let invalid = |why: String| RestoreError::Invalid { path: named.clone(), why };
+    for layer in layers {
+        for entry in walkdir::WalkDir::new(layer).min_depth(1).follow_links(false) {
+            let entry = entry.map_err(|e| RestoreError::Read { path: layer.clone(), source: e.into() })?;
+            let rel = entry.path().strip_prefix(layer).map_err(|e| invalid(e.to_string()))?;
+            let target = into.join(rel);
+            let copied = match entry.file_type() {
+                t if t.is_dir() => crate::store::private::create_dir_all(&target),
+                t if t.is_file() => std::fs::copy(entry.path(), &target).map(drop),
+                _ => return Err(invalid(format!("{}: only files and directories belong here", rel.display()))),
+            };
+            copied.map_err(|source| RestoreError::Read { path: target.clone(), source })?;
+        }
+    }
+    read_checkpoint(&named, into)
+}
+
+/// Reads the dumps of an unpacked checkpoint and checks it holds CRIU's images.
+fn read_checkpoint(source: &Path, dir: &Path) -> Result<Checkpoint, RestoreError> {
+    let invalid = |why: String| RestoreError::Invalid { path: source.to_path_buf(), why };
     let read_json = |name: &str| -> Result<Vec<u8>, RestoreError> {
-        std::fs::read(into.join(name)).map_err(|e| invalid(format!("no readable {name}: {e}")))
+        std::fs::read(dir.join(name)).map_err(|e| invalid(format!("no readable {name}: {e}")))
     };
     let config: ConfigDump = serde_json::from_slice(&read_json(layout::CONFIG_DUMP)?)
         .map_err(|e| invalid(format!("{}: {e}", layout::CONFIG_DUMP)))?;
     let spec: Spec = serde_json::from_slice(&read_json(layout::SPEC_DUMP)?)
         .map_err(|e| invalid(format!("{}: {e}", layout::SPEC_DUMP)))?;
-    if !into.join(layout::CHECKPOINT_DIR).join("inventory.img").is_file() {
+    if !dir.join(layout::CHECKPOINT_DIR).join("inventory.img").is_file() {
         return Err(invalid("it holds no CRIU images (checkpoint/inventory.img)".into()));
     }
-    Ok(Checkpoint { dir: into.to_path_buf(), config, spec })
+    Ok(Checkpoint { dir: dir.to_path_buf(), config, spec })
 }
 
 /// A relative path of plain names.

@@ -167,6 +167,15 @@ impl TestImage {
         self
     }
 
+    /// The same image with these annotations on its manifest (as `buildah config
+    /// --annotation` puts them).
+    pub fn with_manifest_annotations(mut self, annotations: serde_json::Value) -> TestImage {
+        let mut manifest: serde_json::Value = serde_json::from_slice(&self.manifest.bytes).unwrap();
+        manifest["annotations"] = annotations;
+        self.manifest = Blob::new(&self.manifest.media_type, serde_json::to_vec(&manifest).unwrap());
+        self
+    }
+
     /// The digest a `name@digest` reference uses: the index when there is one.
     pub fn top(&self) -> &Blob {
         self.index.as_ref().unwrap_or(&self.manifest)

@@ -43,7 +43,7 @@ impl PodService {
         }
         // An image that names a checkpoint archive: the checkpointed container is recreated
         // on its image, and its start restores the processes.
-        let restoring = self.open_checkpoint(&image_name, &sandbox)?;
+        let restoring = self.open_checkpoint(&image_name, &sandbox).await?;
         let (config, image_name) = match &restoring {
             Some(r) => (r.request(&config), r.image.clone()),
             None => (config, image_name),

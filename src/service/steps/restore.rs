@@ -1,6 +1,7 @@
-//! CreateContainer from a checkpoint archive: the archive unpacked and checked before
-//! anything is made, then the checkpointed container's root filesystem changes applied to the
-//! new container's, and CRIU's images kept with its state for the start that restores them.
+//! CreateContainer from a checkpoint archive (or an OCI image built from one): unpacked and
+//! checked before anything is made, then the checkpointed container's root filesystem changes
+//! applied to the new container's, and CRIU's images kept with its state for the start that
+//! restores them.
 
 use std::path::PathBuf;
 
@@ -9,6 +10,7 @@ use crate::checkpoint::restore::{self, Checkpoint};
 use crate::cri;
 use crate::error::Error;
 use crate::model::ids::ContainerId;
+use crate::model::image::ImageRecord;
 use crate::service::owners::objects::Sandbox;
 use crate::service::pod_service::PodService;
 use crate::service::steps::bundle::Bundle;
@@ -35,15 +37,30 @@ impl Restoring {
 }
 
 impl PodService {
-    /// The checkpoint a container's image names, unpacked and checked (None: an image).
-    pub(in crate::service) fn open_checkpoint(
+    /// Whether an image was built from a checkpoint archive: its manifest says so.
+    fn is_checkpoint_image(&self, image: &ImageRecord) -> bool {
+        let Ok(bytes) = self.images.read_blob(&image.manifest) else { return false };
+        let manifest: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+        manifest["annotations"].get(layout::CHECKPOINT_IMAGE_ANNOTATION).is_some()
+    }
+
+    /// The checkpoint a container's image names (a checkpoint archive's path, or an OCI
+    /// image built from one), unpacked and checked; None for any other image.
+    pub(in crate::service) async fn open_checkpoint(
         &self,
         image: &str,
         sandbox: &Sandbox,
     ) -> Result<Option<Restoring>, Error> {
-        if !crate::blocking::run(|| restore::names_archive(image)) {
-            return Ok(None);
-        }
+        let layers = if crate::blocking::run(|| restore::names_archive(image)) {
+            None
+        } else {
+            match self.find_image(image).await {
+                Ok(record) if crate::blocking::run(|| self.is_checkpoint_image(&record)) => {
+                    Some(record.layers.iter().map(|l| self.images.layer_path(l)).collect::<Vec<_>>())
+                }
+                _ => return Ok(None),
+            }
+        };
         find_criu(&self.config.checkpoint.criu)?;
         if self.ns_request(&sandbox.meta.id, &sandbox.meta.config).user.is_some() {
             return Err(Error::FailedPrecondition(format!(
@@ -54,7 +71,10 @@ impl PodService {
         let (stage, checkpoint) = crate::blocking::run(|| {
             crate::store::private::create_dir_all(&staging).map_err(Error::io(staging.display()))?;
             let stage = tempfile::tempdir_in(&staging).map_err(Error::io(staging.display()))?;
-            let checkpoint = restore::extract(std::path::Path::new(image), stage.path())?;
+            let checkpoint = match &layers {
+                None => restore::extract(std::path::Path::new(image), stage.path())?,
+                Some(layers) => restore::copy_layers(layers, stage.path(), image)?,
+            };
             Ok::<_, Error>((stage, checkpoint))
         })?;
         if restore::had_terminal(&checkpoint) {
