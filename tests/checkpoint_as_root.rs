@@ -9,7 +9,7 @@ use std::io::Read;
 use std::time::Duration;
 
 use common::pods::*;
-use common::{criu, newer_runc, require_root, Daemon};
+use common::{checkpoint_daemon, require_root, Daemon};
 use swapcri::cri;
 
 const COUNTER: &str = "i=0; while :; do i=$((i+1)); echo $i > /tmp/count; echo $i; sleep 0.1; done";
@@ -32,6 +32,14 @@ fn read_archive(path: &std::path::Path) -> (BTreeMap<String, u64>, BTreeMap<Stri
     (sizes, small)
 }
 
+/// A pod of that name on that handler, its logs under `logs/<name>`.
+async fn run_pod(daemon: &Daemon, name: &str, handler: &str) -> (cri::PodSandboxConfig, String) {
+    let config = sandbox_config(name, &daemon.dir.path().join("logs").join(name));
+    let request = cri::RunPodSandboxRequest { config: Some(config.clone()), runtime_handler: handler.into() };
+    let pod = daemon.runtime().await.run_pod_sandbox(request).await.unwrap().into_inner().pod_sandbox_id;
+    (config, pod)
+}
+
 async fn count(daemon: &Daemon, id: &str) -> u64 {
     let out = exec(daemon, id, &["cat", "/tmp/count"], 10).await.unwrap();
     String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
@@ -40,13 +48,7 @@ async fn count(daemon: &Daemon, id: &str) -> u64 {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_running_container_is_dumped_and_keeps_running() {
     require_root();
-    let (runc_new, criu) = (newer_runc(), criu());
-    let daemon = Daemon::start(&format!(
-        "[checkpoint]\ncriu = \"{}\"\n[runtime.handlers.runc-new]\nbinary = \"{}\"\n",
-        criu.display(),
-        runc_new.display()
-    ));
-    import_busybox(&daemon);
+    let daemon = checkpoint_daemon();
     // Debian's runc 1.1.5 (the built-in handler) and runc 1.4.3.
     for handler in ["runc", "runc-new"] {
         dump_and_go_on(&daemon, handler).await;
@@ -55,9 +57,7 @@ async fn a_running_container_is_dumped_and_keeps_running() {
 
 async fn dump_and_go_on(daemon: &Daemon, handler: &str) {
     let mut rt = daemon.runtime().await;
-    let config = sandbox_config(&format!("counter-{handler}"), &daemon.dir.path().join("logs").join(handler));
-    let request = cri::RunPodSandboxRequest { config: Some(config.clone()), runtime_handler: handler.into() };
-    let pod = rt.run_pod_sandbox(request).await.unwrap().into_inner().pod_sandbox_id;
+    let (config, pod) = run_pod(daemon, &format!("counter-{handler}"), handler).await;
     let id = start(daemon, &pod, &config, container_config("counter", &["sh", "-c", COUNTER])).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
 
@@ -139,13 +139,7 @@ fn memory_limit(pid: i64) -> String {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_checkpoint_restored_into_a_new_pod_counts_on_with_the_new_limits() {
     require_root();
-    let (runc_new, criu) = (newer_runc(), criu());
-    let daemon = Daemon::start(&format!(
-        "[checkpoint]\ncriu = \"{}\"\n[runtime.handlers.runc-new]\nbinary = \"{}\"\n",
-        criu.display(),
-        runc_new.display()
-    ));
-    import_busybox(&daemon);
+    let daemon = checkpoint_daemon();
     // Debian's runc 1.1.5 (the built-in handler) and runc 1.4.3.
     for handler in ["runc", "runc-new"] {
         restore_into_a_new_pod(&daemon, handler).await;
@@ -154,13 +148,7 @@ async fn a_checkpoint_restored_into_a_new_pod_counts_on_with_the_new_limits() {
 
 async fn restore_into_a_new_pod(daemon: &Daemon, handler: &str) {
     let mut rt = daemon.runtime().await;
-    let pod_in = |name: &str| {
-        let name = format!("{name}-{handler}");
-        let config = sandbox_config(&name, &daemon.dir.path().join("logs").join(&name));
-        (config.clone(), cri::RunPodSandboxRequest { config: Some(config), runtime_handler: handler.into() })
-    };
-    let (old_config, request) = pod_in("counter-old");
-    let old_pod = rt.run_pod_sandbox(request).await.unwrap().into_inner().pod_sandbox_id;
+    let (old_config, old_pod) = run_pod(daemon, &format!("counter-old-{handler}"), handler).await;
     let id = start(daemon, &old_pod, &old_config, container_config("counter", &["sh", "-c", COUNTER])).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let location = daemon.dir.path().join(format!("restore-{handler}.tar"));
@@ -174,8 +162,7 @@ async fn restore_into_a_new_pod(daemon: &Daemon, handler: &str) {
     rt.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: old_pod }).await.unwrap();
 
     // A new pod; the container's image is the archive, its memory limit a new one.
-    let (new_config, request) = pod_in("counter-new");
-    let new_pod = rt.run_pod_sandbox(request).await.unwrap().into_inner().pod_sandbox_id;
+    let (new_config, new_pod) = run_pod(daemon, &format!("counter-new-{handler}"), handler).await;
     let mut config = container_config("counter", &[]);
     config.image = Some(cri::ImageSpec { image: location.display().to_string(), ..Default::default() });
     let limit = 96 << 20;
@@ -220,15 +207,9 @@ async fn restore_into_a_new_pod(daemon: &Daemon, handler: &str) {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_oci_image_built_from_a_checkpoint_restores_like_the_archive() {
     require_root();
-    let daemon = Daemon::start(&format!("[checkpoint]\ncriu = \"{}\"\n", criu().display()));
-    import_busybox(&daemon);
+    let daemon = checkpoint_daemon();
     let mut rt = daemon.runtime().await;
-    let pod_in = |name: &str| {
-        let config = sandbox_config(name, &daemon.dir.path().join("logs").join(name));
-        (config.clone(), cri::RunPodSandboxRequest { config: Some(config), runtime_handler: String::new() })
-    };
-    let (old_config, request) = pod_in("image-old");
-    let old_pod = rt.run_pod_sandbox(request).await.unwrap().into_inner().pod_sandbox_id;
+    let (old_config, old_pod) = run_pod(&daemon, "image-old", "runc").await;
     let id = start(&daemon, &old_pod, &old_config, container_config("counter", &["sh", "-c", COUNTER])).await;
     tokio::time::sleep(Duration::from_millis(1000)).await;
     let location = daemon.dir.path().join("for-image.tar");
@@ -251,8 +232,7 @@ async fn an_oci_image_built_from_a_checkpoint_restores_like_the_archive() {
     let out = daemon.command().args(["image", "import"]).arg(&archive).output().unwrap();
     assert!(out.status.success(), "import: {}", String::from_utf8_lossy(&out.stderr));
 
-    let (new_config, request) = pod_in("image-new");
-    let new_pod = rt.run_pod_sandbox(request).await.unwrap().into_inner().pod_sandbox_id;
+    let (new_config, new_pod) = run_pod(&daemon, "image-new", "runc").await;
     let mut config = container_config("counter", &[]);
     config.image = Some(cri::ImageSpec { image: "localhost/checkpoints/counter:latest".into(), ..Default::default() });
     let restored = start(&daemon, &new_pod, &new_config, config).await;

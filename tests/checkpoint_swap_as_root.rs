@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::node::probe;
 use common::pods::*;
-use common::{criu, newer_runc, require_root, scaled, Daemon};
+use common::{checkpoint_daemon, require_root, scaled, Daemon};
 use swapcri::cri;
 
 /// Bytes of the hog's one big string: more than its memory limit, so part of it is in swap.
@@ -70,12 +70,7 @@ async fn a_partly_swapped_container_is_dumped_whole_and_restored_whole() {
         eprintln!("swap limits do not apply on this node ({facts:?}): nothing to check");
         return;
     }
-    let daemon = Daemon::start(&format!(
-        "[checkpoint]\ncriu = \"{}\"\n[runtime.handlers.runc-new]\nbinary = \"{}\"\n",
-        criu().display(),
-        newer_runc().display()
-    ));
-    import_busybox(&daemon);
+    let daemon = checkpoint_daemon();
     let mut rt = daemon.runtime().await;
     let pod_config = sandbox_config("swapped", &daemon.dir.path().join("logs/swapped"));
     let request = cri::RunPodSandboxRequest { config: Some(pod_config.clone()), runtime_handler: "runc-new".into() };

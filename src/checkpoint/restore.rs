@@ -191,9 +191,10 @@ pub fn apply_rootfs_changes(checkpoint: &Checkpoint, rootfs: &Path) -> Result<()
     tar.set_preserve_permissions(true);
     tar.set_preserve_ownerships(true);
     tar.set_overwrite(true);
-    for entry in tar.entries().map_err(read)? {
-        let mut entry = entry.map_err(read)?;
-        let name = entry.path().map_err(read)?.into_owned();
+    let malformed = |e: io::Error| invalid(format!("not a readable tar: {e}"));
+    for entry in tar.entries().map_err(malformed)? {
+        let mut entry = entry.map_err(malformed)?;
+        let name = entry.path().map_err(malformed)?.into_owned();
         let kind = entry.header().entry_type();
         let allowed = kind.is_file() || kind.is_dir() || kind.is_symlink() || kind.is_fifo();
         if !allowed || !plain(&name) {

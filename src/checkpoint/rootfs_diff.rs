@@ -65,7 +65,11 @@ pub fn write_rootfs_diff(upper: &Path, out: impl Write) -> io::Result<Vec<String
                 if change == Change::Replaced {
                     deleted.push(format!("/{}", rel.display()));
                 }
-                match tar.append_path_with_name(entry.path(), rel) {
+                let appended = match meta.file_type().is_file() {
+                    true => append_file(&mut tar, entry.path(), rel),
+                    false => tar.append_path_with_name(entry.path(), rel),
+                };
+                match appended {
                     Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
                     other => other?,
                 }
@@ -74,6 +78,18 @@ pub fn write_rootfs_diff(upper: &Path, out: impl Write) -> io::Result<Vec<String
     }
     tar.into_inner()?.flush()?;
     Ok(deleted)
+}
+
+/// A regular file as it is when opened: exactly the size its header gives, zeros where the
+/// running container shortened it meanwhile, nothing of what it added (the tar stays whole).
+fn append_file<W: Write>(tar: &mut tar::Builder<W>, path: &Path, rel: &Path) -> io::Result<()> {
+    use std::io::Read;
+    let file = std::fs::File::open(path)?;
+    let meta = file.metadata()?;
+    let mut header = tar::Header::new_gnu();
+    header.set_metadata_in_mode(&meta, tar::HeaderMode::Complete);
+    let size = meta.len();
+    tar.append_data(&mut header, rel, file.take(size).chain(io::repeat(0)).take(size))
 }
 
 #[cfg(test)]
@@ -132,6 +148,33 @@ mod tests {
         assert_eq!(names, ["etc", "etc/app", "etc/app/conf", "tmp", "tmp/count", "tmp/link", "var", "var/new"]);
         assert!(entries.contains(&("tmp/count".into(), "42".into(), None)));
         assert!(entries.contains(&("tmp/link".into(), String::new(), Some("/tmp/count".into()))));
+    }
+
+    #[test]
+    fn a_file_that_changes_while_it_is_read_leaves_a_whole_tar() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("count"), "1234567890").unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writer = {
+            let (path, stop) = (dir.path().join("count"), stop.clone());
+            std::thread::spawn(move || {
+                let mut i = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    i += 1;
+                    let _ = std::fs::write(&path, format!("{}", if i % 2 == 0 { "1" } else { "1234567890123" }));
+                }
+            })
+        };
+        for _ in 0..200 {
+            let mut out = Vec::new();
+            write_rootfs_diff(dir.path(), &mut out).unwrap();
+            let mut archive = tar::Archive::new(&out[..]);
+            let names: Vec<String> =
+                archive.entries().unwrap().map(|e| e.unwrap().path().unwrap().display().to_string()).collect();
+            assert_eq!(names, ["count"]);
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        writer.join().unwrap();
     }
 
     #[test]

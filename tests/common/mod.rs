@@ -247,6 +247,18 @@ pub fn criu() -> PathBuf {
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
+/// A daemon for the checkpoint tests: CRIU configured, runc 1.4.3 as handler `runc-new`
+/// beside Debian's runc, the test image imported.
+pub fn checkpoint_daemon() -> Daemon {
+    let daemon = Daemon::start(&format!(
+        "[checkpoint]\ncriu = \"{}\"\n[runtime.handlers.runc-new]\nbinary = \"{}\"\n",
+        criu().display(),
+        newer_runc().display()
+    ));
+    pods::import_busybox(&daemon);
+    daemon
+}
+
 /// A gRPC channel over a unix socket, as kubelet and crictl connect.
 pub async fn connect(socket: &Path) -> Channel {
     let socket = socket.to_path_buf();
