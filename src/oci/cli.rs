@@ -280,6 +280,14 @@ impl OciRuntime for CliRuntime {
         }
     }
 
+    async fn pause(&self, id: &str) -> Result<(), OciError> {
+        self.run("pause", id, &[]).await.map(drop)
+    }
+
+    async fn resume(&self, id: &str) -> Result<(), OciError> {
+        self.run("resume", id, &[]).await.map(drop)
+    }
+
     async fn kill(&self, id: &str, signal: &str, all: bool) -> Result<(), OciError> {
         let mut cmd = self.command();
         cmd.arg("kill");

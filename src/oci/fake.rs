@@ -189,6 +189,16 @@ impl OciRuntime for FakeRuntime {
         Ok(())
     }
 
+    async fn pause(&self, id: &str) -> Result<(), OciError> {
+        self.record(format!("pause {id}"));
+        Ok(())
+    }
+
+    async fn resume(&self, id: &str) -> Result<(), OciError> {
+        self.record(format!("resume {id}"));
+        Ok(())
+    }
+
     async fn kill(&self, _id: &str, signal: &str, all: bool) -> Result<(), OciError> {
         self.record(format!("kill {signal}{}", if all { " all" } else { "" }));
         if signal == self.exit_on || (self.exit_on == "SIGKILL init" && signal == "SIGKILL" && !all) {

@@ -139,6 +139,9 @@ pub trait OciRuntime: Send + Sync {
     fn list_blocking(&self) -> Result<Vec<String>, OciError>;
 
     async fn start(&self, id: &str) -> Result<(), OciError>;
+    /// Freezes every process of the container (`pause`), and thaws them (`resume`).
+    async fn pause(&self, id: &str) -> Result<(), OciError>;
+    async fn resume(&self, id: &str) -> Result<(), OciError>;
     /// Sends `signal` (a name such as SIGTERM) to the init process, or to all processes.
     async fn kill(&self, id: &str, signal: &str, all: bool) -> Result<(), OciError>;
     async fn delete(&self, id: &str) -> Result<(), OciError>;

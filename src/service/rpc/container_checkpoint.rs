@@ -39,12 +39,15 @@ impl PodService {
             s if s > 0 => Duration::from_secs(s as u64).min(MAX_TIMEOUT),
             _ => Duration::from_secs(self.config.checkpoint.timeout_seconds),
         };
-        let (runtime, cid) = (handler.runtime.clone(), container.meta.id.to_string());
-        let (images, work) = (stage.path().join("archive").join(layout::CHECKPOINT_DIR), stage.path().join("work"));
-        let mut dump = tokio::spawn(async move {
-            let paths = CheckpointPaths { image_dir: &images, work_dir: &work, criu: &criu };
-            runtime.checkpoint(&cid, &paths).await
-        });
+        let frozen = Frozen {
+            runtime: handler.runtime.clone(),
+            id: container.meta.id.to_string(),
+            archive: stage.path().join("archive"),
+            work: stage.path().join("work"),
+            criu,
+            upper: state_dir.join("upper"),
+        };
+        let mut dump = tokio::spawn(frozen.dump());
         match tokio::time::timeout(timeout, &mut dump).await {
             Ok(dumped) => dumped.map_err(|e| Error::Internal(format!("the checkpoint task: {e}")))??,
             Err(_) => {
@@ -63,7 +66,7 @@ impl PodService {
             let (runtime, target) = (handler.spec.name.clone(), location.clone());
             let run_dir = self.registry.container_run_dir(&container.meta.id);
             let container = container.clone();
-            move || assemble(&container, &runtime, &run_dir, &state_dir, stage, &target)
+            move || assemble(&container, &runtime, &run_dir, stage, &target)
         })
         .await
         .map_err(|e| Error::Internal(format!("the checkpoint archive task: {e}")))??;
@@ -72,13 +75,69 @@ impl PodService {
     }
 }
 
+/// What the frozen part of a checkpoint takes.
+struct Frozen {
+    runtime: std::sync::Arc<dyn crate::oci::OciRuntime>,
+    id: String,
+    /// The archive's files are gathered here.
+    archive: PathBuf,
+    /// CRIU's work files.
+    work: PathBuf,
+    criu: PathBuf,
+    /// The container's writable layer.
+    upper: PathBuf,
+}
+
+/// How many times a thaw is tried before the container is reported frozen.
+const THAW_TRIES: u32 = 3;
+
+impl Frozen {
+    /// With the container frozen: CRIU's dump, then its writable layer, so the two agree
+    /// (CRIU checks the size of every file the processes hold open when it restores). Thawed
+    /// whatever the outcome.
+    async fn dump(self) -> Result<(), Error> {
+        self.runtime.pause(&self.id).await?;
+        let dumped = async {
+            let images = self.archive.join(layout::CHECKPOINT_DIR);
+            let paths = CheckpointPaths { image_dir: &images, work_dir: &self.work, criu: &self.criu };
+            self.runtime.checkpoint(&self.id, &paths).await?;
+            let (upper, archive) = (self.upper.clone(), self.archive.clone());
+            crate::blocking::spawn(move || write_layer_changes(&upper, &archive)).await?
+        }
+        .await;
+        let mut thawed = self.runtime.resume(&self.id).await;
+        for _ in 1..THAW_TRIES {
+            if thawed.is_ok() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            thawed = self.runtime.resume(&self.id).await;
+        }
+        if let Err(e) = &thawed {
+            tracing::error!(container = %self.id, error = %e, "the container stays frozen after its checkpoint");
+        }
+        dumped?;
+        Ok(thawed?)
+    }
+}
+
+/// rootfs-diff.tar and deleted.files from the container's writable layer.
+fn write_layer_changes(upper: &Path, archive: &Path) -> Result<(), Error> {
+    let diff =
+        std::fs::File::create(archive.join(layout::ROOTFS_DIFF)).map_err(Error::io("creating rootfs-diff.tar"))?;
+    let deleted = crate::checkpoint::rootfs_diff::write_rootfs_diff(upper, std::io::BufWriter::new(diff))
+        .map_err(Error::io("writing the writable layer's changes"))?;
+    let json = serde_json::to_vec(&deleted).map_err(|e| Error::Internal(e.to_string()))?;
+    crate::store::private::write_file(&archive.join(layout::DELETED_FILES), &json)
+        .map_err(Error::io("writing deleted.files"))
+}
+
 /// Adds what a restore needs beside CRIU's images and writes the archive; the stage goes
 /// with it, whatever the outcome.
 fn assemble(
     container: &Container,
     runtime: &str,
     run_dir: &Path,
-    state_dir: &Path,
     stage: tempfile::TempDir,
     location: &Path,
 ) -> Result<u64, Error> {
@@ -106,12 +165,6 @@ fn assemble(
     let spec = layout::spec_dump(&spec, &meta.config.annotations, &meta.config.labels)
         .map_err(|e| Error::Internal(format!("{}: {e}", spec_path.display())))?;
     write(layout::SPEC_DUMP, &spec)?;
-    let diff =
-        std::fs::File::create(archive.join(layout::ROOTFS_DIFF)).map_err(Error::io("creating rootfs-diff.tar"))?;
-    let deleted =
-        crate::checkpoint::rootfs_diff::write_rootfs_diff(&state_dir.join("upper"), std::io::BufWriter::new(diff))
-            .map_err(Error::io("writing the writable layer's changes"))?;
-    write(layout::DELETED_FILES, &serde_json::to_vec(&deleted).map_err(|e| Error::Internal(e.to_string()))?)?;
     if !meta.log_path.is_empty() {
         copy_if_there(Path::new(&meta.log_path), &archive.join(layout::CONTAINER_LOG))?;
     }

@@ -14,12 +14,14 @@ use crate::model::sandbox::ProcessRef;
 use crate::monitor::MonitorConfig;
 use crate::oci::RestoreFrom;
 
+use crate::model::image::ImageRecord;
+use crate::model::memory::MemoryPlan;
 use crate::nri::api;
 use crate::service::adapters::nri_domain::{from_spec, nri_sandbox, resources_of};
 use crate::service::owners::objects::{now_nanos, Sandbox};
 use crate::service::pod_service::PodService;
 use crate::service::steps::bundle::Bundle;
-use crate::service::steps::image_volumes::record_image_refs;
+use crate::service::steps::image_volumes::{record_image_refs, ImageVolume};
 use crate::service::steps::rollback::Rollback;
 use crate::service::steps::span;
 
@@ -69,50 +71,21 @@ impl PodService {
         crate::blocking::run(|| bundle.write_spec())?;
         let reserved = self.registry.owned_pod_reservations();
         self.memory.apply_pod_reservations(&sandbox, &reserved, Some(&memory_plan)).await?;
-        let launched = async {
-            // A restored container's processes come back at its start.
-            let launched = match restore.as_ref() {
-                Some(_) => None,
-                None => Some(
-                    self.start_monitor(&id, &sandbox, &config, &bundle.run_dir, &log_path, None, &mut rollback)
-                        .instrument(span::step("monitor and runtime create"))
-                        .await?,
-                ),
-            };
-            crate::crash::point("container-after-runtime-create");
-
-            let meta = ContainerMeta {
-                id: id.clone(),
-                sandbox_id: sandbox.meta.id.clone(),
-                name,
-                image_ref: image.status_name(&image_name),
-                image_id: image.id.clone(),
-                log_path,
-                created_at: now_nanos(),
-                stop_signal: stop_signal(&config, &bundle.defaults.stop_signal),
-                user: Some(bundle.user),
-                shared_binds: bundle.shared_binds,
-                warnings: bundle.warnings,
-                restore,
-                config: {
-                    let mut recorded = config.clone();
-                    record_image_refs(&mut recorded, &volumes);
-                    recorded
-                },
-            };
-            let requested = config.linux.as_ref().and_then(|l| l.resources.clone());
-            let mut status = match launched {
-                Some((monitor, pid)) => ContainerStatus::created(monitor, pid, requested),
-                None => ContainerStatus::awaiting_restore(requested),
-            };
-            status.cgroup = status.pid.and_then(|pid| self.cgroups.cgroup_of(pid));
-            status.memory_plan = Some(memory_plan);
-            status.nri_owners = told.as_ref().map(|t| t.created.adjustment.owners.clone()).unwrap_or_default();
-            self.registry.add_container(meta, status)?;
-            self.exit_wake.changed();
-            Ok::<_, Error>(())
-        }
-        .await;
+        let made = Made {
+            id: &id,
+            sandbox: &sandbox,
+            name,
+            config: &config,
+            image: &image,
+            image_name: &image_name,
+            volumes: &volumes,
+            log_path,
+            bundle,
+            restore,
+            memory_plan,
+            nri_owners: told.as_ref().map(|t| t.created.adjustment.owners.clone()).unwrap_or_default(),
+        };
+        let launched = self.launch_and_record(made, &mut rollback).await;
         if let Err(e) = launched {
             drop(rollback);
             self.take_back_reservations(&sandbox).await;
@@ -126,6 +99,52 @@ impl PodService {
             self.nri.created(told.created).await;
         }
         Ok(id)
+    }
+
+    /// Has the monitor create the container (a restored one's processes come back at its
+    /// start instead), then records it.
+    async fn launch_and_record(&self, made: Made<'_>, rollback: &mut Rollback) -> Result<(), Error> {
+        let (id, sandbox, config) = (made.id, made.sandbox, made.config);
+        let launched = match made.restore {
+            Some(_) => None,
+            None => Some(
+                self.start_monitor(id, sandbox, config, &made.bundle.run_dir, &made.log_path, None, rollback)
+                    .instrument(span::step("monitor and runtime create"))
+                    .await?,
+            ),
+        };
+        crate::crash::point("container-after-runtime-create");
+        let bundle = made.bundle;
+        let meta = ContainerMeta {
+            id: id.clone(),
+            sandbox_id: sandbox.meta.id.clone(),
+            name: made.name,
+            image_ref: made.image.status_name(made.image_name),
+            image_id: made.image.id.clone(),
+            log_path: made.log_path,
+            created_at: now_nanos(),
+            stop_signal: stop_signal(config, &bundle.defaults.stop_signal),
+            user: Some(bundle.user),
+            shared_binds: bundle.shared_binds,
+            warnings: bundle.warnings,
+            restore: made.restore,
+            config: {
+                let mut recorded = config.clone();
+                record_image_refs(&mut recorded, made.volumes);
+                recorded
+            },
+        };
+        let requested = config.linux.as_ref().and_then(|l| l.resources.clone());
+        let mut status = match launched {
+            Some((monitor, pid)) => ContainerStatus::created(monitor, pid, requested),
+            None => ContainerStatus::awaiting_restore(requested),
+        };
+        status.cgroup = status.pid.and_then(|pid| self.cgroups.cgroup_of(pid));
+        status.memory_plan = Some(made.memory_plan);
+        status.nri_owners = made.nri_owners;
+        self.registry.add_container(meta, status)?;
+        self.exit_wake.changed();
+        Ok(())
     }
 
     /// After a failed create: the pod's reservations go back to what its live containers hold.
@@ -199,6 +218,23 @@ impl PodService {
         });
         Ok((monitor, pid))
     }
+}
+
+/// What a create has made of its container, ready to launch and record.
+struct Made<'a> {
+    id: &'a ContainerId,
+    sandbox: &'a Sandbox,
+    name: String,
+    config: &'a cri::ContainerConfig,
+    image: &'a ImageRecord,
+    image_name: &'a str,
+    volumes: &'a [ImageVolume],
+    log_path: String,
+    bundle: Bundle,
+    /// A restored container's CRIU images.
+    restore: Option<PathBuf>,
+    memory_plan: MemoryPlan,
+    nri_owners: std::collections::BTreeMap<String, String>,
 }
 
 /// The container's name within the pod (`<name>_<attempt>`) and its image, both required.

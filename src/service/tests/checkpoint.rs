@@ -54,7 +54,12 @@ async fn a_checkpoint_archive_holds_the_dump_spec_config_and_writable_layer() {
     let out = tempfile::tempdir().unwrap();
     let location = out.path().join("checkpoint.tar");
     f.service.checkpoint_container(&f.id.as_str()[..12], location.to_str().unwrap(), 0).await.unwrap();
-    assert_eq!(f.fake.calls(), [format!("checkpoint {}", f.id)]);
+    let id = &f.id;
+    assert_eq!(
+        f.fake.calls(),
+        [format!("pause {id}"), format!("checkpoint {id}"), format!("resume {id}")],
+        "dumped frozen"
+    );
     let files = entries(&location);
     for (image, content) in FAKE_CHECKPOINT_IMAGES {
         assert_eq!(files[&format!("checkpoint/{image}")], content.as_bytes(), "{image}");
@@ -87,6 +92,12 @@ async fn a_dump_criu_refuses_names_the_cause_and_leaves_nothing() {
     let err = f.service.checkpoint_container(f.id.as_str(), location.to_str().unwrap(), 0).await.unwrap_err();
     assert_eq!(err.kind(), crate::error::ErrorKind::FailedPrecondition, "{err}");
     assert!(err.to_string().contains("Can't dump file 9"), "{err}");
+    let id = &f.id;
+    assert_eq!(
+        f.fake.calls(),
+        [format!("pause {id}"), format!("checkpoint {id}"), format!("resume {id}")],
+        "thawed all the same"
+    );
     assert_eq!(std::fs::read_dir(out.path()).unwrap().count(), 0, "no archive, no temporary file");
     assert_eq!(left_in_state(&f), Vec::<String>::new(), "the stage is removed");
 }

@@ -127,6 +127,14 @@ impl OciRuntime for InertRuntime {
         Ok(())
     }
 
+    async fn pause(&self, _: &str) -> Result<(), OciError> {
+        Ok(())
+    }
+
+    async fn resume(&self, _: &str) -> Result<(), OciError> {
+        Ok(())
+    }
+
     async fn checkpoint(&self, id: &str, _: &crate::oci::CheckpointPaths<'_>) -> Result<(), OciError> {
         let message = "inert".into();
         Err(OciError::Criu { handler: "inert".into(), command: "checkpoint", id: id.into(), message })
