@@ -41,6 +41,9 @@ PACKAGES=systemd,systemd-sysv,dbus,udev,kmod,iproute2,runc,procps,e2fsprogs,util
 # with apparmor_parser, run through sudo; swapcri loads its default profile), python3 (its
 # summary) and curl (the node e2e's Summary API check talks to the API server and kubelet).
 if [ "$suite" = 1 ]; then PACKAGES+=,iptables,apparmor,sudo,python3,curl; fi
+# The node e2e's checkpoint spec: the libraries of CRIU 4.1.1 (hack/criu.sh, built against
+# bookworm's; installed as /usr/local/sbin/criu, where the runtimes find it).
+if [ "$node_e2e" = 1 ]; then PACKAGES+=,libprotobuf-c1,libnl-3-200,libnet1,libnftables1,libbsd0,libgnutls30,libuuid1; fi
 # kind: Docker's engine (with its containerd and runc), and what the checks read with.
 if [ "$kind" = 1 ]; then PACKAGES+=,docker.io,iptables,python3,curl; fi
 
@@ -123,6 +126,7 @@ if [ "$full_critest" = 1 ]; then
 fi
 if [ "$node_e2e" = 1 ]; then
   install -m 0755 "$(newer_runc)" "$root/usr/local/bin/runc-new"
+  install -D -m 0755 "$(criu_binary 2>/dev/null)" "$root/usr/local/sbin/criu"
   install -m 0755 hack/vm/node-e2e-node.sh "$root/e2e/node-e2e-node.sh"
   install -m 0755 hack/vm/summary-swap.sh "$root/e2e/summary-swap.sh"
   install -m 0644 hack/critest/summary.py "$root/e2e/summary.py"
