@@ -16,6 +16,9 @@ fi
 mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
+# Pseudo-terminals as a node has them (CRIU's check opens /dev/ptmx).
+mkdir -p /dev/pts && mount -t devpts -o ptmxmode=0666 devpts /dev/pts
+[ -e /dev/ptmx ] || ln -s pts/ptmx /dev/ptmx
 mkdir -p /sys/fs/cgroup /run /tmp /var/lib/swapcri /var/log/pods
 # /tmp, /run and the state stay on the root tmpfs: nothing is mounted over what the
 # initramfs brought (the test binaries' daemon sits at the checkout's path, maybe under /tmp).

@@ -149,16 +149,26 @@ fn line_message(line: &str) -> Option<(String, String)> {
 /// CRIU's own log in a work directory (dump.log, restore.log).
 const CRIU_LOGS: [&str; 2] = ["dump.log", "restore.log"];
 
-/// What CRIU said went wrong: the last error lines of its log in `work_dir` ("" when none).
+/// What CRIU said went wrong: the first error lines of its log in `work_dir` (the cause; the
+/// later ones say what gave up because of it) and the last ("" when none).
 pub(super) fn criu_errors(work_dir: &Path) -> String {
     let mut errors = Vec::new();
     for log in CRIU_LOGS {
         let text = std::fs::read(work_dir.join(log)).unwrap_or_default();
         let text = String::from_utf8_lossy(&text);
-        errors.extend(text.lines().filter(|l| l.contains("Error (")).map(|l| l.trim().to_string()));
+        let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+        let found: Vec<usize> = (0..lines.len()).filter(|&i| lines[i].contains("Error (")).collect();
+        // A lone error (CRIU's "Dumping FAILED.") says nothing of the cause: what it logged
+        // just before does.
+        if let [only] = found[..] {
+            errors.extend(lines[only.saturating_sub(3)..only].iter().map(|l| l.to_string()));
+        }
+        errors.extend(found.iter().map(|&i| lines[i].to_string()));
     }
-    let from = errors.len().saturating_sub(4);
-    errors[from..].join("; ")
+    if errors.len() > 4 {
+        errors.drain(3..errors.len() - 1);
+    }
+    errors.join("; ")
 }
 
 /// PATH with the directory of an absolute `criu` first (the runtimes look it up by name).
@@ -379,6 +389,24 @@ fn started_then_deleted(message: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn criu_errors_name_the_first_errors_and_the_last() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(criu_errors(dir.path()), "");
+        let log: String =
+            (1..=6).map(|n| format!("(00.{n}) Error (criu/x.c:{n}): failure {n}\n(00.{n}) info\n")).collect();
+        std::fs::write(dir.path().join("dump.log"), log).unwrap();
+        let got = criu_errors(dir.path());
+        let names: Vec<&str> = got.split("; ").map(|e| e.rsplit(": ").next().unwrap()).collect();
+        assert_eq!(names, ["failure 1", "failure 2", "failure 3", "failure 6"]);
+        std::fs::write(
+            dir.path().join("dump.log"),
+            "(00.0) a\n(00.0) b\n(00.0) cause\n(00.1) Error (criu/x.c:1): only\n",
+        )
+        .unwrap();
+        assert_eq!(criu_errors(dir.path()), "(00.0) a; (00.0) b; (00.0) cause; (00.1) Error (criu/x.c:1): only");
+    }
 
     #[test]
     fn runtime_messages() {
