@@ -193,6 +193,8 @@ else
   NODE_E2E_DIR=$dir NODE_E2E_TIMEOUT=$TIMEOUT hack/vm/systemd-node.sh --node-e2e || status=$?
 fi
 summary=$dir/report/summary.txt
+# The binaries were the run's own copies; the report is what stays (they are large).
+rm -f "$dir/kubelet" "$dir/e2e_node.test" "$dir/ginkgo" "$dir/containerd" "$dir/containerd-shim-runc-v2"
 if [ -f "$summary" ]; then
   read -r _ total _ passed _ failed _ skipped <<<"$(grep -m1 '^TOTAL' "$summary")"
   self=$(grep -m1 '^SELF-SKIPPED' "$summary" | cut -d' ' -f2)
