@@ -53,6 +53,14 @@ impl CliRuntime {
         OciError::Failed { handler: self.spec.name.clone(), command, id: id.to_string(), message }
     }
 
+    /// A checkpoint or restore the runtime reported failed, with what CRIU's log in
+    /// `work_dir` says of the cause.
+    fn criu_failed(&self, command: &'static str, id: &str, message: String, work_dir: &Path) -> OciError {
+        let criu = criu_errors(work_dir);
+        let message = if criu.is_empty() { message } else { format!("{message}; CRIU: {criu}") };
+        OciError::Criu { handler: self.spec.name.clone(), command, id: id.to_string(), message }
+    }
+
     async fn run(&self, command: &'static str, id: &str, args: &[&str]) -> Result<Vec<u8>, OciError> {
         let mut cmd = self.command();
         cmd.arg(command).args(args).arg(id);
@@ -63,9 +71,7 @@ impl CliRuntime {
             Err(self.failed(command, id, runtime_message(&out.stderr)))
         }
     }
-}
 
-impl CliRuntime {
     /// `create` or `restore`: the container of `bundle` made (restore: and running), its
     /// pid written to `work_dir`; `options` adds the subcommand's own.
     fn launch(
@@ -99,12 +105,6 @@ impl CliRuntime {
             if message.is_empty() {
                 // Its stderr was the container's: whatever it printed is in the container's log.
                 message = format!("{status}, and logged nothing to {}", log.display());
-            }
-            let criu = criu_errors(work_dir);
-            if command == "restore" {
-                let message = if criu.is_empty() { message } else { format!("{message}; CRIU: {criu}") };
-                let handler = self.spec.name.clone();
-                return Err(OciError::Criu { handler, command, id: id.to_string(), message });
             }
             return Err(self.failed(command, id, message));
         }
@@ -211,13 +211,15 @@ impl OciRuntime for CliRuntime {
         from: &RestoreFrom,
         io: CreateIo,
     ) -> Result<i32, OciError> {
-        let images = from.image_dir.clone();
-        let path = path_with_criu(&from.criu);
-        self.launch("restore", id, bundle, work_dir, io, |cmd| {
-            cmd.arg("--detach").arg("--image-path").arg(&images).arg("--work-path").arg(work_dir);
-            if let Some(path) = &path {
+        let launched = self.launch("restore", id, bundle, work_dir, io, |cmd| {
+            cmd.arg("--detach").arg("--image-path").arg(&from.image_dir).arg("--work-path").arg(work_dir);
+            if let Some(path) = path_with_criu(&from.criu) {
                 cmd.env("PATH", path);
             }
+        });
+        launched.map_err(|e| match e {
+            OciError::Failed { message, .. } => self.criu_failed("restore", id, message, work_dir),
+            other => other,
         })
     }
 
@@ -353,19 +355,12 @@ impl OciRuntime for CliRuntime {
         }
         cmd.arg("checkpoint").arg("--leave-running");
         cmd.arg("--image-path").arg(paths.image_dir).arg("--work-path").arg(paths.work_dir).arg(id);
-        // Run to its end even when the caller gives up: CRIU thaws and cures what it seized.
-        let child = cmd.kill_on_drop(false).output();
-        let out = tokio::spawn(child).await.map_err(|e| self.failed("checkpoint", id, e.to_string()))?;
-        let out = out.map_err(|e| self.spawn_error(e))?;
-        if out.status.success() {
-            return Ok(());
+        // Never killed with a dropped call: CRIU must thaw and cure what it seized.
+        let out = cmd.kill_on_drop(false).output().await.map_err(|e| self.spawn_error(e))?;
+        match out.status.success() {
+            true => Ok(()),
+            false => Err(self.criu_failed("checkpoint", id, runtime_message(&out.stderr), paths.work_dir)),
         }
-        let mut message = runtime_message(&out.stderr);
-        let criu = criu_errors(paths.work_dir);
-        if !criu.is_empty() {
-            message = format!("{message}; CRIU: {criu}");
-        }
-        Err(OciError::Criu { handler: self.spec.name.clone(), command: "checkpoint", id: id.to_string(), message })
     }
 
     async fn exec(

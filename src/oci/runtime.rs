@@ -149,8 +149,9 @@ pub trait OciRuntime: Send + Sync {
     async fn state(&self, id: &str) -> Result<Option<RuntimeState>, OciError>;
     /// Applies a resources document (OCI LinuxResources JSON).
     async fn update(&self, id: &str, resources_json: &[u8]) -> Result<(), OciError>;
-    /// Dumps the running container's processes with CRIU and leaves them running. Not
-    /// cancelled with its caller: a dump cut short could leave the container frozen.
+    /// Dumps the running container's processes with CRIU and leaves them running. A caller
+    /// must not drop the call half way (a dump cut short could leave the container frozen):
+    /// the service runs it in a task of its own.
     async fn checkpoint(&self, id: &str, paths: &CheckpointPaths<'_>) -> Result<(), OciError>;
     /// Runs a process (OCI Process JSON) in the container; output capped at `cap` bytes per
     /// stream; on timeout the process and its descendants are killed.

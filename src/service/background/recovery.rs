@@ -13,9 +13,6 @@ use crate::service::owners::registry::QuarantinedRecord;
 use crate::service::pod_service::PodService;
 use crate::service::steps::image_volumes::unmount_container;
 
-use crate::service::steps::criu::STAGE_PREFIX as CHECKPOINT_STAGE;
-use crate::service::steps::restore::STAGING as RESTORE_STAGING;
-
 /// statfs magic of the nsfs filesystem (a pinned namespace file).
 const NSFS_MAGIC: i64 = 0x6e73_6673;
 
@@ -122,7 +119,7 @@ impl PodService {
         }
         self.sweep_runtime_orphans();
         self.sweep_orphan_dirs();
-        self.sweep_checkpoint_stages(&ids);
+        crate::service::steps::criu::sweep_stages(&self.config.state_root);
         let state = self.registry.read();
         tracing::info!(
             sandboxes = state.sandboxes.len(),
@@ -240,30 +237,6 @@ impl PodService {
                     let _ = std::fs::remove_dir_all(entry.path());
                 }
             }
-        }
-    }
-}
-
-impl PodService {
-    /// What a checkpoint or a restore cut short by a crash left: archives being unpacked
-    /// for a create that never finished, dumps being gathered for an archive never written.
-    fn sweep_checkpoint_stages(&self, containers: &[crate::model::ids::ContainerId]) {
-        let mut stages: Vec<std::path::PathBuf> = std::fs::read_dir(self.config.state_root.join(RESTORE_STAGING))
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|e| e.path())
-            .collect();
-        for id in containers {
-            let dir = self.registry.container_state_dir(id);
-            let entries = std::fs::read_dir(dir).into_iter().flatten().flatten();
-            stages.extend(
-                entries.filter(|e| e.file_name().to_string_lossy().starts_with(CHECKPOINT_STAGE)).map(|e| e.path()),
-            );
-        }
-        for stage in stages {
-            tracing::info!(path = %stage.display(), "removing what an unfinished checkpoint or restore left");
-            let _ = std::fs::remove_dir_all(stage);
         }
     }
 }

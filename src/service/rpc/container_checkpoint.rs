@@ -11,7 +11,7 @@ use crate::model::container::ContainerState;
 use crate::oci::CheckpointPaths;
 use crate::service::owners::objects::{now_nanos, Container};
 use crate::service::pod_service::PodService;
-use crate::service::steps::criu::{find_criu, STAGE_PREFIX};
+use crate::service::steps::criu::{find_criu, stage};
 
 /// The longest timeout a request may ask for.
 const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
@@ -31,10 +31,7 @@ impl PodService {
         }
         let sandbox = self.registry.find_sandbox(container.meta.sandbox_id.as_str())?;
         let handler = self.runtimes.get(&sandbox.meta.runtime_handler)?;
-        // On disk with the container's state: the dump is as large as its memory.
-        let state_dir = self.registry.container_state_dir(&container.meta.id);
-        let stage = crate::blocking::run(|| tempfile::Builder::new().prefix(STAGE_PREFIX).tempdir_in(&state_dir))
-            .map_err(Error::io(format!("making a checkpoint directory in {}", state_dir.display())))?;
+        let stage = crate::blocking::run(|| stage(&self.config.state_root, "dump-"))?;
         let timeout = match timeout_seconds {
             s if s > 0 => Duration::from_secs(s as u64).min(MAX_TIMEOUT),
             _ => Duration::from_secs(self.config.checkpoint.timeout_seconds),
@@ -45,7 +42,7 @@ impl PodService {
             archive: stage.path().join("archive"),
             work: stage.path().join("work"),
             criu,
-            upper: state_dir.join("upper"),
+            upper: self.registry.container_state_dir(&container.meta.id).join("upper"),
         };
         let mut dump = tokio::spawn(frozen.dump());
         match tokio::time::timeout(timeout, &mut dump).await {

@@ -22,6 +22,7 @@ use crate::service::owners::objects::{now_nanos, Sandbox};
 use crate::service::pod_service::PodService;
 use crate::service::steps::bundle::Bundle;
 use crate::service::steps::image_volumes::{record_image_refs, ImageVolume};
+use crate::service::steps::restore::Source;
 use crate::service::steps::rollback::Rollback;
 use crate::service::steps::span;
 
@@ -43,16 +44,18 @@ impl PodService {
         if let Some(id) = self.created_with_name(&sandbox, &name)? {
             return Ok(id);
         }
-        // An image that names a checkpoint archive: the checkpointed container is recreated
-        // on its image, and its start restores the processes.
-        let restoring = self.open_checkpoint(&image_name, &sandbox).await?;
-        let (config, image_name) = match &restoring {
-            Some(r) => (r.request(&config), r.image.clone()),
-            None => (config, image_name),
+        // An image that names a checkpoint: the checkpointed container is recreated on its
+        // image, and its start restores the processes.
+        let source = self.open_image(&image_name, &sandbox).instrument(span::step("find image")).await?;
+        let (config, image_name, image, restoring) = match source {
+            Source::Image(image) => (config, image_name, image, None),
+            Source::Checkpoint(r) => {
+                let image = self.find_image(&r.image).instrument(span::step("find image")).await?;
+                (r.request(&config), r.image.clone(), image, Some(*r))
+            }
         };
         let resources = config.linux.as_ref().and_then(|l| l.resources.clone()).unwrap_or_default();
         let memory_plan = self.memory.plan(&sandbox, &config, &resources)?;
-        let image = self.find_image(&image_name).instrument(span::step("find image")).await?;
         let volumes = self.find_image_volumes(&config).await?;
         let log_path = crate::blocking::run(|| log_path(&sandbox, &config))?;
         let id = ContainerId::generate();

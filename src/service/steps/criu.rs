@@ -5,8 +5,27 @@ use std::path::{Path, PathBuf};
 
 use crate::error::Error;
 
-/// A checkpoint's working directory in the container's state directory: `<prefix><random>`.
-pub(in crate::service) const STAGE_PREFIX: &str = "checkpoint-";
+/// Where checkpoints gather their files and restores unpack archives, one directory each, on
+/// the state root's disk (a dump is as large as the container's memory); what a crash leaves
+/// there is removed at start.
+const STAGING: &str = "checkpoints";
+
+/// A new working directory under the state root's staging directory, removed when dropped.
+pub(in crate::service) fn stage(state_root: &Path, prefix: &str) -> Result<tempfile::TempDir, Error> {
+    crate::blocking::check("making a checkpoint working directory");
+    let staging = state_root.join(STAGING);
+    crate::store::private::create_dir_all(&staging).map_err(Error::io(staging.display()))?;
+    tempfile::Builder::new().prefix(prefix).tempdir_in(&staging).map_err(Error::io(staging.display()))
+}
+
+/// Removes what an unfinished checkpoint or restore left (at start, before any runs).
+pub(in crate::service) fn sweep_stages(state_root: &Path) {
+    crate::blocking::check("removing unfinished checkpoint directories");
+    for entry in std::fs::read_dir(state_root.join(STAGING)).into_iter().flatten().flatten() {
+        tracing::info!(path = %entry.path().display(), "removing what an unfinished checkpoint or restore left");
+        let _ = std::fs::remove_dir_all(entry.path());
+    }
+}
 
 /// The configured CRIU, or FailedPrecondition naming the setting.
 pub(in crate::service) fn find_criu(criu: &Path) -> Result<PathBuf, Error> {

@@ -14,12 +14,16 @@ use crate::model::image::ImageRecord;
 use crate::service::owners::objects::Sandbox;
 use crate::service::pod_service::PodService;
 use crate::service::steps::bundle::Bundle;
-use crate::service::steps::criu::find_criu;
+use crate::service::steps::criu::{find_criu, stage};
 
-/// Where archives are unpacked until their container has a state directory of its own.
-pub(in crate::service) const STAGING: &str = "restore";
 /// Where a restored container keeps the unpacked checkpoint, in its state directory.
 const KEPT: &str = "checkpoint";
+
+/// What a container's image names.
+pub(in crate::service) enum Source {
+    Image(ImageRecord),
+    Checkpoint(Box<Restoring>),
+}
 
 /// A checkpoint being restored into a new container.
 pub(in crate::service) struct Restoring {
@@ -44,22 +48,17 @@ impl PodService {
         manifest["annotations"].get(layout::CHECKPOINT_IMAGE_ANNOTATION).is_some()
     }
 
-    /// The checkpoint a container's image names (a checkpoint archive's path, or an OCI
-    /// image built from one), unpacked and checked; None for any other image.
-    pub(in crate::service) async fn open_checkpoint(
-        &self,
-        image: &str,
-        sandbox: &Sandbox,
-    ) -> Result<Option<Restoring>, Error> {
+    /// What a container's image names: an image on the node, or a checkpoint (an archive's
+    /// path, or an OCI image built from one), unpacked and checked.
+    pub(in crate::service) async fn open_image(&self, image: &str, sandbox: &Sandbox) -> Result<Source, Error> {
         let layers = if crate::blocking::run(|| restore::names_archive(image)) {
             None
         } else {
-            match self.find_image(image).await {
-                Ok(record) if crate::blocking::run(|| self.is_checkpoint_image(&record)) => {
-                    Some(record.layers.iter().map(|l| self.images.layer_path(l)).collect::<Vec<_>>())
-                }
-                _ => return Ok(None),
+            let record = self.find_image(image).await?;
+            if !crate::blocking::run(|| self.is_checkpoint_image(&record)) {
+                return Ok(Source::Image(record));
             }
+            Some(record.layers.iter().map(|l| self.images.layer_path(l)).collect::<Vec<_>>())
         };
         find_criu(&self.config.checkpoint.criu)?;
         if self.ns_request(&sandbox.meta.id, &sandbox.meta.config).user.is_some() {
@@ -67,10 +66,8 @@ impl PodService {
                 "restoring {image}: a pod with its own user namespace cannot take a restored container"
             )));
         }
-        let staging = self.config.state_root.join(STAGING);
         let (stage, checkpoint) = crate::blocking::run(|| {
-            crate::store::private::create_dir_all(&staging).map_err(Error::io(staging.display()))?;
-            let stage = tempfile::tempdir_in(&staging).map_err(Error::io(staging.display()))?;
+            let stage = stage(&self.config.state_root, "restore-")?;
             let checkpoint = match &layers {
                 None => restore::extract(std::path::Path::new(image), stage.path())?,
                 Some(layers) => restore::copy_layers(layers, stage.path(), image)?,
@@ -84,7 +81,7 @@ impl PodService {
         }
         let base = checkpoint.base_image().map(str::to_string);
         let image = base.ok_or_else(|| Error::InvalidArgument(format!("{image}: config.dump names no image")))?;
-        Ok(Some(Restoring { stage, checkpoint, image }))
+        Ok(Source::Checkpoint(Box::new(Restoring { stage, checkpoint, image })))
     }
 
     /// Once the bundle is ready: every mount the checkpoint had is there again, the root

@@ -41,11 +41,11 @@ fn entries(archive: &Path) -> BTreeMap<String, Vec<u8>> {
     out
 }
 
-/// The checkpoint stages left in the container's state directory.
+/// The checkpoint and restore working directories left under the state root.
 fn left_in_state(f: &Fixture) -> Vec<String> {
-    let dir = f.service.registry.container_state_dir(&f.id);
-    let names = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned());
-    names.filter(|n| n.starts_with("checkpoint")).collect()
+    let staging = f.service.config.state_root.join("checkpoints");
+    let names = std::fs::read_dir(staging).into_iter().flatten().map(|e| e.unwrap().file_name());
+    names.map(|n| n.to_string_lossy().into_owned()).collect()
 }
 
 #[tokio::test]
@@ -145,13 +145,16 @@ async fn without_criu_a_checkpoint_is_a_failed_precondition() {
 async fn recovery_removes_what_an_unfinished_checkpoint_or_restore_left() {
     let (f, _tools) = checkpointable(ContainerState::Running);
     let state_dir = f.service.registry.container_state_dir(&f.id);
-    let staging = f.service.config.state_root.join("restore/.tmpXYZ");
-    for dir in [state_dir.join("checkpoint-abc/work"), state_dir.join("checkpoint/checkpoint"), staging.clone()] {
+    let (dump, staging) = (
+        f.service.config.state_root.join("checkpoints/dump-abc"),
+        f.service.config.state_root.join("checkpoints/restore-xyz"),
+    );
+    for dir in [dump.join("work"), state_dir.join("checkpoint/checkpoint"), staging.clone()] {
         std::fs::create_dir_all(dir).unwrap();
     }
     f.service.recover().unwrap();
     assert!(!staging.exists(), "an archive being unpacked for a create that never finished");
-    assert!(!state_dir.join("checkpoint-abc").exists(), "a dump being gathered");
+    assert!(!dump.exists(), "a dump being gathered");
     assert!(state_dir.join("checkpoint/checkpoint").is_dir(), "a restored container's images stay");
     assert!(state_dir.join("upper/tmp/count").is_file());
 }
