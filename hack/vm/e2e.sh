@@ -9,6 +9,10 @@
 #   hack/vm/e2e.sh --only guard-disk            (the guard on a node that swaps to its own disk:
 #                                               hack/vm/guard-disk.sh; about 10 minutes per
 #                                               kernel; measure with --kernel, one VM at a time)
+#   hack/vm/e2e.sh --only kubelet-thrash        (kubelet's health while a pod thrashes, on the
+#                                               systemd node swapping to its throttled root disk:
+#                                               hack/vm/kubelet-thrash.sh; one VM at a time;
+#                                               --kernel 6.1, 6.12 (the default) or all)
 #   SWAPCRI_VM_OFFLOAD_SECONDS=300              how long the offload watches its hot container
 #                                               (default 60; 300 is the long form)
 # 6.1 is bookworm's linux-image-amd64, 6.12 bookworm-backports'. Downloaded packages are cached
@@ -18,16 +22,22 @@ cd "$(dirname "$0")/../.."
 source hack/lib.sh
 
 kernels="6.1 6.12"
+kernels_set=0
 only=""
 # Integration test binaries (tests/*.rs) also run inside the VM; NAME=FILTER runs only the
 # tests of NAME whose names contain FILTER (TCG is slow: the rest of it runs on the host).
 ITESTS=${SWAPCRI_VM_ITESTS:-memory_plan_as_root oom_watch_as_root metrics_as_root stats_as_root top_as_root pod_lifecycle_as_root pod_namespace_loss_as_root userns_as_root nri_as_root cgroup_libcgroups cri_features_as_root=cri_metrics}
 while [ $# -gt 0 ]; do
   case $1 in
-    --kernel) kernels=$2; [ "$kernels" = all ] && kernels="6.1 6.12"; shift 2 ;;
+    --kernel) kernels=$2 kernels_set=1; [ "$kernels" = all ] && kernels="6.1 6.12"; shift 2 ;;
     --only)
       only=$2
-      case $only in offload | guard-disk) ITESTS="" ;; itests) ;; *) echo "--only offload|guard-disk|itests" >&2; exit 2 ;; esac
+      case $only in
+        offload | guard-disk) ITESTS="" ;;
+        itests) ;;
+        kubelet-thrash) ;;
+        *) echo "--only offload|guard-disk|itests|kubelet-thrash" >&2; exit 2 ;;
+      esac
       shift 2 ;;
     --node)
       case $2 in
@@ -41,6 +51,14 @@ done
 for k in $kernels; do
   case $k in 6.1 | 6.12) ;; *) echo "kernel $k: 6.1 or 6.12" >&2; exit 2 ;; esac
 done
+if [ "$only" = kubelet-thrash ]; then
+  # A systemd node (kubelet needs one here), 6.12 unless --kernel says; one VM at a time, since
+  # what it measures is a node under load.
+  [ "$kernels_set" = 1 ] || kernels=6.12
+  status=0
+  for k in $kernels; do SWAPCRI_NODE_KERNEL=$k hack/vm/systemd-node.sh --kubelet-thrash || status=1; done
+  exit $status
+fi
 
 source hack/vm/lib.sh
 

@@ -13,6 +13,10 @@
 # (hack/vm/node-e2e-node.sh; hack/node-e2e.sh prepares and names what it runs: NODE_E2E_DIR
 # holds kubelet, e2e_node.test, and the files driver, focus, skip and timeout; the reports
 # come back in NODE_E2E_DIR/report).
+# --kubelet-thrash: instead of the scenarios, kubelet's health while a pod thrashes
+# (hack/vm/kubelet-thrash.sh): the node's only swap is a file on its root disk, throttled as
+# a cloud volume is (400 IOPS, 40 MB/s); KUBELET_THRASH_ARMS (observe throttle kill
+# containerd) and KUBELET_THRASH_SECONDS (60: each measure); SWAPCRI_NODE_KERNEL 6.12 or 6.1.
 # --kind: instead of the scenarios, a kind cluster made by Docker's engine on the node
 # (hack/vm/kind-node.sh; hack/kind-cluster.sh prepares KIND_DIR: the node images, kind, kubectl,
 # the cluster configuration and the files runtime, form and image).
@@ -24,16 +28,19 @@ cd "$(dirname "$0")/../.."
 source hack/lib.sh
 source hack/vm/lib.sh
 t_start=$(date +%s)
-full_critest=0 node_e2e=0 kind=0
+full_critest=0 node_e2e=0 kind=0 thrash=0
 case ${1:-} in
   --critest) full_critest=1 ;;
   --node-e2e) node_e2e=1 ;;
   --kind) kind=1 ;;
+  --kubelet-thrash) thrash=1 ;;
   "") ;;
-  *) echo "usage: $0 [--critest|--node-e2e|--kind]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--critest|--node-e2e|--kind|--kubelet-thrash]" >&2; exit 2 ;;
 esac
-# Both run a suite of CRI clients with pods on a bridge with host ports.
-suite=$((full_critest + node_e2e))
+# They run CRI clients (a suite, or kubelet) with pods on a bridge.
+suite=$((full_critest + node_e2e + thrash))
+kernel=${SWAPCRI_NODE_KERNEL:-6.12}
+case $kernel in 6.1 | 6.12) ;; *) echo "SWAPCRI_NODE_KERNEL=6.1 or 6.12" >&2; exit 2 ;; esac
 
 # What the node's root filesystem holds besides swapcri; the cache key follows it.
 PACKAGES=systemd,systemd-sysv,dbus,udev,kmod,iproute2,runc,procps,e2fsprogs,util-linux,fdisk,ca-certificates
@@ -67,7 +74,7 @@ if [ "$kind" = 0 ]; then # the kind node runs swapcri inside its kind nodes only
   exec 8>&-
 fi
 hack/tools.sh /var/cache/swapcri-tools crictl >/dev/null
-fetch_kernel 6.12
+fetch_kernel "$kernel"
 
 tarball=$(rootfs_tarball "$PACKAGES")
 
@@ -137,6 +144,20 @@ if [ "$node_e2e" = 1 ]; then
   mkdir -p "$root/etc/swapcri/cni-node-e2e"
   write_bridge_conflist "$root/etc/swapcri/cni-node-e2e/10-pods.conflist" node-e2e pods0 10.89.0.0/16
 fi
+if [ "$thrash" = 1 ]; then
+  log "kubelet, the node e2e binary (its services mode), kubectl and containerd 2.4.2 (hack/tools.sh, cached)"
+  mkdir -p "$root/e2e/kubelet-thrash"
+  for tool in $(hack/tools.sh /var/cache/swapcri-tools kubelet e2e_node.test containerd containerd-shim-runc-v2 ctr); do
+    install -m 0755 "$tool" "$root/e2e/kubelet-thrash/"
+  done
+  install -m 0755 "$(hack/tools.sh /var/cache/swapcri-tools kubectl)" "$root/usr/local/bin/kubectl"
+  install -m 0755 "$(newer_runc)" "$root/usr/local/bin/runc-new"
+  install -m 0755 hack/vm/kubelet-thrash.sh "$root/e2e/kubelet-thrash.sh"
+  echo "${KUBELET_THRASH_ARMS:-observe throttle kill containerd}" >"$root/e2e/kubelet-thrash/arms"
+  echo "${KUBELET_THRASH_SECONDS:-60}" >"$root/e2e/kubelet-thrash/seconds"
+  mkdir -p "$root/etc/swapcri/cni-kubelet-thrash"
+  write_bridge_conflist "$root/etc/swapcri/cni-kubelet-thrash/10-pods.conflist" kubelet-thrash pods0 10.89.0.0/16
+fi
 if [ "$critest_runs" -gt 0 ] || [ "$suite" = 1 ]; then
   log "critest and the suite's images for the node"
   prepare_critest "$work" >/dev/null
@@ -158,17 +179,24 @@ fi
 install -m 0644 hack/vm/helpers.sh "$root/e2e/helpers.sh"
 cat >"$root/e2e/run.sh" <<'EOF'
 #!/bin/sh
-# Swap on a disk partition (first) and on zram, then the scenarios, then power off.
-modprobe zram
-echo 256M >/sys/block/zram0/disksize
-mkswap /dev/zram0 >/dev/null && swapon -p 10 /dev/zram0
-mkswap /dev/vdb1 >/dev/null && swapon -p 100 /dev/vdb1
+# Swap on a disk partition (first) and on zram, then the scenarios, then power off. The
+# kubelet thrash node swaps only to a file on its own (throttled) root disk.
+if [ -f /e2e/kubelet-thrash.sh ]; then
+  fallocate -l 2G /swapfile && chmod 0600 /swapfile && mkswap /swapfile >/dev/null && swapon /swapfile
+else
+  modprobe zram
+  echo 256M >/sys/block/zram0/disksize
+  mkswap /dev/zram0 >/dev/null && swapon -p 10 /dev/zram0
+  mkswap /dev/vdb1 >/dev/null && swapon -p 100 /dev/vdb1
+fi
 echo "E2E-LOG booted in $(cut -d' ' -f1 /proc/uptime) s; $(systemctl is-system-running)"
 [ -f /e2e/kind-node.sh ] || sh /e2e/package-scenarios.sh install
 if [ -f /e2e/kind-node.sh ]; then
   HOME=/root bash /e2e/kind-node.sh
 elif [ -f /e2e/node-e2e-node.sh ]; then
   sh /e2e/node-e2e-node.sh
+elif [ -f /e2e/kubelet-thrash.sh ]; then
+  sh /e2e/kubelet-thrash.sh
 elif [ -f /e2e/critest-node.sh ]; then
   sh /e2e/critest-node.sh
 else
@@ -197,7 +225,7 @@ enable_in_root "$root" swapcri-e2e.service
 
 # The root disk (ext4 made from the tree, no mount needed) and the swap disk: vdb1 swap,
 # vdb2 data the system.slice reader reads.
-qemu-img create -q -f raw "$work/root.img" $((3 + node_e2e * 5 + kind * 21))G
+qemu-img create -q -f raw "$work/root.img" $((3 + node_e2e * 5 + kind * 21 + thrash * 4))G
 mkfs.ext4 -q -F -d "$root" -L root "$work/root.img"
 rm -rf "$root"
 # The node e2e node gets 2 GiB more swap: the suite's LimitedSwap stress specs size their pods
@@ -245,14 +273,17 @@ out=$work/console.log
 # transparent_hugepage=madvise: with THP on every anonymous mapping, 6.12 hardly swaps huge
 # pages out to a rotational disk under a cgroup limit (the hog's read fails short instead).
 # zswap off: swapped pages go to the devices, where the io protection is measured.
-vm_timeout=$((900 + critest_runs * 400 + full_critest * 10800 + node_e2e * ${NODE_E2E_TIMEOUT:-0} + kind * ${KIND_TIMEOUT:-0}))
+vm_timeout=$((900 + critest_runs * 400 + full_critest * 10800 + node_e2e * ${NODE_E2E_TIMEOUT:-0} + kind * ${KIND_TIMEOUT:-0} + thrash * 5400))
+# The kubelet thrash node's root disk carries its swap file: throttled, and synced for real.
+root_drive="file=$work/root.img,if=virtio,format=raw,cache=unsafe"
+[ "$thrash" = 0 ] || root_drive="file=$work/root.img,if=virtio,format=raw,cache=none,throttling.iops-total=400,throttling.bps-total=41943040"
 # The kind node's two vCPUs run on two host threads: its nodes boot systemd on a deadline
 # kind sets (30 s to reach multi-user.target).
 tcg_thread=single
 [ "$kind" = 1 ] && tcg_thread=multi
-timeout $vm_timeout qemu-system-x86_64 -accel tcg,thread=$tcg_thread -m $((2048 + node_e2e * 2048 + kind * 6144)) -smp 2 -nographic -no-reboot \
+timeout $vm_timeout qemu-system-x86_64 -accel tcg,thread=$tcg_thread -m $((2048 + node_e2e * 2048 + kind * 6144 + thrash * 2048)) -smp 2 -nographic -no-reboot \
   -kernel "$kdir/boot/vmlinuz-$release" -initrd "$work/initrd.gz" \
-  -drive "file=$work/root.img,if=virtio,format=raw,cache=unsafe" \
+  -drive "$root_drive" \
   -drive "file=$work/swap.img,if=virtio,format=raw,cache=unsafe" "${report_drive[@]}" \
   -append "console=ttyS0 panic=-1 quiet loglevel=3 systemd.show_status=0 systemd.unified_cgroup_hierarchy=1 transparent_hugepage=madvise zswap.enabled=0" \
   </dev/null >"$out" 2>&1 || log "qemu exited with $?"
