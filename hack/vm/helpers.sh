@@ -82,3 +82,76 @@ wait_for() {
     sleep 1
   done
 }
+
+# The node e2e binary's API server (its services mode), for the scenarios that run kubelet
+# themselves: they set IN (the folder of e2e_node.test), W (their private folder), NODE, API
+# and TOKEN. api METHOD PATH [BODY]: one request with the bearer token.
+api() {
+  curl -sk -X "$1" -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+    ${3:+--data "$3"} "$API$2"
+}
+# stop PID: SIGTERM, then SIGKILL if it still runs after 30 s.
+stop() {
+  kill "$1" 2>/dev/null || return 0
+  i=0
+  while kill -0 "$1" 2>/dev/null && [ $i -lt 30 ]; do sleep 1; i=$((i + 1)); done
+  kill -9 "$1" 2>/dev/null
+  wait "$1" 2>/dev/null
+}
+# api_server_up: starts it (its pid in SVC), waits up to 300 s for it to be healthy and
+# writes $W/kubeconfig (0600) for kubelet and kubectl; 1 if it never became healthy.
+api_server_up() {
+  $IN/e2e_node.test --run-services-mode --bearer-token="$TOKEN" --host=$API --node-name=$NODE \
+    >$W/services.log 2>&1 &
+  SVC=$!
+  i=0
+  until api GET /healthz 2>/dev/null | grep -qx ok; do
+    i=$((i + 1))
+    [ $i -lt 300 ] || return 1
+    sleep 1
+  done
+  (umask 077 && cat >$W/kubeconfig) <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: local
+  cluster:
+    server: $API
+    insecure-skip-tls-verify: true
+users:
+- name: node-e2e
+  user:
+    token: $TOKEN
+contexts:
+- name: local
+  context: {cluster: local, user: node-e2e}
+current-context: local
+EOF
+}
+# kubelet_config DRIVER ENDPOINT [STATS_FROM_CRI]: the configuration those scenarios start
+# kubelet with: LimitedSwap, the runtime at ENDPOINT, the read-only port for /metrics and
+# /stats, anyone allowed (the node has no network); STATS_FROM_CRI sets the
+# PodAndContainerStatsFromCRI gate.
+kubelet_config() {
+  cat <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+cgroupDriver: $1
+failSwapOn: false
+memorySwap:
+  swapBehavior: LimitedSwap
+EOF
+  [ -z "${3:-}" ] || printf 'featureGates:\n  PodAndContainerStatsFromCRI: %s\n' "$3"
+  cat <<EOF
+containerRuntimeEndpoint: $2
+imageServiceEndpoint: $2
+readOnlyPort: 10255
+authentication:
+  anonymous:
+    enabled: true
+  webhook:
+    enabled: false
+authorization:
+  mode: AlwaysAllow
+EOF
+}

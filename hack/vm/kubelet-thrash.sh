@@ -7,10 +7,11 @@
 # fsyncs a file every 200 ms), a pod kubelet probes over HTTP (liveness and readiness, 1 s
 # timeout), then a Burstable thrasher whose working set is past its memory limit and inside
 # its LimitedSwap share. Measured for SECONDS before and again once the thrash runs (for
-# swapcri, once the guard acted): the node's Ready condition and its transitions, the node
-# lease's renewal gaps, kubelet_pleg_relist_duration_seconds p50/p99 and "PLEG is not
-# healthy" lines, the probed pod's probe failures and restarts, `kubectl exec` round trips into
-# the neighbour, the neighbour's fsync p50/p99, the node's io and memory PSI, the node's
+# swapcri, once it reports the thrasher thrashing; for containerd, 30 s after its start): the
+# node's Ready condition and its transitions, the node lease's renewal gaps,
+# kubelet_pleg_relist_duration_seconds p50/p99 and "PLEG is not healthy" lines, the probed
+# pod's probe failures and restarts, `kubectl exec` round trips into the neighbour, the
+# neighbour's fsync p50/p99, the node's io and memory PSI, the node's
 # swap-ins and the thrasher's anonymous refaults a second. Prints one
 # `E2E-RESULT kubelet-thrash-<arm>-<check> PASS|FAIL` per check and an E2E-LOG table row per
 # arm.
@@ -31,17 +32,6 @@ TOKEN=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 SVC="" KUBELET="" REGISTRY=""
 mkdir -p $W && chmod 0700 $W
 
-stop() { # PID: SIGTERM, then SIGKILL after 30 s
-  kill "$1" 2>/dev/null || return 0
-  i=0
-  while kill -0 "$1" 2>/dev/null && [ $i -lt 30 ]; do sleep 1; i=$((i + 1)); done
-  kill -9 "$1" 2>/dev/null
-  wait "$1" 2>/dev/null
-}
-api() { # METHOD PATH [BODY]
-  curl -sk -X "$1" -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
-    ${3:+--data "$3"} "$API$2"
-}
 # py EXPRESSION-SCRIPT: python3 reading JSON on stdin.
 py() { python3 -c "$1"; }
 
@@ -107,55 +97,8 @@ EOF
   esac
 }
 
-start_services() {
-  $IN/e2e_node.test --run-services-mode --bearer-token="$TOKEN" --host=$API --node-name=$NODE \
-    >$W/services.log 2>&1 &
-  SVC=$!
-  i=0
-  until api GET /healthz 2>/dev/null | grep -qx ok; do
-    i=$((i + 1))
-    [ $i -lt 300 ] || return 1
-    sleep 1
-  done
-  cat >$W/kubeconfig <<EOF
-apiVersion: v1
-kind: Config
-clusters:
-- name: local
-  cluster:
-    server: $API
-    insecure-skip-tls-verify: true
-users:
-- name: admin
-  user:
-    token: $TOKEN
-contexts:
-- name: local
-  context: {cluster: local, user: admin}
-current-context: local
-EOF
-  chmod 0600 $W/kubeconfig
-}
-
 start_kubelet() {
-  cat >$W/kubelet.yaml <<EOF
-apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-cgroupDriver: systemd
-failSwapOn: false
-memorySwap:
-  swapBehavior: LimitedSwap
-containerRuntimeEndpoint: $ENDPOINT
-imageServiceEndpoint: $ENDPOINT
-readOnlyPort: 10255
-authentication:
-  anonymous:
-    enabled: true
-  webhook:
-    enabled: false
-authorization:
-  mode: AlwaysAllow
-EOF
+  kubelet_config systemd "$ENDPOINT" >$W/kubelet.yaml
   rm -rf $W/root
   $IN/kubelet --config $W/kubelet.yaml --kubeconfig $W/kubeconfig --hostname-override $NODE \
     --root-dir $W/root --runtime-cgroups "$(systemctl show -p ControlGroup --value $UNIT.service)" -v 2 \
@@ -289,15 +232,19 @@ p50_p99() { # FILE of numbers: "p50/p99"
 fsync_times() {
   $KUBECTL logs neighbour 2>/dev/null | awk -v a=$(($1 * 1000)) -v b=$(($2 * 1000)) '$1 == "probe" && $2 >= a && $2 < b { print int($5 / 1000) }'
 }
-# The thrasher pod's anonymous refaults (pages read back from swap) so far: its pod slice's
-# memory.stat, which keeps the counts of containers the guard killed; 0 before it exists.
-thrasher_refaults() {
-  uid=$(api GET /api/v1/namespaces/default/pods/thrasher | py '
+# The thrasher pod's uid as systemd spells it in the pod's slice name; empty before it exists.
+thrasher_uid() {
+  api GET /api/v1/namespaces/default/pods/thrasher | py '
 import json, sys
 try:
     print(json.load(sys.stdin)["metadata"]["uid"].replace("-", "_"))
 except (ValueError, KeyError):
-    pass')
+    pass'
+}
+# The thrasher pod's anonymous refaults (pages read back from swap) so far: its pod slice's
+# memory.stat, which keeps the counts of containers the guard killed; 0 before it exists.
+thrasher_refaults() {
+  uid=$(thrasher_uid)
   f=/sys/fs/cgroup/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod$uid.slice/memory.stat
   if [ -n "$uid" ] && [ -f "$f" ]; then awk '$1 == "workingset_refault_anon" { print $2 }' "$f"; else echo 0; fi
 }
@@ -335,12 +282,7 @@ show_state() { # ARM
     $KUBECTL logs --tail=2 $p 2>&1 | cut -c1-200 | sed "s/^/E2E-LOG $p log: /"
   done
   [ "$1" = containerd ] || $C top --once --interval 1 2>&1 | sed 's/^/E2E-LOG top: /'
-  uid=$(api GET /api/v1/namespaces/default/pods/thrasher | py '
-import json, sys
-try:
-    print(json.load(sys.stdin)["metadata"]["uid"].replace("-", "_"))
-except (ValueError, KeyError):
-    pass')
+  uid=$(thrasher_uid)
   for d in /sys/fs/cgroup/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod$uid.slice/*/; do
     [ -n "$uid" ] && [ -f "$d/memory.max" ] || continue
     echo "E2E-LOG thrasher cgroup $(basename "$d"): max=$(cat $d/memory.max) high=$(cat $d/memory.high) swap.max=$(cat $d/memory.swap.max) current=$(cat $d/memory.current) swap.current=$(cat $d/memory.swap.current) events=[$(tr '\n' ' ' <$d/memory.events)]"
@@ -388,7 +330,7 @@ note "kubelet-thrash: thrasher request $REQ, limit $LIM, LimitedSwap share ${SHA
 for arm in $ARMS; do
   note "kubelet-thrash $arm: starting"
   start_runtime "$arm"
-  if ! start_services; then result "kubelet-thrash-$arm-setup" FAIL "the API server did not become healthy: $(tail -n 3 $W/services.log)"; finish_arm; continue; fi
+  if ! api_server_up; then result "kubelet-thrash-$arm-setup" FAIL "the API server did not become healthy: $(tail -n 3 $W/services.log)"; finish_arm; continue; fi
   if ! start_kubelet; then result "kubelet-thrash-$arm-setup" FAIL "the node did not become Ready: $(tail -n 3 $W/kubelet.log | cut -c1-300)"; finish_arm; continue; fi
   pod neighbour 32Mi 64Mi "exec memtouch 16 disk" && pod probed 16Mi 32Mi "mkdir -p /www && echo ok >/www/index.html && exec httpd -f -p 8080 -h /www" probed
   i=0
@@ -403,11 +345,12 @@ for arm in $ARMS; do
   pod thrasher "$((REQ / MI))Mi" "$((LIM / MI))Mi" "exec memtouch $HOT hot"
   if [ "$arm" != containerd ]; then
     # Measured once the guard saw the thrash (and acted, with throttle or kill).
-    i=0
+    thrash0=$(date +%s)
     until $C top --once --interval 1 2>/dev/null | grep -q thrashing; do
-      i=$((i + 1)); [ $i -lt 180 ] || break; sleep 1
+      [ $(($(date +%s) - thrash0)) -lt 180 ] || break
+      sleep 1
     done
-    note "kubelet-thrash $arm: thrashing seen after $i s"
+    note "kubelet-thrash $arm: thrashing seen $(($(date +%s) - thrash0)) s after the thrasher's pod was created"
   else
     sleep 30
   fi

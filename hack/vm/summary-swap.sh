@@ -20,14 +20,6 @@ TOKEN=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 SVC=""
 KUBELET=""
 
-# stop PID: SIGTERM, then SIGKILL if it still runs after 30 s.
-stop() {
-  kill "$1" 2>/dev/null || return 0
-  i=0
-  while kill -0 "$1" 2>/dev/null && [ $i -lt 30 ]; do sleep 1; i=$((i + 1)); done
-  kill -9 "$1" 2>/dev/null
-  wait "$1" 2>/dev/null
-}
 # crictl against the runtime under test (the node's crictl.yaml names swapcri for both).
 cri() { crictl --runtime-endpoint "$ENDPOINT" --image-endpoint "$ENDPOINT" "$@"; }
 stop_kubelet() {
@@ -50,32 +42,9 @@ fail() { # NAME WHY
   finish
   exit 0
 }
-api() { # METHOD PATH [BODY]
-  curl -sk -X "$1" -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
-    ${3:+--data "$3"} "$API$2"
-}
 
 start_kubelet() { # GATE
-  cat >$W/kubelet.yaml <<EOF
-apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-cgroupDriver: $DRIVER
-failSwapOn: false
-memorySwap:
-  swapBehavior: LimitedSwap
-featureGates:
-  PodAndContainerStatsFromCRI: $1
-containerRuntimeEndpoint: $ENDPOINT
-imageServiceEndpoint: $ENDPOINT
-readOnlyPort: 10255
-authentication:
-  anonymous:
-    enabled: true
-  webhook:
-    enabled: false
-authorization:
-  mode: AlwaysAllow
-EOF
+  kubelet_config "$DRIVER" "$ENDPOINT" "$1" >$W/kubelet.yaml
   $IN/kubelet --config $W/kubelet.yaml --kubeconfig $W/kubeconfig --hostname-override $NODE \
     --root-dir $W/root --runtime-cgroups "$(runtime_cgroup)" -v 2 >>$W/kubelet.log 2>&1 &
   KUBELET=$!
@@ -129,33 +98,8 @@ compare() {
 }
 
 note "summary API swap check: $RUNTIME, $DRIVER driver"
-$IN/e2e_node.test --run-services-mode --bearer-token="$TOKEN" --host=$API --node-name=$NODE \
-  >$W/services.log 2>&1 &
-SVC=$!
-i=0
-until api GET /healthz 2>/dev/null | grep -qx ok; do
-  i=$((i + 1))
-  [ $i -lt 300 ] || fail "summary-swap-$RUNTIME-$DRIVER" "the suite's API server did not become healthy in 300 s: $(tail -n 3 $W/services.log)"
-  sleep 1
-done
-cat >$W/kubeconfig <<EOF
-apiVersion: v1
-kind: Config
-clusters:
-- name: local
-  cluster:
-    server: $API
-    insecure-skip-tls-verify: true
-users:
-- name: kubelet
-  user:
-    token: $TOKEN
-contexts:
-- name: local
-  context: {cluster: local, user: kubelet}
-current-context: local
-EOF
-chmod 0600 $W/kubeconfig
+api_server_up ||
+  fail "summary-swap-$RUNTIME-$DRIVER" "the suite's API server did not become healthy in 300 s: $(tail -n 3 $W/services.log)"
 
 # LimitedSwap gives a Burstable container whose memory request is below its limit (one whose
 # request equals its limit gets none) request / node memory of the swap; the hog goes past
