@@ -102,9 +102,26 @@ fn out_of_space(e: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
+/// The most of an error's text a status carries. The message travels in an HTTP/2 header, and
+/// a client drops the whole call (a PROTOCOL_ERROR, not our status) when its headers pass its
+/// limit (16 KiB in hyper's); a runtime's or CRIU's output quoted in an error can exceed it.
+const STATUS_MESSAGE_MAX: usize = 4096;
+
+/// `message` cut to [`STATUS_MESSAGE_MAX`] bytes at a character boundary, saying how much went.
+fn bounded(message: String) -> String {
+    if message.len() <= STATUS_MESSAGE_MAX {
+        return message;
+    }
+    let mut end = STATUS_MESSAGE_MAX - 64;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes more)", &message[..end], message.len() - end)
+}
+
 impl From<Error> for tonic::Status {
     fn from(e: Error) -> Self {
-        tonic::Status::new(code(e.kind()), e.to_string())
+        tonic::Status::new(code(e.kind()), bounded(e.to_string()))
     }
 }
 
@@ -126,7 +143,7 @@ impl From<CallEnd> for tonic::Status {
         match end {
             CallEnd::DeadlinePassed => tonic::Status::deadline_exceeded("the client's deadline passed"),
             CallEnd::ClientLeft(what) => tonic::Status::cancelled(format!("the client stopped waiting for {what}")),
-            CallEnd::TaskFailed(e) => tonic::Status::internal(format!("the call failed: {e}")),
+            CallEnd::TaskFailed(e) => tonic::Status::internal(bounded(format!("the call failed: {e}"))),
             CallEnd::EventsLagged(missed) => {
                 tonic::Status::resource_exhausted(format!("fell {missed} events behind; subscribe again"))
             }
@@ -232,6 +249,23 @@ mod tests {
         ];
         for (error, code) in cases {
             assert_eq!(tonic::Status::from(error).code(), code);
+        }
+    }
+
+    #[test]
+    fn status_messages_are_bounded() {
+        let cases = [
+            ("short".to_string(), "short".to_string()),
+            ("x".repeat(STATUS_MESSAGE_MAX), "x".repeat(STATUS_MESSAGE_MAX)),
+            ("x".repeat(10_000), format!("{}… ({} bytes more)", "x".repeat(4032), 10_000 - 4032)),
+            // Four-byte characters: the cut falls back to a boundary.
+            ("😀".repeat(2000), format!("{}… ({} bytes more)", "😀".repeat(1008), 8000 - 4032)),
+            ("é".repeat(3000), format!("{}… ({} bytes more)", "é".repeat(2016), 6000 - 4032)),
+        ];
+        for (message, want) in cases {
+            let status = tonic::Status::from(Error::AlreadyExists(message));
+            assert_eq!(status.message(), want);
+            assert!(status.message().len() <= STATUS_MESSAGE_MAX);
         }
     }
 }

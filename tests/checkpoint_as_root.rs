@@ -121,19 +121,19 @@ fn logged_counts(log: &std::path::Path) -> (u64, u64) {
 }
 
 /// The memory cgroup limit of a process (cgroup v2's memory.max, or v1's limit).
-fn memory_limit(pid: i64) -> String {
+fn memory_limit(pid: i64) -> Result<String, String> {
     let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
     for line in cgroups.lines() {
         let mut parts = line.splitn(3, ':');
         let (_, controllers, path) = (parts.next(), parts.next().unwrap_or(""), parts.next().unwrap_or(""));
         if controllers.split(',').any(|c| c == "memory") {
-            return std::fs::read_to_string(format!("/sys/fs/cgroup/memory{path}/memory.limit_in_bytes")).unwrap();
+            return Ok(std::fs::read_to_string(format!("/sys/fs/cgroup/memory{path}/memory.limit_in_bytes")).unwrap());
         }
         if controllers.is_empty() && std::path::Path::new(&format!("/sys/fs/cgroup{path}/memory.max")).exists() {
-            return std::fs::read_to_string(format!("/sys/fs/cgroup{path}/memory.max")).unwrap();
+            return Ok(std::fs::read_to_string(format!("/sys/fs/cgroup{path}/memory.max")).unwrap());
         }
     }
-    panic!("no memory cgroup in {cgroups}");
+    Err(format!("process {pid}: no memory cgroup in {cgroups}"))
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -159,6 +159,7 @@ async fn restore_into_a_new_pod(daemon: &Daemon, handler: &str) {
     };
     rt.checkpoint_container(request).await.unwrap();
     let at_checkpoint = count(daemon, &id).await;
+    let old = old_pod.clone();
     rt.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: old_pod }).await.unwrap();
 
     // A new pod; the container's image is the archive, its memory limit a new one.
@@ -184,7 +185,9 @@ async fn restore_into_a_new_pod(daemon: &Daemon, handler: &str) {
     assert_eq!(status.status.as_ref().unwrap().state, cri::ContainerState::ContainerRunning as i32);
     let info: serde_json::Value = serde_json::from_str(&status.info["info"]).unwrap();
     let pid = info["pid"].as_i64().unwrap();
-    assert_eq!(memory_limit(pid).trim(), limit.to_string(), "the new request's limit, not the checkpoint's");
+    let got = memory_limit(pid)
+        .unwrap_or_else(|e| panic!("{handler}: container {restored} of pod {new_pod} (old pod {old}): {e}"));
+    assert_eq!(got.trim(), limit.to_string(), "the new request's limit, not the checkpoint's");
 
     // Archives that cannot be restored change nothing.
     let junk = daemon.dir.path().join(format!("junk-{handler}.tar"));

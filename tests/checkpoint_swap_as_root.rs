@@ -102,7 +102,7 @@ async fn a_partly_swapped_container_is_dumped_whole_and_restored_whole() {
     let hog_after = read_u64(&hog_cg.join("memory.swap.current"));
     let pages = dumped_pages(&location);
     eprintln!(
-        "dump of a hog with {} MiB in swap: {took:?}, {} MiB of pages; node pswpin +{}, pswpout +{} (pages); hog's swap after {} MiB; neighbour's swap {} -> {} bytes",
+        "measured: dump of a hog with {} MiB in swap: {took:?}, {} MiB of pages; node pswpin +{}, pswpout +{} (pages); hog's swap after {} MiB; neighbour's swap {} -> {} bytes",
         swapped >> 20,
         pages >> 20,
         vmstat("pswpin") - pswpin,

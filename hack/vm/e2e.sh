@@ -26,7 +26,7 @@ kernels_set=0
 only=""
 # Integration test binaries (tests/*.rs) also run inside the VM; NAME=FILTER runs only the
 # tests of NAME whose names contain FILTER (TCG is slow: the rest of it runs on the host).
-ITESTS=${SWAPCRI_VM_ITESTS:-memory_plan_as_root oom_watch_as_root metrics_as_root stats_as_root top_as_root pod_lifecycle_as_root pod_namespace_loss_as_root userns_as_root nri_as_root cgroup_libcgroups cri_features_as_root=cri_metrics}
+ITESTS=${SWAPCRI_VM_ITESTS:-memory_plan_as_root oom_watch_as_root metrics_as_root stats_as_root top_as_root pod_lifecycle_as_root pod_namespace_loss_as_root userns_as_root nri_as_root cgroup_libcgroups cri_features_as_root=cri_metrics checkpoint_as_root checkpoint_swap_as_root}
 while [ $# -gt 0 ]; do
   case $1 in
     --kernel) kernels=$2 kernels_set=1; [ "$kernels" = all ] && kernels="6.1 6.12"; shift 2 ;;
@@ -97,6 +97,10 @@ copy_with_libs "$(criu_binary 2>/dev/null)" /usr/local/sbin/criu
 # with its extensions, as every node running kube-proxy has.
 copy_with_libs /usr/sbin/xtables-nft-multi /usr/sbin/xtables-nft-multi
 for tool in iptables iptables-restore ip6tables ip6tables-restore; do ln -s xtables-nft-multi "$base/usr/sbin/$tool"; done
+# CRIU saves a container's tmpfs mounts (its /dev among them) with GNU tar's options, which
+# busybox's tar lacks.
+rm "$base/bin/tar"
+copy_with_libs /bin/tar /bin/tar
 mkdir -p "$base/usr/lib/x86_64-linux-gnu/xtables"
 cp -a /usr/lib/x86_64-linux-gnu/xtables/. "$base/usr/lib/x86_64-linux-gnu/xtables/"
 # Pods get a loopback-only CNI network (the VM has no other network).
@@ -177,8 +181,11 @@ for k in $kernels; do
   cp -a "$base" "$root"
   # For CRIU, what a node with its modules loads on demand and this initramfs up front:
   # nf_tables (CRIU probes it at start; iptables-nft's network lock), nft_compat and xt_mark
-  # (the lock's rules), veth (`criu check` makes a pair).
-  add_modules "$root" virtio_pci virtio_blk zram overlay crc32c_generic ext4 nf_tables nft_compat xt_mark veth
+  # (the lock's rules), veth (`criu check` makes a pair), and the socket diagnostics CRIU
+  # lists a dumped netns's sockets with and conntrack's netlink it reads the connections with
+  # (without any of them the dump fails).
+  add_modules "$root" virtio_pci virtio_blk zram overlay crc32c_generic ext4 nf_tables nft_compat xt_mark veth \
+    unix_diag inet_diag tcp_diag udp_diag raw_diag af_packet_diag netlink_diag nf_conntrack_netlink
   (cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) >"$work/initrd-$k.gz"
   rm -rf "$root"
   # The second swap area: a virtio disk, so the io protection has a real disk to work on.

@@ -22,14 +22,19 @@ for t in /e2e/itests/*; do
   out=/tmp/itest-$name.log
   started=$(date +%s)
   filter=$(cat "$t.filter" 2>/dev/null || true)
-  "$t" --test-threads=1 $filter >"$out" 2>&1
+  # --nocapture: the figures tests print ("measured: …") reach the log even when they pass.
+  "$t" --test-threads=1 --nocapture $filter >"$out" 2>&1
   took=$(($(date +%s) - started))
   line=$(grep -a '^test result:' "$out" | tail -n 1)
   case $line in
-    "test result: ok."*) echo "E2E-RESULT itest-$name PASS ${line#test result: } (${took} s)" ;;
+    "test result: ok."*)
+      echo "E2E-RESULT itest-$name PASS ${line#test result: } (${took} s)"
+      grep -a -o 'measured: .*' "$out" | sed 's/^/E2E-LOG   /'
+      ;;
     *)
       echo "E2E-RESULT itest-$name FAIL ${line:-no test result} (${took} s)"
-      grep -a -E 'panicked|assert|FAILED|error' "$out" | head -n 20 | sed 's/^/E2E-LOG   /'
+      # A panic's message is on the line after "panicked at".
+      grep -a -E -A 1 'panicked|assert|FAILED|error' "$out" | grep -av '^--$' | head -n 30 | sed 's/^/E2E-LOG   /'
       ;;
   esac
 done

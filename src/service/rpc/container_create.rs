@@ -66,7 +66,7 @@ impl PodService {
             })
         })?;
         let restore = match restoring {
-            Some(r) => Some(crate::blocking::run(|| self.apply_checkpoint(r, &id, &bundle))?),
+            Some(r) => Some(crate::blocking::run(|| self.apply_checkpoint(r, &id, &sandbox, &mut bundle))?),
             None => None,
         };
         let gate = self.nri.gate().await; // until the container is recorded (see Nri::gate)

@@ -3,12 +3,13 @@
 //! applied to the new container's, and CRIU's images kept with its state for the start that
 //! restores them.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use crate::checkpoint::layout;
 use crate::checkpoint::restore::{self, Checkpoint};
+use crate::checkpoint::{criu, layout};
 use crate::cri;
 use crate::error::Error;
+use crate::model::handler::Engine;
 use crate::model::ids::ContainerId;
 use crate::model::image::ImageRecord;
 use crate::service::owners::objects::Sandbox;
@@ -91,7 +92,8 @@ impl PodService {
         &self,
         restoring: Restoring,
         id: &ContainerId,
-        bundle: &Bundle,
+        sandbox: &Sandbox,
+        bundle: &mut Bundle,
     ) -> Result<PathBuf, Error> {
         crate::blocking::check("applying a checkpoint");
         let missing = restore::missing_mounts(&restoring.checkpoint.spec, &bundle.spec);
@@ -106,6 +108,25 @@ impl PodService {
         // Moved: the stage's own removal then finds nothing.
         std::fs::rename(restoring.stage.path(), &kept)
             .map_err(Error::io(format!("keeping the checkpoint in {}", kept.display())))?;
+        self.restore_into_new_cgroup(sandbox, bundle, &kept)?;
         Ok(kept.join(layout::CHECKPOINT_DIR))
+    }
+
+    /// Has the runtime's CRIU leave the restored processes in the new container's cgroup
+    /// (see `criu::restore_config`), through a configuration file beside the images.
+    fn restore_into_new_cgroup(&self, sandbox: &Sandbox, bundle: &mut Bundle, kept: &Path) -> Result<(), Error> {
+        let handler = self.runtimes.get(&sandbox.meta.runtime_handler)?;
+        // The runtime's own default file, which the annotation replaces (runc documents one).
+        let node = match handler.spec.engine {
+            Engine::Runc => std::fs::read_to_string("/etc/criu/runc.conf").ok(),
+            Engine::Crun => None,
+        };
+        let path = kept.join("criu-restore.conf");
+        crate::store::private::write_file(&path, criu::restore_config(node.as_deref()).as_bytes())
+            .map_err(Error::io(path.display()))?;
+        let mut annotations = bundle.spec.annotations().clone().unwrap_or_default();
+        annotations.insert(criu::CONFIG_ANNOTATION.to_string(), path.display().to_string());
+        bundle.spec.set_annotations(Some(annotations));
+        Ok(())
     }
 }
