@@ -17,6 +17,8 @@ use swapcri::cri;
 /// Bytes of the hog's one big string: more than its memory limit, so part of it is in swap.
 const HOG_BYTES: u64 = 96 << 20;
 const HOG_LIMIT: i64 = 48 << 20;
+/// The restored hog's swap limit (the checkpointed one had 256 MiB).
+const RESTORED_SWAP: u64 = 192 << 20;
 /// It says the string's length every second: the same number after a restore means the
 /// memory came back whole.
 const HOG: &str = "x=$(head -c 100663296 /dev/zero | tr '\\0' a); while :; do echo len=${#x}; sleep 1; done";
@@ -31,12 +33,18 @@ fn container(name: &str, command: &str, limit: i64) -> cri::ContainerConfig {
     config
 }
 
-async fn cgroup_dir(daemon: &Daemon, id: &str) -> PathBuf {
+/// The container's cgroup directory and its init process, from its verbose status.
+async fn cgroup_and_pid(daemon: &Daemon, id: &str) -> (PathBuf, i64) {
     let mut rt = daemon.runtime().await;
     let request = cri::ContainerStatusRequest { container_id: id.into(), verbose: true };
     let verbose = rt.container_status(request).await.unwrap().into_inner();
     let info: serde_json::Value = serde_json::from_str(&verbose.info["info"]).unwrap();
-    Path::new("/sys/fs/cgroup").join(info["cgroup"].as_str().unwrap().trim_start_matches('/'))
+    let dir = Path::new("/sys/fs/cgroup").join(info["cgroup"].as_str().unwrap().trim_start_matches('/'));
+    (dir, info["pid"].as_i64().unwrap())
+}
+
+async fn cgroup_dir(daemon: &Daemon, id: &str) -> PathBuf {
+    cgroup_and_pid(daemon, id).await.0
 }
 
 fn read_u64(path: &Path) -> u64 {
@@ -122,7 +130,16 @@ async fn a_partly_swapped_container_is_dumped_whole_and_restored_whole() {
     let mut config = container("hog", "", HOG_LIMIT);
     config.command.clear();
     config.image = Some(cri::ImageSpec { image: location.display().to_string(), ..Default::default() });
-    start(&daemon, &new_pod, &new_config, config).await;
+    // A swap limit the checkpointed container did not have.
+    let resources = config.linux.as_mut().unwrap().resources.as_mut().unwrap();
+    resources.unified.insert("memory.swap.max".into(), RESTORED_SWAP.to_string());
+    let restored = start(&daemon, &new_pod, &new_config, config).await;
+    // The restored processes run in the new container's cgroup, with the new request's values.
+    let (cgroup, pid) = cgroup_and_pid(&daemon, &restored).await;
+    let procs = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    assert_eq!(Path::new("/sys/fs/cgroup").join(procs.trim().trim_start_matches("0::/")), cgroup);
+    assert_eq!(read_u64(&cgroup.join("memory.max")), HOG_LIMIT as u64);
+    assert_eq!(read_u64(&cgroup.join("memory.swap.max")), RESTORED_SWAP);
     let log = daemon.dir.path().join("logs/restored/hog.log");
     let deadline = Instant::now() + scaled(Duration::from_secs(60));
     while !std::fs::read_to_string(&log).unwrap_or_default().contains(&format!("len={HOG_BYTES}")) {
