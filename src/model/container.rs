@@ -28,6 +28,11 @@ impl ContainerState {
         self == ContainerState::Created
     }
 
+    /// Created or running: its exit is still to come.
+    pub fn is_live(self) -> bool {
+        matches!(self, ContainerState::Created | ContainerState::Running)
+    }
+
     pub fn can_exec(self) -> bool {
         self == ContainerState::Running
     }

@@ -162,7 +162,7 @@ impl PodService {
             return;
         }
         let Some(container) = self.registry.read().containers.get(id).cloned() else { return };
-        if matches!(container.status.state, ContainerState::Created | ContainerState::Running) {
+        if container.status.state.is_live() {
             return;
         }
         let Ok(sandbox) = self.registry.find_sandbox(container.meta.sandbox_id.as_str()) else { return };

@@ -14,7 +14,6 @@ use tokio::io::unix::AsyncFd;
 use tokio::sync::broadcast;
 use tokio::task::JoinSet;
 
-use crate::model::container::ContainerState;
 use crate::model::ids::ContainerId;
 use crate::model::sandbox::ProcessRef;
 use crate::service::background::process_exit::exit_of;
@@ -156,7 +155,7 @@ impl PodService {
         state
             .containers
             .values()
-            .filter(|c| matches!(c.status.state, ContainerState::Created | ContainerState::Running))
+            .filter(|c| c.status.state.is_live())
             .filter_map(|c| Some((c.meta.id.clone(), c.status.monitor?)))
             .collect()
     }

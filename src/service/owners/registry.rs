@@ -78,6 +78,9 @@ pub struct Registry {
     container_records: Records,
     state: RwLock<State>,
     locks: ObjectLocks,
+    /// Held while a container's status is written (disk, then memory): the exit watch's
+    /// read-modify-write and a call's save never interleave.
+    status_writes: std::sync::Mutex<()>,
     run_root: PathBuf,
     events: Events,
 }
@@ -91,6 +94,7 @@ impl Registry {
             container_records: Records::open(&state_root.join("containers"))?,
             state: RwLock::new(State::default()),
             locks: ObjectLocks::default(),
+            status_writes: std::sync::Mutex::new(()),
             run_root: run_root.to_path_buf(),
             events: Events::default(),
         })
@@ -166,10 +170,37 @@ impl Registry {
     /// leaves the container Unknown. Returns the current record.
     pub(in crate::service) fn refresh(&self, id: &ContainerId) -> Option<Container> {
         let current = self.read().containers.get(id)?.clone();
-        if !matches!(current.status.state, ContainerState::Created | ContainerState::Running) {
+        if !current.status.state.is_live() || self.settled(id, &current.status).is_none() {
             return Some(current);
         }
-        let mut status = current.status.clone();
+        // Settled again under the status lock, from the record as it is now: a status saved
+        // since the read above (the start's) is built on, never overwritten.
+        let _one_writer = self.status_writes.lock().unwrap_or_else(|p| p.into_inner());
+        let current = self.read().containers.get(id)?.clone();
+        let Some(status) = current.status.state.is_live().then(|| self.settled(id, &current.status)).flatten() else {
+            return Some(current);
+        };
+        match crate::blocking::run(|| self.container_records.write_status(id.as_str(), &status)) {
+            // Removed meanwhile (by a call holding its lock): nothing to update.
+            Err(crate::store::StoreError::Write { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                return self.read().containers.get(id).cloned();
+            }
+            Err(e) => tracing::error!(container = %id, error = %e, "cannot persist container status"),
+            Ok(()) => {}
+        }
+        let updated = {
+            let mut state = self.write();
+            let entry = state.containers.get_mut(id)?;
+            entry.status = status;
+            entry.clone()
+        };
+        self.emit(EventKind::Stopped, id.as_str(), &updated.meta.sandbox_id);
+        Some(updated)
+    }
+
+    /// The status a live container has once its exit is picked up; None while it runs.
+    fn settled(&self, id: &ContainerId, live: &ContainerStatus) -> Option<ContainerStatus> {
+        let mut status = live.clone();
         // Liveness first: a monitor records the exit before it ends, so one found gone
         // before the read below without a record really lost it.
         let monitor_gone = status.monitor.is_some_and(|m| !m.is_alive());
@@ -193,24 +224,9 @@ impl Registry {
                 status.reason = "MonitorLost".into();
                 status.message = "the container's monitor exited without recording an exit".into();
             }
-            None => return Some(current),
+            None => return None,
         }
-        match crate::blocking::run(|| self.container_records.write_status(id.as_str(), &status)) {
-            // Removed meanwhile (by a call holding its lock): nothing to update.
-            Err(crate::store::StoreError::Write { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-                return self.read().containers.get(id).cloned();
-            }
-            Err(e) => tracing::error!(container = %id, error = %e, "cannot persist container status"),
-            Ok(()) => {}
-        }
-        let updated = {
-            let mut state = self.write();
-            let entry = state.containers.get_mut(id)?;
-            entry.status = status;
-            entry.clone()
-        };
-        self.emit(EventKind::Stopped, id.as_str(), &updated.meta.sandbox_id);
-        Some(updated)
+        Some(status)
     }
 
     /// Sends an event with the pod's current records, when anyone listens.
@@ -232,6 +248,7 @@ impl Registry {
         id: &ContainerId,
         status: ContainerStatus,
     ) -> Result<(), Error> {
+        let _one_writer = self.status_writes.lock().unwrap_or_else(|p| p.into_inner());
         crate::blocking::run(|| self.container_records.write_status(id.as_str(), &status))?;
         let new = status.state;
         let replaced = self.write().containers.get_mut(id).map(|c| {
@@ -239,10 +256,9 @@ impl Registry {
             (old, c.meta.sandbox_id.clone())
         });
         let Some((old, sandbox_id)) = replaced else { return Ok(()) };
-        let live = |s: ContainerState| matches!(s, ContainerState::Created | ContainerState::Running);
         if new == ContainerState::Running && old != ContainerState::Running {
             self.emit(EventKind::Started, id.as_str(), &sandbox_id);
-        } else if live(old) && !live(new) {
+        } else if old.is_live() && !new.is_live() {
             self.emit(EventKind::Stopped, id.as_str(), &sandbox_id);
         }
         Ok(())
@@ -330,12 +346,11 @@ impl Registry {
     /// The memory reservations (memory.min, memory.low) of the live containers of the pods
     /// swapcri owns, by pod.
     pub(in crate::service) fn owned_pod_reservations(&self) -> Vec<(SandboxId, (u64, u64))> {
-        let live = |s: ContainerState| matches!(s, ContainerState::Created | ContainerState::Running);
         let state = self.read();
         state
             .containers
             .values()
-            .filter(|c| live(c.status.state))
+            .filter(|c| c.status.state.is_live())
             .filter(|c| state.sandboxes.get(&c.meta.sandbox_id).is_some_and(|s| s.meta.owns_cgroup_parent))
             .filter_map(|c| Some((c.meta.sandbox_id.clone(), c.status.memory_plan.as_ref()?.reserved())))
             .collect()

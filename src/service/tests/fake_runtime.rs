@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use crate::cri;
 
 use crate::error::{Error, ErrorKind};
-use crate::model::container::ContainerState;
+use crate::model::container::{ContainerMeta, ContainerState, ContainerStatus};
 use crate::model::ids::ContainerId;
 use crate::model::sandbox::ProcessRef;
 
@@ -72,6 +72,36 @@ async fn a_container_that_exits_during_start_finishes_after_it_started() {
     assert_eq!(status.state, ContainerState::Exited);
     assert!(status.started_at > 0, "{status:?}");
     assert!(status.finished_at >= status.started_at, "{status:?}");
+}
+
+/// The exit watch picking the exit up while the start is being recorded (it reads the record
+/// as Created, the start saves Running) never leaves a record without its start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exit_the_watch_picks_up_during_the_start_keeps_the_start() {
+    for round in 0..100 {
+        let f = fixture(ContainerState::Created, "SIGTERM", "start", false);
+        let done = std::sync::atomic::AtomicBool::new(false);
+        crate::blocking::run(|| {
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                        f.service.registry.refresh(&f.id);
+                    }
+                });
+                let started = tokio::runtime::Handle::current().block_on(f.service.start_container(f.id.as_str()));
+                done.store(true, std::sync::atomic::Ordering::Relaxed);
+                started.unwrap();
+            })
+        });
+        let status = state_of(&f);
+        assert_eq!(status.state, ContainerState::Exited, "round {round}");
+        assert!(status.started_at > 0 && status.finished_at >= status.started_at, "round {round}: {status:?}");
+        let loaded =
+            crate::blocking::run(|| f.service.registry.container_records().load::<ContainerMeta, ContainerStatus>())
+                .unwrap();
+        let on_disk = &loaded.complete.iter().find(|(m, _)| m.id == f.id).expect("the record").1;
+        assert_eq!((on_disk.state, on_disk.started_at), (status.state, status.started_at), "round {round}");
+    }
 }
 
 #[tokio::test]
