@@ -186,12 +186,13 @@ async fn readiness_notification_and_socket_activation() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
+    // Listening once a connection is taken: the file exists from the bind, before the listen.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !socket.exists() {
-        assert!(std::time::Instant::now() < deadline, "the activator did not bind {}", socket.display());
+    while let Err(e) = std::os::unix::net::UnixStream::connect(&socket) {
+        assert!(std::time::Instant::now() < deadline, "the activator does not listen on {}: {e}", socket.display());
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    // The first connection starts swapcri, which answers on the inherited socket.
+    // The first connection started swapcri, which answers on the inherited socket.
     let mut runtime = swapcri::cri::runtime_service_client::RuntimeServiceClient::new(common::connect(&socket).await);
     let version = runtime.version(cri::VersionRequest::default()).await.expect("served on the activated socket");
     assert_eq!(version.into_inner().runtime_name, "swapcri");
