@@ -127,8 +127,8 @@ fn main() {
     }
 }
 
-/// Runs the helper processes the daemon spawns (`swapcri monitor FILE`, `swapcri sandbox-ns
-/// FILE`); returns for any other command. They are not in the command line parser: building
+/// Runs the helper processes the daemon spawns (`swapcri monitor FILE` or a spare
+/// `swapcri monitor -`, `swapcri sandbox-ns FILE`); returns for any other command. They are not in the command line parser: building
 /// it costs a helper about 100 page faults, on every container and pod start. A helper has
 /// no configuration, no async runtime and no threads before it forks.
 fn run_helper_if_asked() {
@@ -142,6 +142,9 @@ fn run_helper_if_asked() {
         return;
     };
     match (args.next(), args.next()) {
+        (Some(spare), None) if command == swapcri::monitor::COMMAND && spare == swapcri::monitor::SPARE_ARG => {
+            swapcri::monitor::spare_main()
+        }
         (Some(file), None) if !file.as_encoded_bytes().starts_with(b"-") => helper(std::path::Path::new(&file)),
         _ => {
             let command = command.to_string_lossy();

@@ -27,19 +27,6 @@ async fn within<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
     tokio::time::timeout(Duration::from_secs(30), f).await.unwrap_or_else(|_| panic!("timed out: {what}"))
 }
 
-/// The pid of the monitor of container `id` (its config path names the container).
-fn monitor_of(id: &str) -> u32 {
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
-        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-        let cmdline = String::from_utf8_lossy(&cmdline);
-        if cmdline.contains("monitor") && cmdline.contains(id) {
-            return pid;
-        }
-    }
-    panic!("no monitor for {id}");
-}
-
 /// What the process's descriptors point to.
 fn open_fds(pid: u32) -> Vec<String> {
     let mut fds: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
@@ -298,7 +285,7 @@ async fn attach_to_stdio_and_to_a_terminal_after_restart() {
     assert!(c.text(stdout).contains("40 120"), "{:?}", c.text(stdout));
     // Leaving the session (no stdin_once) leaves the container running, and nothing of the
     // session in its monitor.
-    let monitor = monitor_of(&term);
+    let monitor = verbose_container_info(&daemon, &term).await["monitor"]["pid"].as_u64().expect("the monitor") as u32;
     let attached = open_fds(monitor);
     drop(c);
     let mut left = open_fds(monitor);

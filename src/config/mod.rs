@@ -87,6 +87,8 @@ pub struct RuntimeConfig {
     pub max_log_line_bytes: usize,
     /// ExecSync keeps at most this much of stdout and of stderr.
     pub exec_output_limit_bytes: usize,
+    /// Container monitors kept started ahead of need (0: each starts with its container).
+    pub spare_monitors: usize,
     /// cgroup (relative to each hierarchy's root) for monitors and namespace holders, so
     /// stopping the daemon's service kills no container.
     pub monitor_cgroup: String,
@@ -362,6 +364,7 @@ impl Default for RuntimeConfig {
             shm_size_bytes: 64 * 1024 * 1024,
             max_log_line_bytes: 16 * 1024,
             exec_output_limit_bytes: 16 * 1024 * 1024,
+            spare_monitors: 1,
             monitor_cgroup: "swapcri-monitors".to_string(),
             default_cgroup_parent: "/swapcri".to_string(),
             parent_slice: "swapcri.slice".to_string(),

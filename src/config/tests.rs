@@ -57,6 +57,8 @@ fn values_and_errors() {
         Case { text: "[image]\npull_min_bytes_per_second = 0", error_mentions: None },
         Case { text: "[image]\nmax_layers = 0", error_mentions: Some("image.max_layers") },
         Case { text: "[runtime]\nmax_log_line_bytes = 0", error_mentions: Some("runtime.max_log_line_bytes") },
+        Case { text: "[runtime]\nspare_monitors = 17", error_mentions: Some("runtime.spare_monitors") },
+        Case { text: "[runtime]\nspare_monitors = 0", error_mentions: None },
         Case { text: "[memory_qos]\nthrottling_factor = 1.5", error_mentions: Some("memory_qos.throttling_factor") },
         Case { text: "[memory_qos]\nnode_allocatable_bytes = 0", error_mentions: Some("node_allocatable_bytes") },
         Case { text: "[streaming]\nmax_buffered_bytes = 1024", error_mentions: Some("streaming.max_buffered_bytes") },

@@ -20,6 +20,7 @@ impl Config {
     fn validate_ranges(&self) -> Result<(), Invalid> {
         let (r, s, i) = (&self.runtime, &self.streaming, &self.image);
         positive("runtime.max_log_line_bytes", r.max_log_line_bytes as u64)?;
+        within("runtime.spare_monitors", r.spare_monitors as u64, 0..=16)?;
         if let Some(factor) = self.memory_qos.throttling_factor {
             fraction("memory_qos.throttling_factor", factor)?;
         }

@@ -42,3 +42,14 @@ pub enum MonitorReport {
     Created { pid: i32, monitor_pid: i32 },
     Failed { error: String },
 }
+
+/// What a spare monitor (started ahead, `swapcri monitor -`) reads as one line on its stdin:
+/// the container it is to create, and where its own errors go.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SpareJob {
+    pub config: PathBuf,
+    pub stderr_log: PathBuf,
+}
+
+/// The argument that makes a monitor a spare, waiting for its [`SpareJob`].
+pub const SPARE_ARG: &str = "-";

@@ -10,7 +10,7 @@ mod process;
 mod spawn;
 pub mod terminal;
 
-pub use handoff::{MonitorConfig, MonitorReport};
+pub use handoff::{MonitorConfig, MonitorReport, SpareJob, SPARE_ARG};
 pub use log::{CriLog, LineFramer, Stream};
-pub use process::main;
-pub use spawn::{reopen_log, spawn, MonitorError, COMMAND};
+pub use process::{main, spare_main};
+pub use spawn::{reopen_log, spawn, MonitorError, Spares, COMMAND};

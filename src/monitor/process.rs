@@ -1,4 +1,5 @@
-//! The monitor process itself (`swapcri monitor CONFIG`). Synchronous: threads for the
+//! The monitor process itself (`swapcri monitor CONFIG`, or a spare `swapcri monitor -` that
+//! waits for its job). Synchronous: threads for the
 //! output pipes and the control socket, the main thread reaps.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -17,7 +18,7 @@ use crate::model::container::{runtime_deleted_mark, ExitRecord};
 use crate::oci::{CreateIo, OciRuntime};
 
 use super::attach;
-use super::handoff::{MonitorConfig, MonitorReport};
+use super::handoff::{MonitorConfig, MonitorReport, SpareJob};
 use super::log::{CriLog, LineFramer, Stream};
 
 type SharedLog = Arc<Mutex<Option<CriLog>>>;
@@ -57,6 +58,36 @@ pub fn main(config_path: &Path) -> ! {
         }
     };
     std::process::exit(code)
+}
+
+/// A spare monitor (`swapcri monitor -`): waits for its job on stdin, then runs as
+/// `swapcri monitor CONFIG` does, its errors into the job's log. Its stdin ending first (the
+/// daemon is gone or has no more use for it) ends it.
+pub fn spare_main() -> ! {
+    let mut line = String::new();
+    if !matches!(std::io::stdin().lock().read_line(&mut line), Ok(n) if n > 0) {
+        std::process::exit(0)
+    }
+    let job: SpareJob = match serde_json::from_str(line.trim()) {
+        Ok(job) => job,
+        Err(e) => {
+            eprintln!("swapcri monitor: not a job: {e}");
+            std::process::exit(2)
+        }
+    };
+    let stderr = std::fs::OpenOptions::new().create(true).append(true).open(&job.stderr_log);
+    let null = std::fs::File::open("/dev/null");
+    match (stderr, null) {
+        (Ok(stderr), Ok(null))
+            if nix::unistd::dup2_stderr(&stderr).is_ok() && nix::unistd::dup2_stdin(&null).is_ok() =>
+        {
+            main(&job.config)
+        }
+        _ => {
+            report(&MonitorReport::Failed { error: format!("cannot open {}", job.stderr_log.display()) });
+            std::process::exit(1)
+        }
+    }
 }
 
 fn run(config_path: &Path) -> Result<(), ProcessError> {

@@ -69,6 +69,7 @@ impl PodService {
             registry.container_records().clone(),
             systemd.clone(),
         );
+        let host = Arc::new(NodeHost::new(config.runtime.spare_monitors));
         Ok(PodService {
             registry,
             swap: Arc::new(swap),
@@ -82,7 +83,7 @@ impl PodService {
             runtimes,
             network,
             writable: Default::default(),
-            host: Arc::new(NodeHost),
+            host,
             holder_wake: Default::default(),
             exit_wake: Default::default(),
             nri_stops: Default::default(),

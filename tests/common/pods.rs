@@ -240,11 +240,16 @@ pub async fn exec_url(daemon: &Daemon, id: &str, cmd: &[&str], tty: bool, stdin:
     rt.exec(req).await.expect("Exec").into_inner().url
 }
 
-/// The pid of a container's init, from its verbose status.
-pub async fn container_pid(daemon: &Daemon, id: &str) -> i64 {
+/// The `info` of a container's verbose status.
+pub async fn verbose_container_info(daemon: &Daemon, id: &str) -> serde_json::Value {
     let request = cri::ContainerStatusRequest { container_id: id.into(), verbose: true };
     let status = daemon.runtime().await.container_status(request).await.unwrap().into_inner();
-    serde_json::from_str::<serde_json::Value>(&status.info["info"]).unwrap()["pid"].as_i64().unwrap()
+    serde_json::from_str(&status.info["info"]).unwrap()
+}
+
+/// The pid of a container's init, from its verbose status.
+pub async fn container_pid(daemon: &Daemon, id: &str) -> i64 {
+    verbose_container_info(daemon, id).await["pid"].as_i64().unwrap()
 }
 
 /// The ids of the pods and of the containers the daemon lists.

@@ -5,6 +5,7 @@
 use std::fs::File;
 use std::io;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -38,8 +39,17 @@ pub trait Host: Send + Sync {
     ) -> Result<(ProcessRef, i32), MonitorError>;
 }
 
-/// The node itself.
-pub struct NodeHost;
+/// The node itself, with the monitors started ahead of need.
+pub struct NodeHost {
+    spares: Arc<crate::monitor::Spares>,
+}
+
+impl NodeHost {
+    /// `spare_monitors`: how many monitors wait, started, for a container to create.
+    pub fn new(spare_monitors: usize) -> NodeHost {
+        NodeHost { spares: crate::monitor::Spares::new(spare_monitors) }
+    }
+}
 
 #[async_trait]
 impl Host for NodeHost {
@@ -85,6 +95,6 @@ impl Host for NodeHost {
         stderr_log: &Path,
         timeout: Duration,
     ) -> Result<(ProcessRef, i32), MonitorError> {
-        crate::monitor::spawn(config, stderr_log, timeout).await
+        crate::monitor::spawn(&self.spares, config, stderr_log, timeout).await
     }
 }
