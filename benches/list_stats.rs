@@ -14,23 +14,27 @@ use common::pods::*;
 use common::Daemon;
 use swapcri::cri;
 
-const CALLS: usize = 20;
+/// Calls timed per list (LIST_CALLS: more, to profile one).
+fn calls() -> usize {
+    std::env::var("LIST_CALLS").ok().and_then(|n| n.parse().ok()).filter(|&n| n > 0).unwrap_or(20)
+}
 const PODS: usize = 110;
 
-/// The median of CALLS calls, or the first call's error.
+/// The median of `calls()` calls, or the first call's error.
 async fn median_of<F, Fut>(mut call: F) -> Result<Duration, String>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<(), String>>,
 {
     let mut samples = Vec::new();
-    for _ in 0..CALLS {
+    let calls = calls();
+    for _ in 0..calls {
         let started = Instant::now();
         call().await?;
         samples.push(started.elapsed());
     }
     samples.sort();
-    Ok(samples[CALLS / 2])
+    Ok(samples[calls / 2])
 }
 
 fn report(name: &str, took: Result<Duration, String>, target_ms: f64) {
@@ -119,7 +123,7 @@ async fn main() {
         client.start_container(cri::StartContainerRequest { container_id: created }).await.expect("StartContainer");
         pods.push(pod);
     }
-    println!("{PODS} running pods with a running container each, median of {CALLS} calls:");
+    println!("{PODS} running pods with a running container each, median of {} calls:", calls());
     // Times one list call and checks that it saw every pod; a failure is reported, and the
     // pods are removed all the same.
     macro_rules! list {
@@ -144,7 +148,7 @@ async fn main() {
     list!("ListPodSandbox", 5.0, list_pod_sandbox, cri::ListPodSandboxRequest { filter: None }, items);
     list!("ListContainers", 5.0, list_containers, cri::ListContainersRequest { filter: None }, containers);
     list!("ListContainerStats", 20.0, list_container_stats, cri::ListContainerStatsRequest { filter: None }, stats);
-    list!("ListPodSandboxStats", 20.0, list_pod_sandbox_stats, cri::ListPodSandboxStatsRequest { filter: None }, stats);
+    list!("ListPodSandboxStats", 10.0, list_pod_sandbox_stats, cri::ListPodSandboxStatsRequest { filter: None }, stats);
     let mut rt = rt.clone();
     for pod in pods {
         let request = cri::StopPodSandboxRequest { pod_sandbox_id: pod.clone() };

@@ -1,6 +1,7 @@
 //! Pod + container start latency through the CRI (RunPodSandbox, CreateContainer,
 //! StartContainer) against a bare `runc create` + `runc start` and a bare `runc run` of the
-//! same root filesystem. Needs root.
+//! same root filesystem, the samples of each taken in turn, and CreateContainer with and
+//! without spare monitors. Needs root.
 //! SWAPCRI_BENCH_RUNC names the runc binary of both (default: runc on PATH).
 //!   sudo hack/bench.sh
 
@@ -33,19 +34,19 @@ fn handler_config() -> String {
     format!("[runtime.handlers.runc]\nbinary = \"{}\"\n", runc())
 }
 
-/// Medians of one start through the CRI: the whole pod + container start, and its
-/// CreateContainer and StartContainer calls on their own.
+/// One start through the CRI: the whole pod + container start, and its CreateContainer and
+/// StartContainer calls on their own.
+#[derive(Default)]
 struct CriStart {
-    whole: Duration,
-    create: Duration,
-    start: Duration,
+    whole: Vec<Duration>,
+    create: Vec<Duration>,
+    start: Vec<Duration>,
 }
 
-/// Starts RUNS pods with one container each; `host_network` pods skip CNI.
-async fn cri_start(daemon: &Daemon, tag: &str, host_network: bool) -> CriStart {
-    let logs = daemon.dir.path().join("logs");
-    let (mut whole, mut create, mut start) = (Vec::new(), Vec::new(), Vec::new());
-    for n in 0..RUNS {
+impl CriStart {
+    /// Starts pod `n` with one container (`host_network` pods skip CNI), then removes it.
+    async fn sample(&mut self, daemon: &Daemon, tag: &str, n: usize, host_network: bool) {
+        let logs = daemon.dir.path().join("logs");
         let mut pod_config = sandbox_config(&format!("{tag}-{n}"), &logs);
         let mut ctr = container_config("c", &["sleep", "30"]);
         if host_network {
@@ -66,12 +67,19 @@ async fn cri_start(daemon: &Daemon, tag: &str, host_network: bool) -> CriStart {
         let id = rt.create_container(request).await.expect("CreateContainer").into_inner().container_id;
         let starting = Instant::now();
         rt.start_container(cri::StartContainerRequest { container_id: id }).await.expect("StartContainer");
-        start.push(starting.elapsed());
-        create.push(starting - creating);
-        whole.push(started.elapsed());
+        self.start.push(starting.elapsed());
+        self.create.push(starting - creating);
+        self.whole.push(started.elapsed());
         rt.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: pod }).await.unwrap();
     }
-    CriStart { whole: median(whole), create: median(create), start: median(start) }
+
+    async fn of(daemon: &Daemon, tag: &str, host_network: bool) -> CriStart {
+        let mut starts = CriStart::default();
+        for n in 0..RUNS {
+            starts.sample(daemon, tag, n, host_network).await;
+        }
+        starts
+    }
 }
 
 /// A daemon whose pods join a bridge network (bridge + host-local + portmap).
@@ -94,15 +102,17 @@ async fn main() {
     common::require_root();
     let daemon = Daemon::start(&handler_config());
     import_busybox(&daemon);
-    let host_network = cri_start(&daemon, "host", true).await;
-    let loopback = cri_start(&daemon, "lo", false).await;
+    // The same daemon with every monitor started for its container, for the spares' share.
+    let cold = Daemon::start(&format!("{}[runtime]\nspare_monitors = 0\n", handler_config()));
+    import_busybox(&cold);
+    let loopback = CriStart::of(&daemon, "lo", false).await;
     let bridge_name = format!("scbench{}", std::process::id() % 10_000);
     let bridged = {
         let work = tempfile::tempdir().unwrap();
         let subnet = common::subnet::free_subnet();
         let bridge_daemon = bridge_daemon(&bridge_name, work.path(), &subnet.cidr());
         import_busybox(&bridge_daemon);
-        cri_start(&bridge_daemon, "br", false).await
+        CriStart::of(&bridge_daemon, "br", false).await
     };
     let _ = Command::new("ip").args(["link", "del", &bridge_name]).output();
 
@@ -134,9 +144,15 @@ async fn main() {
             .unwrap();
         assert!(out.success(), "runc {args:?}: {}", std::fs::read_to_string(&errors).unwrap_or_default());
     };
-    // The same two steps swapcri takes (CreateContainer runs `create`, StartContainer `start`).
-    let (mut split_create, mut split_start) = (Vec::new(), Vec::new());
+    // Round by round, so that every kind of start sees the node as it is at that moment: the
+    // host-network start through the CRI (with spare monitors and without), then the same two
+    // steps swapcri takes under bare runc (CreateContainer runs `create`, StartContainer
+    // `start`), then a bare `runc run`.
+    let (mut host_network, mut without_spares) = (CriStart::default(), CriStart::default());
+    let (mut split_create, mut split_start, mut bare_samples) = (Vec::new(), Vec::new(), Vec::new());
     for n in 0..RUNS {
+        host_network.sample(&daemon, "host", n, true).await;
+        without_spares.sample(&cold, "cold", n, true).await;
         let id = format!("split-{n}");
         let creating = Instant::now();
         runc_cmd(&["create", "--bundle", bundle.to_str().unwrap(), &id]);
@@ -145,38 +161,26 @@ async fn main() {
         split_start.push(starting.elapsed());
         split_create.push(starting - creating);
         let _ = Command::new(runc()).arg("--root").arg(&root).args(["delete", "--force", &id]).output();
-    }
-    let mut bare_samples = Vec::new();
-    for n in 0..RUNS {
         let id = format!("bare-{n}");
         let started = Instant::now();
-        let out = Command::new(runc())
-            .arg("--root")
-            .arg(&root)
-            .args(["run", "--detach", "--bundle"])
-            .arg(&bundle)
-            .arg(&id)
-            // The container inherits runc's stdio: a pipe would stay open for its lifetime.
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::fs::File::create(&errors).unwrap())
-            .status()
-            .unwrap();
+        runc_cmd(&["run", "--detach", "--bundle", bundle.to_str().unwrap(), &id]);
         bare_samples.push(started.elapsed());
-        assert!(out.success(), "{}", std::fs::read_to_string(&errors).unwrap_or_default());
         let _ = Command::new(runc()).arg("--root").arg(&root).args(["delete", "--force", &id]).output();
     }
     let bare = median(bare_samples);
     let (split_create, split_start) = (median(split_create), median(split_start));
     let split = split_create + split_start;
-    let cri = host_network.create + host_network.start;
+    let (create, start) = (median(host_network.create.clone()), median(host_network.start.clone()));
+    let cri = create + start;
     println!("start latency with {}, median of {RUNS} runs:", runc());
     println!("  RunPodSandbox + CreateContainer + StartContainer:");
-    println!("    swapcri, host network (no CNI):                {}", ms(host_network.whole));
-    println!("    swapcri, CNI loopback only:                    {}", ms(loopback.whole));
-    println!("    swapcri, CNI bridge + host-local + portmap:    {}", ms(bridged.whole));
-    println!("  CreateContainer (host network):                  {}", ms(host_network.create));
-    println!("  StartContainer (host network):                   {}", ms(host_network.start));
+    println!("    swapcri, host network (no CNI):                {}", ms(median(host_network.whole)));
+    println!("    swapcri, CNI loopback only:                    {}", ms(median(loopback.whole)));
+    println!("    swapcri, CNI bridge + host-local + portmap:    {}", ms(median(bridged.whole)));
+    println!("  CreateContainer (host network):                  {}", ms(create));
+    println!("  StartContainer (host network):                   {}", ms(start));
+    println!("  CreateContainer without spare monitors:          {}", ms(median(without_spares.create)));
+    println!("  StartContainer without spare monitors:           {}", ms(median(without_spares.start)));
     println!("  bare runc create (same root filesystem):         {}", ms(split_create));
     println!("  bare runc start:                                 {}", ms(split_start));
     println!("  bare runc run --detach:                          {}", ms(bare));

@@ -252,39 +252,38 @@ CONF
     --registries-conf-dir "$CRIO_WORK/registries.conf.d"
 }
 
-# A 5-layer image of 50 MB (random, so incompressible) in the local registry, for the pull
-# of a real-sized image; built once.
-build_layered_image() {
-  LAYERED=$REGISTRY_ADDR/swapcri-bench/layers:5x10m
+# The pull images: 50 MB of random data (incompressible) in 5 layers of 10 MB and in one
+# layer, in the local registry (LAYERED, SINGLE); each built once.
+build_pull_image() { # IMAGE LAYERS MB_PER_LAYER
   if curl -sf -o /dev/null -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
-    "http://$REGISTRY_ADDR/v2/swapcri-bench/layers/manifests/5x10m"; then
+    "http://$REGISTRY_ADDR/v2/swapcri-bench/layers/manifests/${1##*:}"; then
     return 0
   fi
   local work
   work=$(mktemp -d)
   umoci init --layout "$work/oci" && umoci new --image "$work/oci:img"
-  for n in 1 2 3 4 5; do
+  for n in $(seq "$2"); do
     umoci unpack --image "$work/oci:img" "$work/bundle" >/dev/null
-    head -c 10M /dev/urandom >"$work/bundle/rootfs/layer-$n"
+    head -c "${3}M" /dev/urandom >"$work/bundle/rootfs/layer-$n"
     umoci repack --image "$work/oci:img" "$work/bundle" >/dev/null
     rm -rf "$work/bundle"
   done
-  skopeo copy -q --dest-tls-verify=false "oci:$work/oci:img" "docker://$LAYERED"
+  skopeo copy -q --dest-tls-verify=false "oci:$work/oci:img" "docker://$1"
   rm -rf "$work"
 }
 
-# Wall time of `crictl pull` of the layered image, PULL_SAMPLES times, removed in between.
-pull_layered() { # ENDPOINT OUTFILE
-  : >"$2"
+# Wall time of `crictl pull` of IMAGE, PULL_SAMPLES times, removed in between.
+pull_timed() { # ENDPOINT IMAGE OUTFILE
+  : >"$3"
   for _ in $(seq "${PULL_SAMPLES:-5}"); do
-    crictl -r "$1" -i "$1" rmi "$LAYERED" >/dev/null 2>&1 || true
+    crictl -r "$1" -i "$1" rmi "$2" >/dev/null 2>&1 || true
     local t0 t1
     t0=$(date +%s%N)
-    crictl -r "$1" -i "$1" pull "$LAYERED" >/dev/null 2>&1 || { echo "    pull of $LAYERED failed" >&2; return 0; }
+    crictl -r "$1" -i "$1" pull "$2" >/dev/null 2>&1 || { echo "    pull of $2 failed" >&2; return 0; }
     t1=$(date +%s%N)
-    echo "$(((t1 - t0) / 1000))" | awk '{printf "%.3f\n", $1 / 1000}' >>"$2"
+    echo "$(((t1 - t0) / 1000))" | awk '{printf "%.3f\n", $1 / 1000}' >>"$3"
   done
-  crictl -r "$1" -i "$1" rmi "$LAYERED" >/dev/null 2>&1 || true
+  crictl -r "$1" -i "$1" rmi "$2" >/dev/null 2>&1 || true
 }
 
 # The CRI validation suite against one runtime (CONFORMANCE=1): the counts, and each failure
@@ -328,8 +327,9 @@ for r in json.load(open(sys.argv[1])):
 PY
   done
   echo "    $(wc -l <"$dir/scratch.txt") samples"
-  echo "==> $name: pull of a 5-layer 50 MB image, ${PULL_SAMPLES:-5} samples"
-  pull_layered "$endpoint" "$dir/pull-layered.txt"
+  echo "==> $name: pulls of a 5-layer and a 1-layer 50 MB image, ${PULL_SAMPLES:-5} samples each"
+  pull_timed "$endpoint" "$LAYERED" "$dir/pull-layered.txt"
+  pull_timed "$endpoint" "$SINGLE" "$dir/pull-single.txt"
   echo "==> $name: $IDLE s idle"
   sleep "$IDLE"
   echo "$(rss_of "$pid")" >"$dir/rss-idle-after.txt"
@@ -361,7 +361,9 @@ list_one() { # NAME ENDPOINT
 
 if [ "${CRI_BENCH:-1}" = 1 ]; then
   prepare_critest "$OUT"
-  build_layered_image
+  LAYERED=$REGISTRY_ADDR/swapcri-bench/layers:5x10m SINGLE=$REGISTRY_ADDR/swapcri-bench/layers:1x50m
+  build_pull_image "$LAYERED" 5 10
+  build_pull_image "$SINGLE" 1 50
   echo "==> swapcri (release build)"
   cargo build --release --locked --quiet
   echo "==> runc: $("$RUNC" --version | sed -n 1p)"
