@@ -110,21 +110,30 @@ impl ProcessRef {
     /// Running, and not a zombie: a killed process whose parent (often PID 1 of the host)
     /// has not reaped it yet is gone for every purpose of ours.
     pub fn is_alive(&self) -> bool {
-        matches!(process_stat(self.pid), Some((state, _, start)) if start == self.start_time && !matches!(state, 'Z' | 'X'))
+        self.live_stat().is_some()
     }
 
-    /// In its exit: its namespaces already released, not yet a zombie. The init of a PID
-    /// namespace stays so until every other process of the namespace is reaped (an exec
+    /// In its exit, not yet a zombie: the kernel marks a process exiting first thing
+    /// (`PF_EXITING`), before it releases its namespaces and leaves its cgroup. The init of a
+    /// PID namespace stays so until every other process of the namespace is reaped (an exec
     /// killed half-way in, say); nothing can join its namespaces any more.
     pub fn is_exiting(&self) -> bool {
-        self.is_alive() && std::fs::read_link(format!("/proc/{}/ns/pid", self.pid)).is_err()
+        self.live_stat().is_some_and(|stat| {
+            stat.flags & PF_EXITING != 0 || std::fs::read_link(format!("/proc/{}/ns/pid", self.pid)).is_err()
+        })
+    }
+
+    /// Its /proc stat while it is this process and not a zombie.
+    fn live_stat(&self) -> Option<ProcStat> {
+        process_stat(self.pid).filter(|stat| stat.start_time == self.start_time && !stat.is_zombie())
     }
 
     /// The live child `pid` of this live process: a pid whose parent is a process of ours
     /// (a subreaper that has not reaped it) cannot have been taken by another process.
     pub fn child(&self, pid: i32) -> Option<ProcessRef> {
-        let (state, parent, start_time) = process_stat(pid)?;
-        (parent == self.pid && !matches!(state, 'Z' | 'X') && self.is_alive()).then_some(ProcessRef { pid, start_time })
+        let stat = process_stat(pid)?;
+        (stat.parent == self.pid && !stat.is_zombie() && self.is_alive())
+            .then_some(ProcessRef { pid, start_time: stat.start_time })
     }
 }
 
@@ -174,17 +183,39 @@ fn open_pidfd(pid: i32) -> Result<OwnedFd, nix::errno::Errno> {
 }
 
 fn process_start_time(pid: i32) -> Option<u64> {
-    process_stat(pid).map(|(_, _, start)| start)
+    process_stat(pid).map(|stat| stat.start_time)
 }
 
-/// Fields 3 (state), 4 (parent pid) and 22 (start time) of /proc/<pid>/stat; the command
-/// name may contain spaces and parentheses.
-fn process_stat(pid: i32) -> Option<(char, i32, u64)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let mut fields = stat[stat.rfind(')')? + 2..].split_whitespace();
+/// The kernel's per-task flag of a process in its exit (include/linux/sched.h).
+const PF_EXITING: u32 = 0x4;
+
+/// What swapcri reads of /proc/<pid>/stat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ProcStat {
+    state: char,
+    parent: i32,
+    flags: u32,
+    start_time: u64,
+}
+
+impl ProcStat {
+    fn is_zombie(&self) -> bool {
+        matches!(self.state, 'Z' | 'X')
+    }
+}
+
+fn process_stat(pid: i32) -> Option<ProcStat> {
+    parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// Fields 3 (state), 4 (parent pid), 9 (flags) and 22 (start time) of a /proc/<pid>/stat
+/// line; the command name may contain spaces and parentheses.
+fn parse_stat(stat: &str) -> Option<ProcStat> {
+    let mut fields = stat.get(stat.rfind(')')? + 2..)?.split_whitespace();
     let state = fields.next()?.chars().next()?;
     let parent = fields.next()?.parse().ok()?;
-    Some((state, parent, fields.nth(17)?.parse().ok()?))
+    let flags = fields.nth(4)?.parse().ok()?;
+    Some(ProcStat { state, parent, flags, start_time: fields.nth(12)?.parse().ok()? })
 }
 
 pub fn sandbox_name(metadata: &cri::PodSandboxMetadata) -> String {
@@ -194,6 +225,29 @@ pub fn sandbox_name(metadata: &cri::PodSandboxMetadata) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stat_lines() {
+        let line = |comm: &str, state: &str, flags: u32| {
+            format!("4242 ({comm}) {state} 17 4242 4242 0 -1 {flags} 120 0 0 0 3 1 0 0 20 0 1 0 987654 1 2 3")
+        };
+        let stat = |state, parent, flags, start_time| Some(ProcStat { state, parent, flags, start_time });
+        let cases = [
+            (line("sleep", "S", 0x400000), stat('S', 17, 0x400000, 987654)),
+            (line("a) (b c", "R", 0x400140), stat('R', 17, 0x400140, 987654)),
+            (line("exiting", "R", 0x400144), stat('R', 17, 0x400144, 987654)),
+            (line("zombie", "Z", 0x40044c), stat('Z', 17, 0x40044c, 987654)),
+            ("4242 (cut".to_string(), None),
+            ("4242 (short) S 17".to_string(), None),
+            (String::new(), None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(parse_stat(&text), want, "{text}");
+        }
+        let exiting = parse_stat(&line("exiting", "R", 0x400144)).unwrap();
+        assert!(exiting.flags & PF_EXITING != 0 && !exiting.is_zombie());
+        assert!(parse_stat(&line("zombie", "Z", 0)).unwrap().is_zombie());
+    }
 
     #[test]
     fn own_process_is_alive_and_a_changed_start_time_is_not() {
