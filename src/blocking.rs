@@ -2,7 +2,8 @@
 //! the async workers, so a slow disk delays the call that writes, never every other call.
 //!
 //! `run` moves a borrowed piece of work off the worker in place (`block_in_place`), `spawn`
-//! hands an owned one to the blocking pool. Both mark the thread while the work runs, and the
+//! hands an owned one to the blocking pool, `fan_out` spreads a list's blocking reads over
+//! a few threads. Both mark the thread while the work runs, and the
 //! blocking primitives call `check`: in debug builds (every test run) blocking work found on
 //! an async thread without the mark panics, naming what it was. Nothing else in the crate
 //! calls `spawn_blocking` or `block_in_place` (a test below reads the sources; clippy's
@@ -57,6 +58,37 @@ pub fn spawn<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> tokio
     })
 }
 
+/// Items each thread of [`fan_out`] takes at the least: below that a thread's start costs
+/// more than it saves.
+const FAN_OUT_MIN_ITEMS: usize = 8;
+
+/// Maps `items` through `f` (blocking reads: a listing's cgroup and /proc files), spread
+/// over as many threads as the node gives this process (at most 4), in order. Called from
+/// blocking work; a short list stays on the calling thread.
+pub fn fan_out<T: Send, R: Send>(items: Vec<T>, f: impl Fn(T) -> R + Sync) -> Vec<R> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()).min(4);
+    let threads = cores.min(items.len() / FAN_OUT_MIN_ITEMS).max(1);
+    if threads == 1 {
+        return items.into_iter().map(f).collect();
+    }
+    let per_thread = items.len().div_ceil(threads);
+    let mut items = items.into_iter();
+    let chunks: Vec<Vec<T>> = (0..threads).map(|_| items.by_ref().take(per_thread).collect()).collect();
+    let f = &f;
+    std::thread::scope(|scope| {
+        let parts: Vec<_> = chunks
+            .into_iter()
+            .map(|chunk| {
+                scope.spawn(move || {
+                    let _mark = Mark::set();
+                    chunk.into_iter().map(f).collect::<Vec<R>>()
+                })
+            })
+            .collect();
+        parts.into_iter().flat_map(|part| part.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
+    })
+}
+
 /// Whether blocking work may run on this thread: outside any async runtime (helper
 /// processes, the command-line tools), or inside `run` or `spawn`.
 pub fn allowed() -> bool {
@@ -107,6 +139,18 @@ mod tests {
         let other = tokio::spawn(async move { tx.send(()).unwrap() });
         run(|| rx.recv_timeout(std::time::Duration::from_secs(5)).expect("the other task never ran"));
         other.await.unwrap();
+    }
+
+    #[test]
+    fn fan_out_keeps_the_order_and_every_item() {
+        for len in [0, 1, 7, 8, 17, 110, 1000] {
+            let items: Vec<usize> = (0..len).collect();
+            let doubled = fan_out(items, |n| {
+                check("a read on a fan-out thread");
+                n * 2
+            });
+            assert_eq!(doubled, (0..len).map(|n| n * 2).collect::<Vec<_>>(), "{len} items");
+        }
     }
 
     /// Work handed off any other way would run unmarked and trip `check`.

@@ -60,34 +60,32 @@ impl PodService {
             limit_bytes: s.blocks() as u64 * s.fragment_size() as u64,
         });
         let sandboxes: Vec<Sandbox> = self.registry.read().sandboxes.values().cloned().collect();
-        sandboxes
-            .into_iter()
-            .map(|sandbox| {
-                let containers: Vec<ContainerMetrics> = self
-                    .registry
-                    .containers_in(&sandbox.meta.id)
-                    .into_iter()
-                    .filter(|c| c.status.state == ContainerState::Running)
-                    .map(|container| {
-                        let cgroup = container.cgroup(&sandbox);
-                        ContainerMetrics {
-                            stats: self.cgroups.stats(&cgroup),
-                            detail: self.cgroups.detail(&cgroup),
-                            writable: self.writable_usage(&container.meta.id),
-                            container,
-                        }
-                    })
-                    .collect();
-                let interfaces = pod_interfaces(&sandbox, containers.iter().map(|c| &c.container));
-                PodMetrics {
-                    stats: self.cgroups.stats(&sandbox.meta.cgroup_path()),
-                    detail: self.cgroups.detail(&sandbox.meta.cgroup_path()),
-                    interfaces,
-                    containers,
-                    fs,
-                    sandbox,
-                }
-            })
-            .collect()
+        // Each pod's files read, pods spread over a few threads.
+        crate::blocking::fan_out(sandboxes, |sandbox| {
+            let containers: Vec<ContainerMetrics> = self
+                .registry
+                .containers_in(&sandbox.meta.id)
+                .into_iter()
+                .filter(|c| c.status.state == ContainerState::Running)
+                .map(|container| {
+                    let cgroup = container.cgroup(&sandbox);
+                    ContainerMetrics {
+                        stats: self.cgroups.stats(&cgroup),
+                        detail: self.cgroups.detail(&cgroup),
+                        writable: self.writable_usage(&container.meta.id),
+                        container,
+                    }
+                })
+                .collect();
+            let interfaces = pod_interfaces(&sandbox, containers.iter().map(|c| &c.container));
+            PodMetrics {
+                stats: self.cgroups.stats(&sandbox.meta.cgroup_path()),
+                detail: self.cgroups.detail(&sandbox.meta.cgroup_path()),
+                interfaces,
+                containers,
+                fs,
+                sandbox,
+            }
+        })
     }
 }

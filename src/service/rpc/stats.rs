@@ -47,8 +47,8 @@ impl PodService {
     }
 
     pub fn list_container_stats(&self, filter: Option<&cri::ContainerStatsFilter>) -> Vec<ContainerSample> {
-        let containers = self.list_containers(None);
-        containers
+        let containers: Vec<Container> = self
+            .list_containers(None)
             .into_iter()
             .filter(|c| match filter {
                 None => true,
@@ -58,8 +58,8 @@ impl PodService {
                         && labels_match(&c.meta.config.labels, &f.label_selector)
                 }
             })
-            .map(|c| self.container_sample(c, false))
-            .collect()
+            .collect();
+        crate::blocking::fan_out(containers, |c| self.container_sample(c, false))
     }
 
     fn pod_sample(&self, sandbox: Sandbox, containers: Vec<ContainerSample>) -> PodSample {
@@ -92,18 +92,23 @@ impl PodService {
                 }
             })
             .collect();
-        // One listing of the containers, grouped by pod (not a listing per pod).
+        // One listing of the containers, grouped by pod (not a listing per pod); then each
+        // pod's files read, pods spread over a few threads.
         let selected: std::collections::HashSet<_> = sandboxes.iter().map(|s| s.meta.id.clone()).collect();
-        let mut by_pod: std::collections::HashMap<_, Vec<ContainerSample>> = std::collections::HashMap::new();
+        let mut by_pod: std::collections::HashMap<_, Vec<Container>> = std::collections::HashMap::new();
         for container in self.list_containers(None).into_iter().filter(|c| selected.contains(&c.meta.sandbox_id)) {
-            by_pod.entry(container.meta.sandbox_id.clone()).or_default().push(self.container_sample(container, false));
+            by_pod.entry(container.meta.sandbox_id.clone()).or_default().push(container);
         }
-        sandboxes
+        let pods: Vec<(Sandbox, Vec<Container>)> = sandboxes
             .into_iter()
             .map(|s| {
                 let containers = by_pod.remove(&s.meta.id).unwrap_or_default();
-                self.pod_sample(s, containers)
+                (s, containers)
             })
-            .collect()
+            .collect();
+        crate::blocking::fan_out(pods, |(sandbox, containers)| {
+            let samples = containers.into_iter().map(|c| self.container_sample(c, false)).collect();
+            self.pod_sample(sandbox, samples)
+        })
     }
 }
