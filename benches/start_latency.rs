@@ -1,6 +1,6 @@
 //! Pod + container start latency through the CRI (RunPodSandbox, CreateContainer,
-//! StartContainer) against a bare `runc create` + `runc start` and a bare `runc run` of the
-//! same root filesystem, the samples of each taken in turn, and CreateContainer with and
+//! StartContainer) against a bare `runc create` + `runc start` of the same bundle and a bare
+//! `runc run` of the same root filesystem, the samples of each taken in turn, and CreateContainer with and
 //! without spare monitors. Needs root.
 //! SWAPCRI_BENCH_RUNC names the runc binary of both (default: runc on PATH).
 //!   sudo hack/bench.sh
@@ -46,6 +46,11 @@ struct CriStart {
 impl CriStart {
     /// Starts pod `n` with one container (`host_network` pods skip CNI), then removes it.
     async fn sample(&mut self, daemon: &Daemon, tag: &str, n: usize, host_network: bool) {
+        self.sample_then(daemon, tag, n, host_network, |_| {}).await
+    }
+
+    /// As `sample`, running `then` with the started container's id before the removal.
+    async fn sample_then(&mut self, daemon: &Daemon, tag: &str, n: usize, host_network: bool, then: impl FnOnce(&str)) {
         let logs = daemon.dir.path().join("logs");
         let mut pod_config = sandbox_config(&format!("{tag}-{n}"), &logs);
         let mut ctr = container_config("c", &["sleep", "30"]);
@@ -66,10 +71,11 @@ impl CriStart {
         };
         let id = rt.create_container(request).await.expect("CreateContainer").into_inner().container_id;
         let starting = Instant::now();
-        rt.start_container(cri::StartContainerRequest { container_id: id }).await.expect("StartContainer");
+        rt.start_container(cri::StartContainerRequest { container_id: id.clone() }).await.expect("StartContainer");
         self.start.push(starting.elapsed());
         self.create.push(starting - creating);
         self.whole.push(started.elapsed());
+        then(&id);
         rt.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: pod }).await.unwrap();
     }
 
@@ -145,28 +151,44 @@ async fn main() {
         assert!(out.success(), "runc {args:?}: {}", std::fs::read_to_string(&errors).unwrap_or_default());
     };
     // Round by round, so that every kind of start sees the node as it is at that moment: the
-    // host-network start through the CRI (with spare monitors and without), then the same two
-    // steps swapcri takes under bare runc (CreateContainer runs `create`, StartContainer
-    // `start`), then a bare `runc run`.
+    // host-network start through the CRI (with spare monitors and without); while that
+    // container runs, the same two steps swapcri takes (CreateContainer runs `create`,
+    // StartContainer `start`) under bare runc with that container's bundle (its spec, its
+    // root filesystem, its pod's namespaces; a cgroup of its own); then a bare `runc run` of
+    // the image's root filesystem with runc's default spec.
     let (mut host_network, mut without_spares) = (CriStart::default(), CriStart::default());
     let (mut split_create, mut split_start, mut bare_samples) = (Vec::new(), Vec::new(), Vec::new());
+    let same_bundle = daemon.dir.path().join("same-bundle");
+    std::fs::create_dir_all(&same_bundle).unwrap();
     for n in 0..RUNS {
-        host_network.sample(&daemon, "host", n, true).await;
+        host_network
+            .sample_then(&daemon, "host", n, true, |container| {
+                let spec = daemon.dir.path().join("run/containers").join(container).join("bundle/config.json");
+                let mut spec: serde_json::Value = serde_json::from_slice(&std::fs::read(spec).unwrap()).unwrap();
+                let id = format!("split-{n}");
+                spec["linux"]["cgroupsPath"] = serde_json::json!(format!("/swapcri-bench-bare/{id}"));
+                std::fs::write(same_bundle.join("config.json"), serde_json::to_vec(&spec).unwrap()).unwrap();
+                let creating = Instant::now();
+                runc_cmd(&["create", "--bundle", same_bundle.to_str().unwrap(), &id]);
+                let starting = Instant::now();
+                runc_cmd(&["start", &id]);
+                split_start.push(starting.elapsed());
+                split_create.push(starting - creating);
+                let _ = Command::new(runc()).arg("--root").arg(&root).args(["delete", "--force", &id]).output();
+            })
+            .await;
         without_spares.sample(&cold, "cold", n, true).await;
-        let id = format!("split-{n}");
-        let creating = Instant::now();
-        runc_cmd(&["create", "--bundle", bundle.to_str().unwrap(), &id]);
-        let starting = Instant::now();
-        runc_cmd(&["start", &id]);
-        split_start.push(starting.elapsed());
-        split_create.push(starting - creating);
-        let _ = Command::new(runc()).arg("--root").arg(&root).args(["delete", "--force", &id]).output();
         let id = format!("bare-{n}");
         let started = Instant::now();
         runc_cmd(&["run", "--detach", "--bundle", bundle.to_str().unwrap(), &id]);
         bare_samples.push(started.elapsed());
         let _ = Command::new(runc()).arg("--root").arg(&root).args(["delete", "--force", &id]).output();
     }
+    // The parent cgroup of the bare runs' own (runc removed theirs), in each hierarchy.
+    for hierarchy in std::fs::read_dir("/sys/fs/cgroup").into_iter().flatten().flatten() {
+        let _ = std::fs::remove_dir(hierarchy.path().join("swapcri-bench-bare"));
+    }
+    let _ = std::fs::remove_dir("/sys/fs/cgroup/swapcri-bench-bare");
     let bare = median(bare_samples);
     let (split_create, split_start) = (median(split_create), median(split_start));
     let split = split_create + split_start;
@@ -181,9 +203,9 @@ async fn main() {
     println!("  StartContainer (host network):                   {}", ms(start));
     println!("  CreateContainer without spare monitors:          {}", ms(median(without_spares.create)));
     println!("  StartContainer without spare monitors:           {}", ms(median(without_spares.start)));
-    println!("  bare runc create (same root filesystem):         {}", ms(split_create));
+    println!("  bare runc create (the same bundle):              {}", ms(split_create));
     println!("  bare runc start:                                 {}", ms(split_start));
-    println!("  bare runc run --detach:                          {}", ms(bare));
+    println!("  bare runc run --detach (runc's default spec):    {}", ms(bare));
     let ratio = cri.as_secs_f64() / split.as_secs_f64();
     println!(
         "  create + start / bare runc create + start: {ratio:.2} (target <= 1.0: {})",
