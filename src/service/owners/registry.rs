@@ -73,14 +73,18 @@ impl ObjectLocks {
     }
 }
 
+/// How many locks the status writes of all containers are spread over.
+const STATUS_WRITE_STRIPES: usize = 32;
+
 pub struct Registry {
     sandbox_records: Records,
     container_records: Records,
     state: RwLock<State>,
     locks: ObjectLocks,
-    /// Held while a container's status is written (disk, then memory): the exit watch's
-    /// read-modify-write and a call's save never interleave.
-    status_writes: std::sync::Mutex<()>,
+    /// One held while a container's status is written (disk, then memory): the exit watch's
+    /// read-modify-write and a call's save of one container never interleave. Striped by id,
+    /// so that the writes of different containers (each with its fsync) do not wait in line.
+    status_writes: [std::sync::Mutex<()>; STATUS_WRITE_STRIPES],
     run_root: PathBuf,
     events: Events,
 }
@@ -94,7 +98,7 @@ impl Registry {
             container_records: Records::open(&state_root.join("containers"))?,
             state: RwLock::new(State::default()),
             locks: ObjectLocks::default(),
-            status_writes: std::sync::Mutex::new(()),
+            status_writes: std::array::from_fn(|_| std::sync::Mutex::new(())),
             run_root: run_root.to_path_buf(),
             events: Events::default(),
         })
@@ -118,6 +122,12 @@ impl Registry {
     /// A subscription to lifecycle events.
     pub(in crate::service) fn subscribe_events(&self) -> tokio::sync::broadcast::Receiver<events::Event> {
         self.events.subscribe()
+    }
+
+    /// The lock of `id`'s status writes (shared with the ids of its stripe).
+    fn status_write_lock(&self, id: &ContainerId) -> std::sync::MutexGuard<'_, ()> {
+        let stripe = id.as_str().bytes().fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(b.into()));
+        self.status_writes[stripe % STATUS_WRITE_STRIPES].lock().unwrap_or_else(|p| p.into_inner())
     }
 
     pub(in crate::service) fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
@@ -175,7 +185,7 @@ impl Registry {
         }
         // Settled again under the status lock, from the record as it is now: a status saved
         // since the read above (the start's) is built on, never overwritten.
-        let _one_writer = self.status_writes.lock().unwrap_or_else(|p| p.into_inner());
+        let _one_writer = self.status_write_lock(id);
         let current = self.read().containers.get(id)?.clone();
         let Some(status) = current.status.state.is_live().then(|| self.settled(id, &current.status)).flatten() else {
             return Some(current);
@@ -248,7 +258,7 @@ impl Registry {
         id: &ContainerId,
         status: ContainerStatus,
     ) -> Result<(), Error> {
-        let _one_writer = self.status_writes.lock().unwrap_or_else(|p| p.into_inner());
+        let _one_writer = self.status_write_lock(id);
         crate::blocking::run(|| self.container_records.write_status(id.as_str(), &status))?;
         let new = status.state;
         let replaced = self.write().containers.get_mut(id).map(|c| {
