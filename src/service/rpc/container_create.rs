@@ -70,10 +70,14 @@ impl PodService {
             None => None,
         };
         let gate = self.nri.gate().await; // until the container is recorded (see Nri::gate)
-        let (memory_plan, told) = self.nri_create(&id, &sandbox, &config, &mut bundle, memory_plan).await?;
-        crate::blocking::run(|| bundle.write_spec())?;
+        let (memory_plan, told) =
+            self.nri_create(&id, &sandbox, &config, &mut bundle, memory_plan).instrument(span::step("nri")).await?;
+        span::step("spec").in_scope(|| crate::blocking::run(|| bundle.write_spec()))?;
         let reserved = self.registry.owned_pod_reservations();
-        self.memory.apply_pod_reservations(&sandbox, &reserved, Some(&memory_plan)).await?;
+        self.memory
+            .apply_pod_reservations(&sandbox, &reserved, Some(&memory_plan))
+            .instrument(span::step("pod reservations"))
+            .await?;
         let made = Made {
             id: &id,
             sandbox: &sandbox,
@@ -145,7 +149,7 @@ impl PodService {
         status.cgroup = status.pid.and_then(|pid| self.cgroups.cgroup_of(pid));
         status.memory_plan = Some(made.memory_plan);
         status.nri_owners = made.nri_owners;
-        self.registry.add_container(meta, status)?;
+        span::step("record").in_scope(|| self.registry.add_container(meta, status))?;
         self.exit_wake.changed();
         Ok(())
     }

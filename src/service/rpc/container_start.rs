@@ -43,11 +43,12 @@ impl PodService {
         status.state = ContainerState::Running;
         status.started_at = started_at;
         if let Some(plan) = &status.memory_plan {
-            let mismatches =
-                self.memory.check(&container.cgroup(&sandbox), &container.meta.id, plan, status.live_init());
+            let mismatches = span::step("plan read back").in_scope(|| {
+                self.memory.check(&container.cgroup(&sandbox), &container.meta.id, plan, status.live_init())
+            });
             status.memory_mismatches = mismatches;
         }
-        self.registry.save_container_status(&container.meta.id, status)?;
+        span::step("record").in_scope(|| self.registry.save_container_status(&container.meta.id, status))?;
         // A process that exits at once may already have an exit record.
         self.registry.refresh(&container.meta.id);
         tracing::info!(container = %container.meta.id, "container started");
