@@ -158,7 +158,8 @@ async fn main() {
     // The pods' parent, named by the requests as kubelet names its own: the runtime leaves it
     // (in each v1 hierarchy, or in the unified one).
     let hierarchies = std::fs::read_dir("/sys/fs/cgroup").into_iter().flatten().flatten().map(|h| h.path());
-    for parent in hierarchies.chain([std::path::PathBuf::from("/sys/fs/cgroup")]).map(|h| h.join("swapcri-list-bench")) {
+    for parent in hierarchies.chain([std::path::PathBuf::from("/sys/fs/cgroup")]).map(|h| h.join("swapcri-list-bench"))
+    {
         for pod in std::fs::read_dir(&parent).into_iter().flatten().flatten().filter(|e| e.path().is_dir()) {
             let _ = std::fs::remove_dir(pod.path());
         }
