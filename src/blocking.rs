@@ -3,8 +3,8 @@
 //!
 //! `run` moves a borrowed piece of work off the worker in place (`block_in_place`), `spawn`
 //! hands an owned one to the blocking pool, `fan_out` spreads a list's blocking reads over
-//! a few threads. Both mark the thread while the work runs, and the
-//! blocking primitives call `check`: in debug builds (every test run) blocking work found on
+//! a few threads. Each marks the thread while the work runs, and the blocking primitives
+//! call `check`: in debug builds (every test run) blocking work found on
 //! an async thread without the mark panics, naming what it was. Nothing else in the crate
 //! calls `spawn_blocking` or `block_in_place` (a test below reads the sources; clippy's
 //! `disallowed-methods` says the same), so the mark is the whole story.

@@ -128,8 +128,9 @@ fn main() {
 }
 
 /// Runs the helper processes the daemon spawns (`swapcri monitor FILE` or a spare
-/// `swapcri monitor -`, `swapcri sandbox-ns FILE`); returns for any other command. They are not in the command line parser: building
-/// it costs a helper about 100 page faults, on every container and pod start. A helper has
+/// `swapcri monitor -`, `swapcri sandbox-ns FILE`); returns for any other command. They are
+/// not in the command line parser: building it costs a helper about 100 page faults, on
+/// every container and pod start. A helper has
 /// no configuration, no async runtime and no threads before it forks.
 fn run_helper_if_asked() {
     let mut args = std::env::args_os().skip(1);

@@ -187,9 +187,10 @@ impl Registry {
         // since the read above (the start's) is built on, never overwritten.
         let _one_writer = self.status_write_lock(id);
         let current = self.read().containers.get(id)?.clone();
-        let Some(status) = current.status.state.is_live().then(|| self.settled(id, &current.status)).flatten() else {
+        if !current.status.state.is_live() {
             return Some(current);
-        };
+        }
+        let Some(status) = self.settled(id, &current.status) else { return Some(current) };
         match crate::blocking::run(|| self.container_records.write_status(id.as_str(), &status)) {
             // Removed meanwhile (by a call holding its lock): nothing to update.
             Err(crate::store::StoreError::Write { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
@@ -259,6 +260,11 @@ impl Registry {
         status: ContainerStatus,
     ) -> Result<(), Error> {
         let _one_writer = self.status_write_lock(id);
+        // A live status from a copy read before the exit was picked up (a start's, an
+        // update's): the exit stays, settled on top of what the save brings.
+        let settled_before = self.read().containers.get(id).is_some_and(|c| !c.status.state.is_live());
+        let status =
+            if settled_before && status.state.is_live() { self.settled(id, &status).unwrap_or(status) } else { status };
         crate::blocking::run(|| self.container_records.write_status(id.as_str(), &status))?;
         let new = status.state;
         let replaced = self.write().containers.get_mut(id).map(|c| {

@@ -104,6 +104,29 @@ async fn an_exit_the_watch_picks_up_during_the_start_keeps_the_start() {
     }
 }
 
+/// A save of a live status taken from a copy read before the exit was picked up (a start's,
+/// an update's) keeps the exit: the container stays exited, with what the save brought (the
+/// start time), and no Started event follows its Stopped.
+#[tokio::test]
+async fn a_stale_live_save_keeps_the_exit_picked_up_meanwhile() {
+    use crate::service::owners::events::EventKind;
+    let f = fixture(ContainerState::Running, "SIGTERM", "", false);
+    let mut events = f.service.subscribe_events();
+    let mut stale = state_of(&f);
+    f.fake.exit(3, 1_000);
+    assert_eq!(state_of(&f).state, ContainerState::Exited, "the exit is picked up");
+    stale.started_at = 2_000;
+    f.service.registry.save_container_status(&f.id, stale).unwrap();
+    let status = state_of(&f);
+    assert_eq!((status.state, status.exit_code), (ContainerState::Exited, 3), "{status:?}");
+    assert_eq!((status.started_at, status.finished_at), (2_000, 2_000), "never finished before it started");
+    let mut kinds = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        kinds.push(event.kind);
+    }
+    assert_eq!(kinds, vec![EventKind::Stopped], "{kinds:?}");
+}
+
 #[tokio::test]
 async fn stop_escalates_to_sigkill_of_every_process_after_the_timeout() {
     let f = fixture(ContainerState::Running, "SIGTERM", "SIGKILL", false);
